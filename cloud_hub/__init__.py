@@ -1,0 +1,1 @@
+"""hetmesh cloud hub: fleet view, policies, and the federated load predictor."""

@@ -1,0 +1,80 @@
+"""Chooses the placement backend: the compiled C kernel, or its pure-Python twin.
+
+Set ``HETMESH_PURE_PYTHON=1`` to force the twin (read once, through ``default_backend``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Literal
+
+import numpy as np
+
+from edge_agent.errors import KernelError
+from edge_agent.placement import _native, reference
+from edge_agent.placement import layout as L
+from edge_agent.placement.workspace import Workspace
+
+Backend = Literal["native", "python"]
+KernelCall = Callable[[int], tuple[int, int]]
+
+
+def native_available() -> bool:
+    """Return True when the compiled kernel is importable."""
+    return _native.AVAILABLE
+
+
+def default_backend(environ: dict[str, str] | None = None) -> Backend:
+    """Return "python" when forced by HETMESH_PURE_PYTHON or the extension is missing."""
+    env = os.environ if environ is None else environ
+    if env.get("HETMESH_PURE_PYTHON", "").strip().lower() in {"1", "true", "yes"}:
+        return "python"
+    return "native" if native_available() else "python"
+
+
+class PythonCall:
+    """A kernel call that runs the pure-Python twin over a workspace's buffers."""
+
+    def __init__(self, ws: Workspace) -> None:
+        self.ws = ws
+
+    def __call__(self, n_task: int) -> tuple[int, int]:
+        """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
+        ws = self.ws
+        devices = ws.devices.ravel().tolist()
+        assigned = [0] * (n_task * L.MAX_GANG)
+        runner_up = [0] * n_task
+        estimates = [0.0] * (n_task * L.N_EST)
+        components = [0.0] * (n_task * L.N_OBJECTIVES)
+        counts = [0] * (n_task * L.N_REASONS)
+        reasons = [0] * (n_task * ws.n_dev) if ws.keep_reasons else None
+        status, bad = reference.place_batch(
+            devices, ws.n_dev, ws.tasks[:n_task].ravel().tolist(), n_task,
+            ws.weights.tolist(), ws.corrections.ravel().tolist(), ws.n_classes,
+            assigned, runner_up, estimates, components, counts, reasons,
+        )
+        if status == L.ST_OK and n_task:
+            ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
+            ws.assigned[:n_task] = np.asarray(assigned).reshape(n_task, L.MAX_GANG)
+            ws.runner_up[:n_task] = runner_up
+            ws.estimates[:n_task] = np.asarray(estimates).reshape(n_task, L.N_EST)
+            ws.components[:n_task] = np.asarray(components).reshape(n_task, L.N_OBJECTIVES)
+            ws.reject_counts[:n_task] = np.asarray(counts).reshape(n_task, L.N_REASONS)
+            if reasons is not None and ws.n_dev:
+                ws.reasons[:n_task] = np.asarray(reasons).reshape(n_task, ws.n_dev)
+        return status, bad
+
+
+def bind(ws: Workspace, backend: Backend) -> KernelCall:
+    """Return a call of ``backend`` bound to ``ws``'s buffers."""
+    if backend == "native":
+        return _native.NativeCall(ws)
+    return PythonCall(ws)
+
+
+def check(status: int, bad: int) -> None:
+    """Raise KernelError for a non-OK status, naming the offending row."""
+    if status != L.ST_OK:
+        where = f" (row {bad})" if bad >= 0 else ""
+        raise KernelError(status, L.STATUS_NAMES.get(status, "unknown status") + where)

@@ -1,0 +1,133 @@
+"""Row layouts of the flat arrays the placement kernel reads and writes.
+
+These numbers mirror ``native/hetmesh_kernel.h``; a test checks that the two agree.
+Devices, tasks and policies cross into C as rows of doubles so that one call places a
+whole batch without touching Python objects.
+"""
+
+from __future__ import annotations
+
+# --- device row (capability, then live state) ---------------------------------------
+DEV_KIND = 0  # DeviceKind value
+DEV_PEAK_INT8 = 1  # GOPS
+DEV_PEAK_FP16 = 2
+DEV_PEAK_FP32 = 3
+DEV_MEM_TOTAL = 4  # bytes
+DEV_MEM_BW = 5  # GB/s
+DEV_IDLE_W = 6
+DEV_MAX_W = 7
+DEV_PREC_MASK = 8
+DEV_OPS_MASK = 9
+DEV_FORMAT_MASK = 10
+DEV_EFFICIENCY = 11  # achievable fraction of peak, (0, 1]
+DEV_DISPATCH_S = 12
+DEV_RECONF_S = 13
+DEV_LINK_S = 14
+DEV_LINK_BW = 15  # GB/s, 0 = transfer not modelled
+DEV_CARBON = 16  # gCO2 per kWh at the device's site
+DEV_UTIL = 17  # 0..1
+DEV_MEM_FREE = 18  # bytes
+DEV_QUEUE_S = 19  # seconds of committed work; the kernel adds to it
+DEV_PRED_UTIL = 20  # 0..1
+DEV_HEALTH = 21  # Health value
+DEV_CONFIG = 22  # loaded configuration id; the kernel updates it on commit
+DEV_FIELDS = 23
+LIVE_NAMES = {
+    DEV_UTIL: "utilization",
+    DEV_MEM_FREE: "memory_free_bytes",
+    DEV_QUEUE_S: "queued_s",
+    DEV_PRED_UTIL: "predicted_utilization",
+    DEV_HEALTH: "health",
+}
+
+# --- task row ------------------------------------------------------------------------
+TASK_KINDS_MASK = 0  # 0 = any kind
+TASK_PREC = 1  # Precision value
+TASK_OPS_MASK = 2
+TASK_FORMAT = 3  # ModelFormat value, -1 = any
+TASK_MEM = 4  # bytes per device
+TASK_COUNT = 5  # devices wanted, 1..MAX_GANG
+TASK_MAX_LAT_S = 6  # 0 = no bound
+TASK_DEADLINE_S = 7  # 0 = none
+TASK_GFLOP = 8  # giga-operations
+TASK_BYTES = 9  # bytes moved through memory per run (params + activations)
+TASK_IN_BYTES = 10  # bytes shipped over a link to a remote device
+TASK_CLASS = 11  # row of the correction matrix
+TASK_CONFIG = 12  # required configuration id, 0 = none
+TASK_FIELDS = 13
+
+# --- policy weights (objectives; all costs, lower is better) -------------------------
+OBJ_LATENCY = 0
+OBJ_ENERGY = 1
+OBJ_THROUGHPUT = 2
+OBJ_BALANCE = 3
+OBJ_FRAGMENTATION = 4
+OBJ_CARBON = 5
+N_OBJECTIVES = 6
+OBJECTIVE_NAMES = ("latency", "energy", "throughput", "balance", "fragmentation", "carbon")
+
+# --- estimate columns per task -------------------------------------------------------
+EST_LATENCY_S = 0
+EST_SERVICE_S = 1
+EST_ENERGY_J = 2
+EST_CARBON_G = 3
+EST_SCORE = 4
+EST_RUNNER_UP_SCORE = 5
+N_EST = 6
+
+# --- rejection reasons (first failing check wins) ------------------------------------
+R_OK = 0
+R_OFFLINE = 1
+R_KIND = 2
+R_PRECISION = 3
+R_OPERATORS = 4
+R_FORMAT = 5
+R_MEMORY = 6
+R_LATENCY = 7
+R_DEADLINE = 8
+N_REASONS = 9
+REASON_NAMES = (
+    "ok",
+    "offline",
+    "kind not allowed",
+    "precision unsupported",
+    "operator family unsupported",
+    "model format unsupported",
+    "not enough free memory",
+    "estimated latency over max_latency",
+    "would miss the deadline",
+)
+
+# --- per-device scratch columns (caller-provided; no allocation in the kernel) -------
+# Columns 0..5 hold the device's cost for each objective, in objective order.
+SCR_SERVICE_EFF = 6  # service time stretched by current/predicted utilization
+SCR_RECONF = 7
+SCR_SCORE = 8
+SCR_REASON = 9
+SCR_FIELDS = 10
+
+MAX_GANG = 8  # most devices one task may take
+
+# --- status codes --------------------------------------------------------------------
+ST_OK = 0
+ST_BAD_SHAPE = 1
+ST_BAD_DEVICE = 2
+ST_BAD_TASK = 3
+ST_BAD_POLICY = 4
+ST_BAD_CORRECTION = 5
+STATUS_NAMES = {
+    ST_OK: "ok",
+    ST_BAD_SHAPE: "bad array shape or null buffer",
+    ST_BAD_DEVICE: "device row has NaN, infinity or an out-of-range value",
+    ST_BAD_TASK: "task row has NaN, infinity or an out-of-range value",
+    ST_BAD_POLICY: "policy weights must be finite, >= 0 and not all zero",
+    ST_BAD_CORRECTION: "correction factors must be finite and > 0",
+}
+
+NO_DEVICE = -1
+
+# Fixed constants of the cost model, shared by the kernel and its twin.
+BALANCE_HORIZON_S = 1.0  # balance cost: utilization plus backlog over this horizon
+UTIL_CAP = 0.95  # a device is never modelled as more than 95% busy
+SUSPECT_PENALTY = 1.0  # added to the score of a device whose health is suspect
+NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9)  # per objective, keeps ratios finite

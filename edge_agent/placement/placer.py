@@ -1,0 +1,236 @@
+"""The placement engine: a fleet of devices, a policy, learned corrections, one kernel call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from edge_agent.errors import InvalidInput
+from edge_agent.placement import kernel
+from edge_agent.placement import layout as L
+from edge_agent.placement.codec import PreparedTask, device_row, prepare
+from edge_agent.placement.decision import Decision
+from edge_agent.placement.policy import Policy
+from edge_agent.placement.workspace import Workspace
+from edge_agent.resources.device import Device
+from edge_agent.resources.vocab import Health
+from edge_agent.tasks.contract import TaskContract
+
+CORRECTION_MIN = 0.02
+CORRECTION_MAX = 50.0
+
+
+class Placer:
+    """Places tasks on a fleet under a policy and learns from measured outcomes.
+
+    Committed work is charged to each chosen device's queue and free memory until
+    ``feedback`` (or ``release``) reports the task finished.
+    """
+
+    def __init__(
+        self,
+        devices: Sequence[Device],
+        policy: Policy | None = None,
+        *,
+        backend: kernel.Backend | None = None,
+        keep_reasons: bool = True,
+        learning_rate: float = 0.3,
+    ) -> None:
+        ids = [d.id for d in devices]
+        if len(set(ids)) != len(ids):
+            raise InvalidInput("device ids must be unique within a fleet")
+        if not 0 < learning_rate <= 1:
+            raise InvalidInput("learning_rate must be in (0, 1]")
+        self.devices: tuple[Device, ...] = tuple(devices)
+        self.device_ids: tuple[str, ...] = tuple(ids)
+        self._index = {d: i for i, d in enumerate(ids)}
+        self.backend: kernel.Backend = backend or kernel.default_backend()
+        if self.backend == "native" and not kernel.native_available():
+            raise InvalidInput("the native kernel is not installed; use backend='python'")
+        self._lr = learning_rate
+        self._classes: dict[str, int] = {"default": 0}
+        rows = np.array([device_row(d) for d in devices], dtype=np.float64)
+        self._ws = Workspace(rows.reshape(len(ids), L.DEV_FIELDS),
+                             np.ones((4, len(ids))), 64, keep_reasons)
+        self._call = kernel.bind(self._ws, self.backend)
+        self.policy = policy or Policy.template("balanced")
+
+    # --- configuration ---------------------------------------------------------------
+    @property
+    def policy(self) -> Policy:
+        """Return the policy in force."""
+        return self._policy
+
+    @policy.setter
+    def policy(self, policy: Policy) -> None:
+        self._policy = policy
+        self._policy_label = f"{policy.name}@{policy.version}"
+        self._ws.weights[:] = policy.weight_vector()
+
+    def prepare(self, contract: TaskContract) -> PreparedTask:
+        """Encode a contract once so that later placements skip the parsing."""
+        return prepare(contract)
+
+    def class_index(self, task_class: str) -> int:
+        """Return the correction row for ``task_class``, adding one when new."""
+        idx = self._classes.get(task_class)
+        if idx is None:
+            idx = len(self._classes)
+            self._classes[task_class] = idx
+            if idx >= self._ws.n_classes:
+                grown = np.ones((self._ws.n_classes * 2, len(self.device_ids)))
+                grown[: self._ws.n_classes] = self._ws.corrections
+                self._rebuild(corrections=grown)
+        return idx
+
+    def _rebuild(self, *, corrections: np.ndarray | None = None, capacity: int = 0) -> None:
+        old = self._ws
+        ws = Workspace(old.devices, old.corrections if corrections is None else corrections,
+                       max(capacity, old.capacity), old.keep_reasons)
+        ws.weights[:] = old.weights
+        self._ws = ws
+        self._call = kernel.bind(ws, self.backend)
+
+    # --- placing ---------------------------------------------------------------------
+    def place_one(self, task: TaskContract | PreparedTask) -> Decision:
+        """Place one task now and commit it to its device(s)."""
+        prepared = task if isinstance(task, PreparedTask) else prepare(task)
+        ws = self._ws
+        cls = self.class_index(prepared.contract.task_class)
+        ws.tasks[0] = prepared.row
+        ws.tasks[0, L.TASK_CLASS] = cls
+        kernel.check(*self._call(1))
+        return self._decision(prepared.contract, 0, cls)
+
+    def place(self, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
+        """Place a batch in priority order (higher first, then earlier deadline).
+
+        Returns decisions aligned with ``tasks``. One batch never overbooks a device.
+        """
+        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
+        order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
+        if len(prepared) > self._ws.capacity:
+            self._rebuild(capacity=len(prepared))
+        ws = self._ws
+        classes = [self.class_index(p.contract.task_class) for p in prepared]
+        ws = self._ws  # class_index may have grown the workspace
+        for slot, i in enumerate(order):
+            ws.tasks[slot] = prepared[i].row
+            ws.tasks[slot, L.TASK_CLASS] = classes[i]
+        kernel.check(*self._call(len(order)))
+        out: list[Decision | None] = [None] * len(prepared)
+        for slot, i in enumerate(order):
+            out[i] = self._decision(prepared[i].contract, slot, classes[i])
+        return [d for d in out if d is not None]
+
+    def _decision(self, contract: TaskContract, slot: int, cls: int) -> Decision:
+        ws = self._ws
+        asg = [d for d in ws.assigned[slot].tolist() if d >= 0]
+        est = ws.estimates[slot].tolist()
+        ru = int(ws.runner_up[slot])
+        return Decision(
+            task=contract,
+            placed=bool(asg),
+            device_ids=tuple(self.device_ids[d] for d in asg),
+            latency_s=est[L.EST_LATENCY_S],
+            service_s=est[L.EST_SERVICE_S],
+            energy_j=est[L.EST_ENERGY_J],
+            carbon_g=est[L.EST_CARBON_G],
+            score=est[L.EST_SCORE],
+            runner_up=self.device_ids[ru] if ru >= 0 else None,
+            runner_up_score=est[L.EST_RUNNER_UP_SCORE],
+            components=tuple(ws.components[slot].tolist()),
+            reject_counts=tuple(ws.reject_counts[slot].tolist()),
+            policy=self._policy_label,
+            backend=self.backend,
+            device_order=self.device_ids,
+            reasons=ws.reasons[slot].tobytes() if ws.keep_reasons else None,
+            device_indices=tuple(asg),
+            task_class_index=cls,
+        )
+
+    # --- feedback --------------------------------------------------------------------
+    def feedback(self, decision: Decision, *, latency_s: float,
+                 energy_j: float | None = None) -> None:
+        """Record a finished task's measured service time (and energy); release its devices.
+
+        The (task class, device) correction factor moves toward measured / estimated, so
+        a device slower than its datasheet stops being chosen.
+        """
+        if not decision.placed:
+            raise InvalidInput("feedback: the decision placed nothing")
+        if not (math.isfinite(latency_s) and latency_s > 0):
+            raise InvalidInput("feedback: latency_s must be a finite number > 0")
+        if energy_j is not None and not (math.isfinite(energy_j) and energy_j >= 0):
+            raise InvalidInput("feedback: energy_j must be a finite number >= 0")
+        ws = self._ws
+        ratio = latency_s / max(decision.service_s, 1e-12)
+        for d in decision.device_indices:
+            row = ws.corrections[decision.task_class_index]
+            row[d] = min(CORRECTION_MAX, max(CORRECTION_MIN, row[d] * ratio**self._lr))
+            if energy_j is not None:
+                power = energy_j / len(decision.device_indices) / latency_s
+                dev = ws.devices[d]
+                dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
+        self.release(decision)
+
+    def release(self, decision: Decision) -> None:
+        """Return a decision's charged queue time and memory to its devices."""
+        mem = decision.task.memory_needed()
+        for d in decision.device_indices:
+            dev = self._ws.devices[d]
+            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - decision.service_s)
+            dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
+
+    def correction(self, task_class: str, device_id: str) -> float:
+        """Return the learned factor (measured / roofline) for a class on a device."""
+        idx = self._classes.get(task_class)
+        return 1.0 if idx is None else float(self._ws.corrections[idx, self._device(device_id)])
+
+    # --- live state ------------------------------------------------------------------
+    def _device(self, device_id: str) -> int:
+        try:
+            return self._index[device_id]
+        except KeyError:
+            raise InvalidInput(f"unknown device {device_id!r}") from None
+
+    def update_live(self, device_id: str, *, utilization: float | None = None,
+                    predicted_utilization: float | None = None, queued_s: float | None = None,
+                    memory_free_bytes: float | None = None, health: Health | None = None) -> None:
+        """Overwrite a device's live state; a bad value raises and changes nothing."""
+        dev = self._ws.devices[self._device(device_id)]
+        updates = ((L.DEV_UTIL, utilization, 1.0), (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
+                   (L.DEV_QUEUE_S, queued_s, math.inf), (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
+                   (L.DEV_HEALTH, None if health is None else float(Health(health)), 2.0))
+        for col, value, top in updates:
+            if value is not None and not (math.isfinite(value) and 0.0 <= value <= top):
+                name = L.LIVE_NAMES[col]
+                raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
+        for col, value, _ in updates:
+            if value is not None:
+                dev[col] = value
+
+    def advance(self, seconds: float) -> None:
+        """Drain every device's queue by ``seconds`` of elapsed time."""
+        q = self._ws.devices[:, L.DEV_QUEUE_S]
+        np.maximum(q - seconds, 0.0, out=q)
+
+    def live(self, device_id: str) -> dict[str, float]:
+        """Return a device's live columns as the kernel sees them."""
+        dev = self._ws.devices[self._device(device_id)]
+        return {
+            "utilization": float(dev[L.DEV_UTIL]),
+            "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
+            "queued_s": float(dev[L.DEV_QUEUE_S]),
+            "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
+            "health": float(dev[L.DEV_HEALTH]),
+            "loaded_config": float(dev[L.DEV_CONFIG]),
+            "active_power_w": float(dev[L.DEV_MAX_W]),
+        }
+
+
+def _urgency(contract: TaskContract) -> tuple[int, float]:
+    deadline = contract.requirements.deadline_s
+    return (-contract.priority, deadline if deadline > 0 else math.inf)

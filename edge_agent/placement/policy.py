@@ -1,0 +1,171 @@
+"""Scheduling policies: versioned, validated weightings of the placement objectives."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edge_agent.errors import PolicyError
+from edge_agent.placement.layout import OBJECTIVE_NAMES
+
+SCHEMA = "hetmesh.policy/1"
+
+#: Built-in templates: objective weights (normalized to sum 1 when a policy is built).
+TEMPLATES: dict[str, dict[str, float]] = {
+    "latency-first": {"latency": 0.8, "balance": 0.1, "energy": 0.05, "throughput": 0.05},
+    "energy-first": {"energy": 0.7, "latency": 0.15, "carbon": 0.1, "balance": 0.05},
+    "throughput-first": {"throughput": 0.6, "balance": 0.25, "latency": 0.15},
+    "balanced": {
+        "latency": 0.35,
+        "energy": 0.25,
+        "throughput": 0.15,
+        "balance": 0.15,
+        "fragmentation": 0.05,
+        "carbon": 0.05,
+    },
+}
+
+#: Rules a policy may carry, with their types and defaults.
+RULE_DEFAULTS: dict[str, Any] = {
+    "offload_margin": 0.2,  # a peer's estimate must beat the local one by this fraction
+    "allowed_peers": None,  # list of agent ids that may take offload; None = any trusted peer
+    "priority_classes": {"low": -10, "normal": 0, "high": 10, "critical": 100},
+    "tenant_shares": {},  # tenant -> weight for fair share
+}
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A named, versioned set of objective weights (summing to 1) plus rules."""
+
+    name: str
+    weights: Mapping[str, float]
+    version: int = 1
+    rules: Mapping[str, Any] = field(default_factory=lambda: dict(RULE_DEFAULTS))
+
+    def weight_vector(self) -> list[float]:
+        """Return the weights in the kernel's objective order."""
+        return [float(self.weights.get(name, 0.0)) for name in OBJECTIVE_NAMES]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the policy as a JSON-ready document (the inverse of ``from_dict``)."""
+        return {
+            "schema": SCHEMA,
+            "name": self.name,
+            "version": self.version,
+            "weights": dict(self.weights),
+            "rules": dict(self.rules),
+        }
+
+    @classmethod
+    def template(cls, name: str) -> Policy:
+        """Return the built-in template ``name`` (latency-first, energy-first, ...)."""
+        if name not in TEMPLATES:
+            raise PolicyError(f"unknown policy template {name!r}; known: {', '.join(TEMPLATES)}")
+        return cls(name=name, weights=_normalized(TEMPLATES[name], "weights"))
+
+    @classmethod
+    def blend(cls, parts: Mapping[str, float] | Sequence[tuple[Policy | str, float]],
+              name: str | None = None) -> Policy:
+        """Return a policy whose weights are the fraction-weighted mix of ``parts``.
+
+        ``parts`` maps template names to fractions, or lists (policy, fraction) pairs.
+        """
+        items = list(parts.items()) if isinstance(parts, Mapping) else list(parts)
+        if not items:
+            raise PolicyError("blend: give at least one (policy, fraction) pair")
+        mixed = dict.fromkeys(OBJECTIVE_NAMES, 0.0)
+        labels = []
+        for part, fraction in items:
+            policy = part if isinstance(part, Policy) else cls.template(part)
+            if not _is_weight(fraction):
+                raise PolicyError(f"blend: fraction for {policy.name!r} must be a number >= 0")
+            for obj in OBJECTIVE_NAMES:
+                mixed[obj] += float(fraction) * float(policy.weights.get(obj, 0.0))
+            labels.append(f"{policy.name}:{fraction:g}")
+        return cls(name=name or "blend(" + ",".join(labels) + ")",
+                   weights=_normalized(mixed, "blend"))
+
+    @classmethod
+    def from_dict(cls, doc: Mapping[str, Any]) -> Policy:
+        """Build a policy from a document, raising PolicyError that names the field.
+
+        A document gives ``weights``, or ``template``, or ``blend`` ({template: fraction}).
+        """
+        if not isinstance(doc, Mapping):
+            raise PolicyError("policy: expected an object")
+        allowed = {"schema", "name", "version", "weights", "template", "blend", "rules"}
+        unknown = sorted(set(doc) - allowed)
+        if unknown:
+            raise PolicyError(f"policy: unknown field(s) {', '.join(unknown)}")
+        if doc.get("schema", SCHEMA) != SCHEMA:
+            raise PolicyError(f"policy.schema: expected {SCHEMA!r}, got {doc.get('schema')!r}")
+        sources = [k for k in ("weights", "template", "blend") if k in doc]
+        if len(sources) != 1:
+            raise PolicyError("policy: give exactly one of weights, template or blend")
+        if "template" in doc:
+            base = cls.template(str(doc["template"]))
+        elif "blend" in doc:
+            if not isinstance(doc["blend"], Mapping):
+                raise PolicyError("policy.blend: expected {template: fraction}")
+            base = cls.blend(doc["blend"])
+        else:
+            base = cls(name="custom", weights=_normalized(doc["weights"], "policy.weights"))
+        version = doc.get("version", 1)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise PolicyError("policy.version: expected an integer >= 1")
+        name = doc.get("name", base.name)
+        if not isinstance(name, str) or not name:
+            raise PolicyError("policy.name: expected a non-empty string")
+        return cls(name=name, weights=base.weights, version=version,
+                   rules=_rules(doc.get("rules", {})))
+
+
+def _is_weight(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+
+
+def _normalized(weights: object, where: str) -> dict[str, float]:
+    if not isinstance(weights, Mapping):
+        raise PolicyError(f"{where}: expected {{objective: weight}}")
+    unknown = sorted(set(weights) - set(OBJECTIVE_NAMES))
+    if unknown:
+        raise PolicyError(
+            f"{where}: unknown objective(s) {', '.join(map(str, unknown))}; "
+            f"known: {', '.join(OBJECTIVE_NAMES)}"
+        )
+    for key, value in weights.items():
+        if not _is_weight(value):
+            raise PolicyError(f"{where}.{key}: weight must be a finite number >= 0, got {value!r}")
+    total = sum(float(v) for v in weights.values())
+    if total <= 0:
+        raise PolicyError(f"{where}: at least one weight must be > 0")
+    return {name: float(weights.get(name, 0.0)) / total for name in OBJECTIVE_NAMES}
+
+
+def _rules(rules: object) -> dict[str, Any]:
+    if not isinstance(rules, Mapping):
+        raise PolicyError("policy.rules: expected an object")
+    unknown = sorted(set(rules) - set(RULE_DEFAULTS))
+    if unknown:
+        raise PolicyError(f"policy.rules: unknown rule(s) {', '.join(unknown)}")
+    merged = dict(RULE_DEFAULTS)
+    merged.update(rules)
+    margin = merged["offload_margin"]
+    if not _is_weight(margin) or margin >= 1:
+        raise PolicyError("policy.rules.offload_margin: expected a number in [0, 1)")
+    peers = merged["allowed_peers"]
+    if peers is not None and not (
+        isinstance(peers, list) and all(isinstance(p, str) for p in peers)
+    ):
+        raise PolicyError("policy.rules.allowed_peers: expected a list of agent ids or null")
+    for key in ("priority_classes", "tenant_shares"):
+        value = merged[key]
+        if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and _is_weight(abs(v) if isinstance(v, (int, float)) else v)
+            for k, v in value.items()
+        ):
+            raise PolicyError(f"policy.rules.{key}: expected {{name: number}}")
+    return merged

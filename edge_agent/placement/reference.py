@@ -1,0 +1,306 @@
+"""Pure-Python twin of the C placement kernel: the fallback and the test oracle.
+
+It takes the same flat rows as ``native/hetmesh_kernel.c`` and performs the same
+arithmetic in the same order, so both give identical choices and estimates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import MutableSequence, Sequence
+
+from edge_agent.placement import layout as L
+
+
+def _bad_rows(
+    devices: Sequence[float], n_dev: int, tasks: Sequence[float], n_task: int, n_classes: int
+) -> tuple[int, int]:
+    """Return (status, bad row) for the first invalid device or task row, or (OK, -1)."""
+    for d in range(n_dev):
+        row = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
+        if not _device_ok(row):
+            return L.ST_BAD_DEVICE, d
+    for t in range(n_task):
+        row = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
+        if not _task_ok(row, n_classes):
+            return L.ST_BAD_TASK, t
+    return L.ST_OK, -1
+
+
+def _is_small_int(x: float, lo: float, hi: float) -> bool:
+    return lo <= x <= hi and x == math.floor(x)
+
+
+def _device_ok(r: Sequence[float]) -> bool:
+    if not all(math.isfinite(x) and x >= 0.0 for x in r):
+        return False
+    return (
+        _is_small_int(r[L.DEV_KIND], 0, 31)
+        and _is_small_int(r[L.DEV_PREC_MASK], 0, 2147483647)
+        and _is_small_int(r[L.DEV_OPS_MASK], 0, 2147483647)
+        and _is_small_int(r[L.DEV_FORMAT_MASK], 0, 2147483647)
+        and 0.0 < r[L.DEV_EFFICIENCY] <= 1.0
+        and r[L.DEV_UTIL] <= 1.0
+        and r[L.DEV_PRED_UTIL] <= 1.0
+        and _is_small_int(r[L.DEV_HEALTH], 0, 2)
+        and _is_small_int(r[L.DEV_CONFIG], 0, 2147483647)
+    )
+
+
+def _task_ok(r: Sequence[float], n_classes: int) -> bool:
+    if not all(math.isfinite(x) for x in r):
+        return False
+    if r[L.TASK_FORMAT] != -1.0 and not _is_small_int(r[L.TASK_FORMAT], 0, 31):
+        return False
+    others = [x for i, x in enumerate(r) if i != L.TASK_FORMAT]
+    return (
+        all(x >= 0.0 for x in others)
+        and _is_small_int(r[L.TASK_KINDS_MASK], 0, 2147483647)
+        and _is_small_int(r[L.TASK_PREC], 0, 31)
+        and _is_small_int(r[L.TASK_OPS_MASK], 0, 2147483647)
+        and _is_small_int(r[L.TASK_COUNT], 1, L.MAX_GANG)
+        and _is_small_int(r[L.TASK_CLASS], 0, n_classes - 1)
+        and _is_small_int(r[L.TASK_CONFIG], 0, 2147483647)
+    )
+
+
+def _peak(dev: Sequence[float], prec: int) -> float:
+    if prec == 0 or prec == 3:  # int8, int4
+        return dev[L.DEV_PEAK_INT8]
+    if prec == 1 or prec == 4:  # fp16, bf16
+        return dev[L.DEV_PEAK_FP16]
+    return dev[L.DEV_PEAK_FP32]
+
+
+def _static_reason(dev: Sequence[float], task: Sequence[float]) -> int:
+    """Return the first hard constraint ``dev`` fails for ``task`` that needs no estimate."""
+    kind = int(dev[L.DEV_KIND])
+    prec = int(task[L.TASK_PREC])
+    kinds = int(task[L.TASK_KINDS_MASK])
+    fmt = int(task[L.TASK_FORMAT])
+    if dev[L.DEV_HEALTH] == 2.0:
+        return L.R_OFFLINE
+    if kinds != 0 and not (kinds >> kind) & 1:
+        return L.R_KIND
+    if not (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 or _peak(dev, prec) <= 0.0:
+        return L.R_PRECISION
+    if int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]):
+        return L.R_OPERATORS
+    if fmt >= 0 and not (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1:
+        return L.R_FORMAT
+    if task[L.TASK_MEM] > dev[L.DEV_MEM_FREE]:
+        return L.R_MEMORY
+    return L.R_OK
+
+
+def _estimate(
+    dev: Sequence[float], task: Sequence[float], corr: float, scr: MutableSequence[float]
+) -> int:
+    """Fill one device's scratch row with its costs for ``task``; return its reason code."""
+    k = task[L.TASK_COUNT]
+    work = task[L.TASK_GFLOP] / k
+    moved = task[L.TASK_BYTES] / k
+    compute_s = work / (_peak(dev, int(task[L.TASK_PREC])) * dev[L.DEV_EFFICIENCY])
+    mem_s = moved / (dev[L.DEV_MEM_BW] * 1e9) if dev[L.DEV_MEM_BW] > 0.0 else 0.0
+    roof = max(compute_s, mem_s) + dev[L.DEV_DISPATCH_S]
+    service = roof * corr
+    u = max(dev[L.DEV_UTIL], dev[L.DEV_PRED_UTIL])
+    if u > L.UTIL_CAP:
+        u = L.UTIL_CAP
+    service_eff = service / (1.0 - u)
+    cfg = task[L.TASK_CONFIG]
+    reconf = dev[L.DEV_RECONF_S] if cfg != 0.0 and dev[L.DEV_CONFIG] != cfg else 0.0
+    link = dev[L.DEV_LINK_S]
+    if link > 0.0 and dev[L.DEV_LINK_BW] > 0.0:
+        link = link + task[L.TASK_IN_BYTES] / (dev[L.DEV_LINK_BW] * 1e9)
+    queue = dev[L.DEV_QUEUE_S]
+    latency = queue + reconf + link + service_eff
+    energy = dev[L.DEV_MAX_W] * (service + reconf)
+    mem_total = dev[L.DEV_MEM_TOTAL]
+    untouched = queue == 0.0 and dev[L.DEV_MEM_FREE] >= mem_total
+    if untouched:
+        frag = 1.0
+    elif mem_total > 0.0:
+        frag = (dev[L.DEV_MEM_FREE] - task[L.TASK_MEM]) / mem_total
+    else:
+        frag = 0.0
+    scr[L.OBJ_LATENCY] = latency
+    scr[L.OBJ_ENERGY] = energy
+    scr[L.OBJ_THROUGHPUT] = service_eff + reconf
+    scr[L.OBJ_BALANCE] = u + (queue + service_eff) / L.BALANCE_HORIZON_S
+    scr[L.OBJ_FRAGMENTATION] = frag
+    scr[L.OBJ_CARBON] = energy / 3.6e6 * dev[L.DEV_CARBON]
+    scr[L.SCR_SERVICE_EFF] = service_eff
+    scr[L.SCR_RECONF] = reconf
+    max_lat = task[L.TASK_MAX_LAT_S]
+    if max_lat > 0.0 and latency > max_lat:
+        return L.R_LATENCY
+    deadline = task[L.TASK_DEADLINE_S]
+    if deadline > 0.0 and latency > deadline:
+        return L.R_DEADLINE
+    return L.R_OK
+
+
+def place_batch(
+    devices: MutableSequence[float],
+    n_dev: int,
+    tasks: Sequence[float],
+    n_task: int,
+    weights: Sequence[float],
+    corrections: Sequence[float],
+    n_classes: int,
+    assigned: MutableSequence[int],
+    runner_up: MutableSequence[int],
+    estimates: MutableSequence[float],
+    components: MutableSequence[float],
+    reject_counts: MutableSequence[int],
+    reasons: MutableSequence[int] | None = None,
+) -> tuple[int, int]:
+    """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
+
+    Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
+    are committed, and fills the output buffers exactly as ``hm_place_batch`` does.
+    Nothing is changed when the status is not OK.
+    """
+    if (
+        n_dev < 0
+        or n_task < 0
+        or n_classes < 1
+        or len(devices) < n_dev * L.DEV_FIELDS
+        or len(tasks) < n_task * L.TASK_FIELDS
+        or len(corrections) < n_classes * n_dev
+    ):
+        return L.ST_BAD_SHAPE, -1
+    if len(weights) < L.N_OBJECTIVES or not all(
+        math.isfinite(w) and w >= 0.0 for w in weights[: L.N_OBJECTIVES]
+    ):
+        return L.ST_BAD_POLICY, -1
+    if sum(weights[: L.N_OBJECTIVES]) <= 0.0:
+        return L.ST_BAD_POLICY, -1
+    for i in range(n_classes * n_dev):
+        c = corrections[i]
+        if not (math.isfinite(c) and c > 0.0):
+            return L.ST_BAD_CORRECTION, i
+    status, bad = _bad_rows(devices, n_dev, tasks, n_task, n_classes)
+    if status != L.ST_OK:
+        return status, bad
+
+    scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
+    for t in range(n_task):
+        task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
+        _place_one(devices, n_dev, task, t, weights, corrections, scratch,
+                   assigned, runner_up, estimates, components, reject_counts, reasons)
+    return L.ST_OK, -1
+
+
+def _place_one(
+    devices: MutableSequence[float],
+    n_dev: int,
+    task: Sequence[float],
+    t: int,
+    weights: Sequence[float],
+    corrections: Sequence[float],
+    scratch: list[list[float]],
+    assigned: MutableSequence[int],
+    runner_up: MutableSequence[int],
+    estimates: MutableSequence[float],
+    components: MutableSequence[float],
+    reject_counts: MutableSequence[int],
+    reasons: MutableSequence[int] | None,
+) -> None:
+    """Estimate, score, choose and commit one task (the body of the kernel's task loop)."""
+    cls = int(task[L.TASK_CLASS])
+    for r in range(L.N_REASONS):
+        reject_counts[t * L.N_REASONS + r] = 0
+    mins = [math.inf] * L.N_OBJECTIVES
+    n_ok = 0
+    for d in range(n_dev):
+        dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
+        scr = scratch[d]
+        reason = _static_reason(dev, task)
+        if reason == L.R_OK:
+            reason = _estimate(dev, task, corrections[cls * n_dev + d], scr)
+        scr[L.SCR_REASON] = float(reason)
+        if reasons is not None:
+            reasons[t * n_dev + d] = reason
+        if reason != L.R_OK:
+            reject_counts[t * L.N_REASONS + reason] += 1
+            continue
+        n_ok += 1
+        for o in range(L.N_OBJECTIVES):
+            if scr[o] < mins[o]:
+                mins[o] = scr[o]
+    k = int(task[L.TASK_COUNT])
+    for j in range(L.MAX_GANG):
+        assigned[t * L.MAX_GANG + j] = L.NO_DEVICE
+    runner_up[t] = L.NO_DEVICE
+    for e in range(L.N_EST):
+        estimates[t * L.N_EST + e] = 0.0
+    for o in range(L.N_OBJECTIVES):
+        components[t * L.N_OBJECTIVES + o] = 0.0
+    if n_ok < k:
+        return
+    inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
+    for d in range(n_dev):
+        scr = scratch[d]
+        if scr[L.SCR_REASON] != 0.0:
+            continue
+        score = 0.0
+        for o in range(L.N_OBJECTIVES):
+            score += (scr[o] - mins[o]) * inv[o]
+        if devices[d * L.DEV_FIELDS + L.DEV_HEALTH] == 1.0:
+            score += L.SUSPECT_PENALTY
+        scr[L.SCR_SCORE] = score
+    # choose the k best (ties: lowest index), then the runner-up
+    chosen: list[int] = []
+    for _ in range(k + 1):
+        best = L.NO_DEVICE
+        best_score = math.inf
+        for d in range(n_dev):
+            scr = scratch[d]
+            if scr[L.SCR_REASON] != 0.0 or d in chosen:
+                continue
+            if scr[L.SCR_SCORE] < best_score:
+                best_score = scr[L.SCR_SCORE]
+                best = d
+        if best == L.NO_DEVICE:
+            break
+        chosen.append(best)
+    if len(chosen) > k:
+        runner_up[t] = chosen.pop()
+        estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = scratch[runner_up[t]][L.SCR_SCORE]
+    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components)
+
+
+def _commit(
+    devices: MutableSequence[float],
+    task: Sequence[float],
+    chosen: list[int],
+    scratch: list[list[float]],
+    t: int,
+    inv: list[float],
+    mins: list[float],
+    assigned: MutableSequence[int],
+    estimates: MutableSequence[float],
+    components: MutableSequence[float],
+) -> None:
+    """Record the chosen devices' estimates and charge their live state with the task."""
+    first = scratch[chosen[0]]
+    for o in range(L.N_OBJECTIVES):
+        components[t * L.N_OBJECTIVES + o] = (first[o] - mins[o]) * inv[o]
+    base = t * L.N_EST
+    estimates[base + L.EST_SCORE] = first[L.SCR_SCORE]
+    for j, d in enumerate(chosen):
+        scr = scratch[d]
+        assigned[t * L.MAX_GANG + j] = d
+        if scr[L.OBJ_LATENCY] > estimates[base + L.EST_LATENCY_S]:
+            estimates[base + L.EST_LATENCY_S] = scr[L.OBJ_LATENCY]
+        if scr[L.SCR_SERVICE_EFF] > estimates[base + L.EST_SERVICE_S]:
+            estimates[base + L.EST_SERVICE_S] = scr[L.SCR_SERVICE_EFF]
+        estimates[base + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
+        estimates[base + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
+        row = d * L.DEV_FIELDS
+        devices[row + L.DEV_QUEUE_S] += scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
+        devices[row + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
+        if task[L.TASK_CONFIG] != 0.0:
+            devices[row + L.DEV_CONFIG] = task[L.TASK_CONFIG]

@@ -1,0 +1,40 @@
+"""Preallocated arrays for one fleet: device rows, corrections, and per-batch outputs."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from edge_agent.placement import layout as L
+
+F64 = npt.NDArray[np.float64]
+I32 = npt.NDArray[np.int32]
+U8 = npt.NDArray[np.uint8]
+
+
+class Workspace:
+    """The kernel's buffers, sized for ``n_dev`` devices and up to ``capacity`` tasks."""
+
+    def __init__(self, devices: F64, corrections: F64, capacity: int, keep_reasons: bool) -> None:
+        n_dev = devices.shape[0]
+        if devices.shape != (n_dev, L.DEV_FIELDS) or corrections.shape[1:] != (n_dev,):
+            raise ValueError("device rows or correction matrix have the wrong shape")
+        self.n_dev = n_dev
+        self.capacity = capacity
+        self.keep_reasons = keep_reasons
+        self.devices = np.ascontiguousarray(devices, dtype=np.float64)
+        self.corrections = np.ascontiguousarray(corrections, dtype=np.float64)
+        self.weights: F64 = np.zeros(L.N_OBJECTIVES, dtype=np.float64)
+        self.tasks: F64 = np.zeros((capacity, L.TASK_FIELDS), dtype=np.float64)
+        self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
+        self.assigned: I32 = np.zeros((capacity, L.MAX_GANG), dtype=np.int32)
+        self.runner_up: I32 = np.zeros(capacity, dtype=np.int32)
+        self.estimates: F64 = np.zeros((capacity, L.N_EST), dtype=np.float64)
+        self.components: F64 = np.zeros((capacity, L.N_OBJECTIVES), dtype=np.float64)
+        self.reject_counts: I32 = np.zeros((capacity, L.N_REASONS), dtype=np.int32)
+        self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
+
+    @property
+    def n_classes(self) -> int:
+        """Return the number of task classes (rows of the correction matrix)."""
+        return int(self.corrections.shape[0])

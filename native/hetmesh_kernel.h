@@ -1,0 +1,139 @@
+/* hetmesh placement kernel: places a batch of tasks over a fleet of devices.
+ *
+ * C99, no allocation, no global state, no Python.h. Rows are doubles; the column
+ * numbers below are mirrored in edge_agent/placement/layout.py (a test checks them).
+ */
+#ifndef HETMESH_KERNEL_H
+#define HETMESH_KERNEL_H
+
+#include <stdint.h>
+
+#define HM_ABI_VERSION 1
+
+/* device row */
+#define HM_DEV_KIND 0
+#define HM_DEV_PEAK_INT8 1
+#define HM_DEV_PEAK_FP16 2
+#define HM_DEV_PEAK_FP32 3
+#define HM_DEV_MEM_TOTAL 4
+#define HM_DEV_MEM_BW 5
+#define HM_DEV_IDLE_W 6
+#define HM_DEV_MAX_W 7
+#define HM_DEV_PREC_MASK 8
+#define HM_DEV_OPS_MASK 9
+#define HM_DEV_FORMAT_MASK 10
+#define HM_DEV_EFFICIENCY 11
+#define HM_DEV_DISPATCH_S 12
+#define HM_DEV_RECONF_S 13
+#define HM_DEV_LINK_S 14
+#define HM_DEV_LINK_BW 15
+#define HM_DEV_CARBON 16
+#define HM_DEV_UTIL 17
+#define HM_DEV_MEM_FREE 18
+#define HM_DEV_QUEUE_S 19
+#define HM_DEV_PRED_UTIL 20
+#define HM_DEV_HEALTH 21
+#define HM_DEV_CONFIG 22
+#define HM_DEV_FIELDS 23
+
+/* task row */
+#define HM_TASK_KINDS_MASK 0
+#define HM_TASK_PREC 1
+#define HM_TASK_OPS_MASK 2
+#define HM_TASK_FORMAT 3
+#define HM_TASK_MEM 4
+#define HM_TASK_COUNT 5
+#define HM_TASK_MAX_LAT_S 6
+#define HM_TASK_DEADLINE_S 7
+#define HM_TASK_GFLOP 8
+#define HM_TASK_BYTES 9
+#define HM_TASK_IN_BYTES 10
+#define HM_TASK_CLASS 11
+#define HM_TASK_CONFIG 12
+#define HM_TASK_FIELDS 13
+
+/* objectives (costs) */
+#define HM_OBJ_LATENCY 0
+#define HM_OBJ_ENERGY 1
+#define HM_OBJ_THROUGHPUT 2
+#define HM_OBJ_BALANCE 3
+#define HM_OBJ_FRAGMENTATION 4
+#define HM_OBJ_CARBON 5
+#define HM_N_OBJECTIVES 6
+
+/* estimate columns */
+#define HM_EST_LATENCY_S 0
+#define HM_EST_SERVICE_S 1
+#define HM_EST_ENERGY_J 2
+#define HM_EST_CARBON_G 3
+#define HM_EST_SCORE 4
+#define HM_EST_RUNNER_UP_SCORE 5
+#define HM_N_EST 6
+
+/* rejection reasons */
+#define HM_R_OK 0
+#define HM_R_OFFLINE 1
+#define HM_R_KIND 2
+#define HM_R_PRECISION 3
+#define HM_R_OPERATORS 4
+#define HM_R_FORMAT 5
+#define HM_R_MEMORY 6
+#define HM_R_LATENCY 7
+#define HM_R_DEADLINE 8
+#define HM_N_REASONS 9
+
+/* scratch columns (0..5 are the objective costs) */
+#define HM_SCR_SERVICE_EFF 6
+#define HM_SCR_RECONF 7
+#define HM_SCR_SCORE 8
+#define HM_SCR_REASON 9
+#define HM_SCR_FIELDS 10
+
+/* cost-model constants (mirrored in layout.py) */
+#define HM_BALANCE_HORIZON_S 1.0
+#define HM_UTIL_CAP 0.95
+#define HM_SUSPECT_PENALTY 1.0
+#define HM_NORM_FLOOR_0 1e-6
+#define HM_NORM_FLOOR_1 1e-6
+#define HM_NORM_FLOOR_2 1e-6
+#define HM_NORM_FLOOR_3 0.05
+#define HM_NORM_FLOOR_4 0.05
+#define HM_NORM_FLOOR_5 1e-9
+
+#define HM_MAX_GANG 8
+#define HM_NO_DEVICE (-1)
+
+/* status codes */
+#define HM_ST_OK 0
+#define HM_ST_BAD_SHAPE 1
+#define HM_ST_BAD_DEVICE 2
+#define HM_ST_BAD_TASK 3
+#define HM_ST_BAD_POLICY 4
+#define HM_ST_BAD_CORRECTION 5
+
+int hm_abi_version(void);
+
+/* Place n_task tasks (in array order) over n_dev devices.
+ *
+ * devices       n_dev * HM_DEV_FIELDS; live columns QUEUE_S, MEM_FREE, CONFIG are
+ *               updated as tasks are committed (never on a non-OK status).
+ * tasks         n_task * HM_TASK_FIELDS
+ * weights       HM_N_OBJECTIVES policy weights (finite, >= 0, not all zero)
+ * corrections   n_classes * n_dev factors (> 0), row = task class
+ * scratch       n_dev * HM_SCR_FIELDS, caller-provided work space
+ * assigned      n_task * HM_MAX_GANG device indices, HM_NO_DEVICE when unused/unplaced
+ * runner_up     n_task, best device not chosen or HM_NO_DEVICE
+ * estimates     n_task * HM_N_EST
+ * components    n_task * HM_N_OBJECTIVES weighted score terms of the first chosen device
+ * reject_counts n_task * HM_N_REASONS
+ * reasons       n_task * n_dev reason per (task, device), or NULL to skip
+ * bad_index     out: the offending row/entry on a non-OK status, else -1
+ * Returns an HM_ST_* status code.
+ */
+int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
+                   const double *weights, const double *corrections, int32_t n_classes,
+                   double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
+                   double *components, int32_t *reject_counts, uint8_t *reasons,
+                   int32_t *bad_index);
+
+#endif
