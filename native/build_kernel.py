@@ -16,6 +16,23 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
                    double *components, int32_t *reject_counts, uint8_t *reasons,
                    int32_t *bad_index);
+typedef struct {
+    double *devices;
+    int32_t n_dev;
+    const double *tasks;
+    const double *weights;
+    const double *corrections;
+    int32_t n_classes;
+    double *scratch;
+    int32_t *assigned;
+    int32_t *runner_up;
+    double *estimates;
+    double *components;
+    int32_t *reject_counts;
+    uint8_t *reasons;
+    int32_t bad_index;
+} hm_call;
+int hm_place_bound(hm_call *call, int32_t n_task);
 """
 
 ffibuilder = FFI()
@@ -26,7 +43,7 @@ ffibuilder.set_source(
     # setuptools wants paths relative to the project root, where pip runs the build
     sources=[os.path.relpath(HERE / "hetmesh_kernel.c")],
     include_dirs=[os.path.relpath(HERE)],
-    extra_compile_args=["-std=c99", "-O2", "-ffp-contract=off", "-fno-fast-math"],
+    extra_compile_args=["-std=c99", "-O3", "-ffp-contract=off", "-fno-fast-math"],
     libraries=["m"],
 )
 

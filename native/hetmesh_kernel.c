@@ -5,8 +5,10 @@
  */
 #include "hetmesh_kernel.h"
 
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
@@ -14,20 +16,34 @@ static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
 
 int hm_abi_version(void) { return HM_ABI_VERSION; }
 
+/* Validation is branch-free (bitwise &) so that a fleet is checked in a few ns a device. */
+/* x is an integer in [lo, hi] (0 <= lo, hi < 2^52): adding and removing 2^52 rounds it. */
 static int small_int(double x, double lo, double hi) {
-    return x >= lo && x <= hi && x == floor(x);
+    const double two52 = 4503599627370496.0;
+    return (x >= lo) & (x <= hi) & (((x + two52) - two52) == x);
 }
 
-static int device_ok(const double *r) {
-    int i;
-    for (i = 0; i < HM_DEV_FIELDS; i++) {
-        if (!isfinite(r[i]) || r[i] < 0.0) return 0;
+/* Count the entries of x[0..n) that are not finite numbers >= 0 (-0.0 counts as >= 0).
+ * Works on the bit patterns so that the compiler can vectorize it. */
+static uint64_t count_not_finite_nonneg(const double *x, size_t n) {
+    uint64_t bad = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        uint64_t b;
+        memcpy(&b, x + i, sizeof b);
+        bad += (uint64_t)((b >= 0x7FF0000000000000ull) & (b != 0x8000000000000000ull));
     }
-    return small_int(r[HM_DEV_KIND], 0, 31) && small_int(r[HM_DEV_PREC_MASK], 0, 2147483647.0) &&
-           small_int(r[HM_DEV_OPS_MASK], 0, 2147483647.0) &&
-           small_int(r[HM_DEV_FORMAT_MASK], 0, 2147483647.0) && r[HM_DEV_EFFICIENCY] > 0.0 &&
-           r[HM_DEV_EFFICIENCY] <= 1.0 && r[HM_DEV_UTIL] <= 1.0 && r[HM_DEV_PRED_UTIL] <= 1.0 &&
-           small_int(r[HM_DEV_HEALTH], 0, 2) && small_int(r[HM_DEV_CONFIG], 0, 2147483647.0);
+    return bad;
+}
+
+/* The checks of a device row beyond "every field finite and >= 0". */
+static int device_ok(const double *r) {
+    return small_int(r[HM_DEV_KIND], 0, 31) & small_int(r[HM_DEV_PREC_MASK], 0, 2147483647.0) &
+           small_int(r[HM_DEV_OPS_MASK], 0, 2147483647.0) &
+           small_int(r[HM_DEV_FORMAT_MASK], 0, 2147483647.0) & (r[HM_DEV_EFFICIENCY] > 0.0) &
+           (r[HM_DEV_EFFICIENCY] <= 1.0) & (r[HM_DEV_UTIL] <= 1.0) &
+           (r[HM_DEV_PRED_UTIL] <= 1.0) & small_int(r[HM_DEV_HEALTH], 0, 2) &
+           small_int(r[HM_DEV_CONFIG], 0, 2147483647.0);
 }
 
 static int task_ok(const double *r, int32_t n_classes) {
@@ -44,20 +60,38 @@ static int task_ok(const double *r, int32_t n_classes) {
            small_int(r[HM_TASK_CONFIG], 0, 2147483647.0);
 }
 
-static double peak_for(const double *dev, int prec) {
-    if (prec == 0 || prec == 3) return dev[HM_DEV_PEAK_INT8];
-    if (prec == 1 || prec == 4) return dev[HM_DEV_PEAK_FP16];
-    return dev[HM_DEV_PEAK_FP32];
+static int peak_slot(int prec) {
+    if (prec == 0 || prec == 3) return HM_SCR_INV_PE_INT8;
+    if (prec == 1 || prec == 4) return HM_SCR_INV_PE_FP16;
+    return HM_SCR_INV_PE_FP32;
 }
 
-static int static_reason(const double *dev, const double *task) {
+/* Per-batch device constants, so that the task loop only multiplies. */
+static void device_constants(const double *dev, double *scr) {
+    static const int slots[3] = {HM_SCR_INV_PE_INT8, HM_SCR_INV_PE_FP16, HM_SCR_INV_PE_FP32};
+    static const int cols[3] = {HM_DEV_PEAK_INT8, HM_DEV_PEAK_FP16, HM_DEV_PEAK_FP32};
+    double bw = dev[HM_DEV_MEM_BW], mem_total = dev[HM_DEV_MEM_TOTAL], u;
+    int i;
+    for (i = 0; i < 3; i++) {
+        double pe = dev[cols[i]] * dev[HM_DEV_EFFICIENCY];
+        scr[slots[i]] = pe > 0.0 ? 1.0 / pe : 0.0;
+    }
+    scr[HM_SCR_INV_BW] = bw > 0.0 ? 1.0 / (bw * 1e9) : 0.0;
+    u = dev[HM_DEV_PRED_UTIL] > dev[HM_DEV_UTIL] ? dev[HM_DEV_PRED_UTIL] : dev[HM_DEV_UTIL];
+    if (u > HM_UTIL_CAP) u = HM_UTIL_CAP;
+    scr[HM_SCR_U] = u;
+    scr[HM_SCR_INV_AVAIL] = 1.0 / (1.0 - u);
+    scr[HM_SCR_INV_MEM] = mem_total > 0.0 ? 1.0 / mem_total : 0.0;
+}
+
+static int static_reason(const double *dev, const double *scr, const double *task) {
     uint32_t kind = (uint32_t)dev[HM_DEV_KIND];
     int prec = (int)task[HM_TASK_PREC];
     uint32_t kinds = (uint32_t)task[HM_TASK_KINDS_MASK];
     int fmt = (int)task[HM_TASK_FORMAT];
     if (dev[HM_DEV_HEALTH] == 2.0) return HM_R_OFFLINE;
     if (kinds != 0 && !((kinds >> kind) & 1u)) return HM_R_KIND;
-    if (!(((uint32_t)dev[HM_DEV_PREC_MASK] >> prec) & 1u) || peak_for(dev, prec) <= 0.0)
+    if (!(((uint32_t)dev[HM_DEV_PREC_MASK] >> prec) & 1u) || scr[peak_slot(prec)] == 0.0)
         return HM_R_PRECISION;
     if ((uint32_t)task[HM_TASK_OPS_MASK] & ~(uint32_t)dev[HM_DEV_OPS_MASK]) return HM_R_OPERATORS;
     if (fmt >= 0 && !(((uint32_t)dev[HM_DEV_FORMAT_MASK] >> fmt) & 1u)) return HM_R_FORMAT;
@@ -65,38 +99,30 @@ static int static_reason(const double *dev, const double *task) {
     return HM_R_OK;
 }
 
-static int estimate(const double *dev, const double *task, double corr, double *scr) {
-    double k = task[HM_TASK_COUNT];
-    double work = task[HM_TASK_GFLOP] / k;
-    double moved = task[HM_TASK_BYTES] / k;
-    double compute_s = work / (peak_for(dev, (int)task[HM_TASK_PREC]) * dev[HM_DEV_EFFICIENCY]);
-    double mem_s = dev[HM_DEV_MEM_BW] > 0.0 ? moved / (dev[HM_DEV_MEM_BW] * 1e9) : 0.0;
+static int estimate(const double *dev, const double *task, double work, double moved,
+                    double corr, double *scr) {
+    double compute_s = work * scr[peak_slot((int)task[HM_TASK_PREC])];
+    double mem_s = moved * scr[HM_SCR_INV_BW];
     double roof = (mem_s > compute_s ? mem_s : compute_s) + dev[HM_DEV_DISPATCH_S];
     double service = roof * corr;
-    double u = dev[HM_DEV_PRED_UTIL] > dev[HM_DEV_UTIL] ? dev[HM_DEV_PRED_UTIL] : dev[HM_DEV_UTIL];
-    double service_eff, cfg, reconf, link, queue, latency, energy, mem_total, frag;
-    double max_lat, deadline;
-    if (u > HM_UTIL_CAP) u = HM_UTIL_CAP;
-    service_eff = service / (1.0 - u);
-    cfg = task[HM_TASK_CONFIG];
-    reconf = (cfg != 0.0 && dev[HM_DEV_CONFIG] != cfg) ? dev[HM_DEV_RECONF_S] : 0.0;
-    link = dev[HM_DEV_LINK_S];
+    double service_eff = service * scr[HM_SCR_INV_AVAIL];
+    double cfg = task[HM_TASK_CONFIG];
+    double reconf = (cfg != 0.0 && dev[HM_DEV_CONFIG] != cfg) ? dev[HM_DEV_RECONF_S] : 0.0;
+    double link = dev[HM_DEV_LINK_S];
+    double queue = dev[HM_DEV_QUEUE_S];
+    double latency, energy, frag, max_lat, deadline;
     if (link > 0.0 && dev[HM_DEV_LINK_BW] > 0.0)
         link = link + task[HM_TASK_IN_BYTES] / (dev[HM_DEV_LINK_BW] * 1e9);
-    queue = dev[HM_DEV_QUEUE_S];
     latency = queue + reconf + link + service_eff;
     energy = dev[HM_DEV_MAX_W] * (service + reconf);
-    mem_total = dev[HM_DEV_MEM_TOTAL];
-    if (queue == 0.0 && dev[HM_DEV_MEM_FREE] >= mem_total)
-        frag = 1.0;
-    else if (mem_total > 0.0)
-        frag = (dev[HM_DEV_MEM_FREE] - task[HM_TASK_MEM]) / mem_total;
+    if (queue == 0.0 && dev[HM_DEV_MEM_FREE] >= dev[HM_DEV_MEM_TOTAL])
+        frag = 1.0; /* placing here breaks an untouched device */
     else
-        frag = 0.0;
+        frag = (dev[HM_DEV_MEM_FREE] - task[HM_TASK_MEM]) * scr[HM_SCR_INV_MEM];
     scr[HM_OBJ_LATENCY] = latency;
     scr[HM_OBJ_ENERGY] = energy;
     scr[HM_OBJ_THROUGHPUT] = service_eff + reconf;
-    scr[HM_OBJ_BALANCE] = u + (queue + service_eff) / HM_BALANCE_HORIZON_S;
+    scr[HM_OBJ_BALANCE] = scr[HM_SCR_U] + (queue + service_eff) / HM_BALANCE_HORIZON_S;
     scr[HM_OBJ_FRAGMENTATION] = frag;
     scr[HM_OBJ_CARBON] = energy / 3.6e6 * dev[HM_DEV_CARBON];
     scr[HM_SCR_SERVICE_EFF] = service_eff;
@@ -119,17 +145,24 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     }
     if (wsum <= 0.0) return HM_ST_BAD_POLICY;
     for (i = 0; i < n_classes * n_dev; i++) {
-        if (!(isfinite(corrections[i]) && corrections[i] > 0.0)) {
+        if (!((corrections[i] > 0.0) & (corrections[i] <= DBL_MAX))) {
             *bad_index = i;
             return HM_ST_BAD_CORRECTION;
         }
     }
-    for (i = 0; i < n_dev; i++) {
-        if (!device_ok(devices + (size_t)i * HM_DEV_FIELDS)) {
+    if (count_not_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS) == 0) {
+        int bad = 0;
+        for (i = 0; i < n_dev; i++) bad |= !device_ok(devices + (size_t)i * HM_DEV_FIELDS);
+        if (!bad) goto devices_ok;
+    }
+    for (i = 0; i < n_dev; i++) { /* slow path: find the first bad row */
+        const double *r = devices + (size_t)i * HM_DEV_FIELDS;
+        if (count_not_finite_nonneg(r, HM_DEV_FIELDS) != 0 || !device_ok(r)) {
             *bad_index = i;
             return HM_ST_BAD_DEVICE;
         }
     }
+devices_ok:
     for (i = 0; i < n_task; i++) {
         if (!task_ok(tasks + (size_t)i * HM_TASK_FIELDS, n_classes)) {
             *bad_index = i;
@@ -181,6 +214,9 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index);
     if (st != HM_ST_OK) return st;
 
+    for (d = 0; d < n_dev; d++)
+        device_constants(devices + (size_t)d * HM_DEV_FIELDS, scratch + (size_t)d * HM_SCR_FIELDS);
+
     for (t = 0; t < n_task; t++) {
         const double *task = tasks + (size_t)t * HM_TASK_FIELDS;
         const double *corr = corrections + (size_t)task[HM_TASK_CLASS] * n_dev;
@@ -188,9 +224,11 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         int32_t *asg = assigned + (size_t)t * HM_MAX_GANG;
         double *est = estimates + (size_t)t * HM_N_EST;
         double *comp = components + (size_t)t * HM_N_OBJECTIVES;
-        double mins[HM_N_OBJECTIVES], inv[HM_N_OBJECTIVES];
+        double mins[HM_N_OBJECTIVES], inv[HM_N_OBJECTIVES], top[HM_MAX_GANG + 1];
         int32_t chosen[HM_MAX_GANG + 1];
         int k = (int)task[HM_TASK_COUNT];
+        double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
+        double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen = 0, o, j;
         int32_t n_ok = 0;
 
@@ -199,8 +237,8 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         for (d = 0; d < n_dev; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            int reason = static_reason(dev, task);
-            if (reason == HM_R_OK) reason = estimate(dev, task, corr[d], scr);
+            int reason = static_reason(dev, scr, task);
+            if (reason == HM_R_OK) reason = estimate(dev, task, work, moved, corr[d], scr);
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
@@ -218,41 +256,40 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         if (n_ok < k) continue;
 
         for (o = 0; o < HM_N_OBJECTIVES; o++) inv[o] = weights[o] / (mins[o] + NORM_FLOOR[o]);
+        /* score every feasible device, keeping the k+1 best in order (ties: lowest index) */
         for (d = 0; d < n_dev; d++) {
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
             double score = 0.0;
+            int pos;
             if (scr[HM_SCR_REASON] != 0.0) continue;
             for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
             if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
                 score += HM_SUSPECT_PENALTY;
             scr[HM_SCR_SCORE] = score;
-        }
-        /* the k best (ties: lowest index), then one more as the runner-up */
-        while (n_chosen < k + 1) {
-            int32_t best = HM_NO_DEVICE;
-            double best_score = INFINITY;
-            for (d = 0; d < n_dev; d++) {
-                const double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-                int taken = 0;
-                if (scr[HM_SCR_REASON] != 0.0) continue;
-                for (j = 0; j < n_chosen; j++)
-                    if (chosen[j] == d) taken = 1;
-                if (taken) continue;
-                if (scr[HM_SCR_SCORE] < best_score) {
-                    best_score = scr[HM_SCR_SCORE];
-                    best = d;
-                }
+            if (n_chosen == k + 1 && !(score < top[k])) continue;
+            pos = n_chosen < k + 1 ? n_chosen : k;
+            if (n_chosen < k + 1) n_chosen++;
+            while (pos > 0 && score < top[pos - 1]) {
+                top[pos] = top[pos - 1];
+                chosen[pos] = chosen[pos - 1];
+                pos--;
             }
-            if (best == HM_NO_DEVICE) break;
-            chosen[n_chosen++] = best;
+            top[pos] = score;
+            chosen[pos] = d;
         }
         if (n_chosen > k) {
             n_chosen--;
             runner_up[t] = chosen[n_chosen];
-            est[HM_EST_RUNNER_UP_SCORE] =
-                scratch[(size_t)chosen[n_chosen] * HM_SCR_FIELDS + HM_SCR_SCORE];
+            est[HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
         }
         commit(devices, task, chosen, n_chosen, scratch, inv, mins, asg, est, comp);
     }
     return HM_ST_OK;
+}
+
+int hm_place_bound(hm_call *c, int32_t n_task) {
+    if (c == NULL) return HM_ST_BAD_SHAPE;
+    return hm_place_batch(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
+                          c->n_classes, c->scratch, c->assigned, c->runner_up, c->estimates,
+                          c->components, c->reject_counts, c->reasons, &c->bad_index);
 }

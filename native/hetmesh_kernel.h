@@ -87,7 +87,14 @@
 #define HM_SCR_RECONF 7
 #define HM_SCR_SCORE 8
 #define HM_SCR_REASON 9
-#define HM_SCR_FIELDS 10
+#define HM_SCR_INV_PE_INT8 10
+#define HM_SCR_INV_PE_FP16 11
+#define HM_SCR_INV_PE_FP32 12
+#define HM_SCR_INV_BW 13
+#define HM_SCR_U 14
+#define HM_SCR_INV_AVAIL 15
+#define HM_SCR_INV_MEM 16
+#define HM_SCR_FIELDS 17
 
 /* cost-model constants (mirrored in layout.py) */
 #define HM_BALANCE_HORIZON_S 1.0
@@ -135,5 +142,25 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
                    double *components, int32_t *reject_counts, uint8_t *reasons,
                    int32_t *bad_index);
+
+/* The same call with its buffers bound once in a struct (cheaper to call from Python). */
+typedef struct {
+    double *devices;
+    int32_t n_dev;
+    const double *tasks;
+    const double *weights;
+    const double *corrections;
+    int32_t n_classes;
+    double *scratch;
+    int32_t *assigned;
+    int32_t *runner_up;
+    double *estimates;
+    double *components;
+    int32_t *reject_counts;
+    uint8_t *reasons;
+    int32_t bad_index;
+} hm_call;
+
+int hm_place_bound(hm_call *call, int32_t n_task);
 
 #endif

@@ -9,9 +9,13 @@ from edge_agent.placement import layout as L
 from edge_agent.tasks.contract import TaskContract
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, repr=False, eq=False)
 class Decision:
-    """The kernel's verdict for one task, with everything needed to explain it."""
+    """The kernel's verdict for one task, with everything needed to explain it.
+
+    Treat it as read-only (it is not frozen only because frozen construction is slower,
+    and a decision is built on the hot path).
+    """
 
     task: TaskContract
     placed: bool
@@ -31,6 +35,9 @@ class Decision:
     reasons: bytes | None = None  # reason code per device in device_order
     device_indices: tuple[int, ...] = ()
     task_class_index: int = 0
+
+    def __repr__(self) -> str:
+        return f"<Decision {self.task.task_class} -> {self.summary()}>"
 
     @property
     def device_id(self) -> str | None:

@@ -104,7 +104,15 @@ SCR_SERVICE_EFF = 6  # service time stretched by current/predicted utilization
 SCR_RECONF = 7
 SCR_SCORE = 8
 SCR_REASON = 9
-SCR_FIELDS = 10
+# Per-batch device constants, computed once per call so the task loop only multiplies.
+SCR_INV_PE_INT8 = 10  # 1 / (peak * efficiency) per peak slot, 0 when the peak is 0
+SCR_INV_PE_FP16 = 11
+SCR_INV_PE_FP32 = 12
+SCR_INV_BW = 13  # 1 / (bandwidth in bytes/s), 0 when not modelled
+SCR_U = 14  # max(utilization, predicted), capped at UTIL_CAP
+SCR_INV_AVAIL = 15  # 1 / (1 - u)
+SCR_INV_MEM = 16  # 1 / memory_total, 0 when the device reports none
+SCR_FIELDS = 17
 
 MAX_GANG = 8  # most devices one task may take
 

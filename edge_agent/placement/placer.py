@@ -116,39 +116,38 @@ class Placer:
         ws = self._ws
         classes = [self.class_index(p.contract.task_class) for p in prepared]
         ws = self._ws  # class_index may have grown the workspace
-        for slot, i in enumerate(order):
-            ws.tasks[slot] = prepared[i].row
-            ws.tasks[slot, L.TASK_CLASS] = classes[i]
+        if order:
+            ws.tasks[: len(order)] = [prepared[i].row for i in order]
+            ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
         kernel.check(*self._call(len(order)))
-        out: list[Decision | None] = [None] * len(prepared)
+        n = len(order)
+        asg, est = ws.assigned[:n].tolist(), ws.estimates[:n].tolist()
+        ru, comp = ws.runner_up[:n].tolist(), ws.components[:n].tolist()
+        counts = ws.reject_counts[:n].tolist()
+        out: list[Decision | None] = [None] * n
         for slot, i in enumerate(order):
-            out[i] = self._decision(prepared[i].contract, slot, classes[i])
+            out[i] = self._build(prepared[i].contract, classes[i], asg[slot], est[slot],
+                                 ru[slot], comp[slot], counts[slot],
+                                 ws.reasons[slot].tobytes() if ws.keep_reasons else None)
         return [d for d in out if d is not None]
 
     def _decision(self, contract: TaskContract, slot: int, cls: int) -> Decision:
         ws = self._ws
-        asg = [d for d in ws.assigned[slot].tolist() if d >= 0]
-        est = ws.estimates[slot].tolist()
-        ru = int(ws.runner_up[slot])
+        return self._build(contract, cls, ws.assigned[slot].tolist(), ws.estimates[slot].tolist(),
+                           int(ws.runner_up[slot]), ws.components[slot].tolist(),
+                           ws.reject_counts[slot].tolist(),
+                           ws.reasons[slot].tobytes() if ws.keep_reasons else None)
+
+    def _build(self, contract: TaskContract, cls: int, assigned: list[int], est: list[float],
+               ru: int, components: list[float], counts: list[int],
+               reasons: bytes | None) -> Decision:
+        ids = self.device_ids
+        asg = tuple(d for d in assigned if d >= 0)
+        # est columns in layout order: latency, service, energy, carbon, score, runner-up score
         return Decision(
-            task=contract,
-            placed=bool(asg),
-            device_ids=tuple(self.device_ids[d] for d in asg),
-            latency_s=est[L.EST_LATENCY_S],
-            service_s=est[L.EST_SERVICE_S],
-            energy_j=est[L.EST_ENERGY_J],
-            carbon_g=est[L.EST_CARBON_G],
-            score=est[L.EST_SCORE],
-            runner_up=self.device_ids[ru] if ru >= 0 else None,
-            runner_up_score=est[L.EST_RUNNER_UP_SCORE],
-            components=tuple(ws.components[slot].tolist()),
-            reject_counts=tuple(ws.reject_counts[slot].tolist()),
-            policy=self._policy_label,
-            backend=self.backend,
-            device_order=self.device_ids,
-            reasons=ws.reasons[slot].tobytes() if ws.keep_reasons else None,
-            device_indices=tuple(asg),
-            task_class_index=cls,
+            contract, bool(asg), tuple(ids[d] for d in asg), est[0], est[1], est[2], est[3],
+            est[4], ids[ru] if ru >= 0 else None, est[5], tuple(components), tuple(counts),
+            self._policy_label, self.backend, ids, reasons, asg, cls,
         )
 
     # --- feedback --------------------------------------------------------------------

@@ -64,15 +64,33 @@ def _task_ok(r: Sequence[float], n_classes: int) -> bool:
     )
 
 
-def _peak(dev: Sequence[float], prec: int) -> float:
+def _peak_slot(prec: int) -> int:
+    """Return the scratch column of the inverse peak used for precision ``prec``."""
     if prec == 0 or prec == 3:  # int8, int4
-        return dev[L.DEV_PEAK_INT8]
+        return L.SCR_INV_PE_INT8
     if prec == 1 or prec == 4:  # fp16, bf16
-        return dev[L.DEV_PEAK_FP16]
-    return dev[L.DEV_PEAK_FP32]
+        return L.SCR_INV_PE_FP16
+    return L.SCR_INV_PE_FP32
 
 
-def _static_reason(dev: Sequence[float], task: Sequence[float]) -> int:
+def _device_constants(dev: Sequence[float], scr: MutableSequence[float]) -> None:
+    """Fill the per-batch constants of one device's scratch row."""
+    for slot, col in ((L.SCR_INV_PE_INT8, L.DEV_PEAK_INT8), (L.SCR_INV_PE_FP16, L.DEV_PEAK_FP16),
+                      (L.SCR_INV_PE_FP32, L.DEV_PEAK_FP32)):
+        pe = dev[col] * dev[L.DEV_EFFICIENCY]
+        scr[slot] = 1.0 / pe if pe > 0.0 else 0.0
+    bw = dev[L.DEV_MEM_BW]
+    scr[L.SCR_INV_BW] = 1.0 / (bw * 1e9) if bw > 0.0 else 0.0
+    u = max(dev[L.DEV_UTIL], dev[L.DEV_PRED_UTIL])
+    if u > L.UTIL_CAP:
+        u = L.UTIL_CAP
+    scr[L.SCR_U] = u
+    scr[L.SCR_INV_AVAIL] = 1.0 / (1.0 - u)
+    mem_total = dev[L.DEV_MEM_TOTAL]
+    scr[L.SCR_INV_MEM] = 1.0 / mem_total if mem_total > 0.0 else 0.0
+
+
+def _static_reason(dev: Sequence[float], scr: Sequence[float], task: Sequence[float]) -> int:
     """Return the first hard constraint ``dev`` fails for ``task`` that needs no estimate."""
     kind = int(dev[L.DEV_KIND])
     prec = int(task[L.TASK_PREC])
@@ -82,7 +100,7 @@ def _static_reason(dev: Sequence[float], task: Sequence[float]) -> int:
         return L.R_OFFLINE
     if kinds != 0 and not (kinds >> kind) & 1:
         return L.R_KIND
-    if not (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 or _peak(dev, prec) <= 0.0:
+    if not (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 or scr[_peak_slot(prec)] == 0.0:
         return L.R_PRECISION
     if int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]):
         return L.R_OPERATORS
@@ -94,20 +112,15 @@ def _static_reason(dev: Sequence[float], task: Sequence[float]) -> int:
 
 
 def _estimate(
-    dev: Sequence[float], task: Sequence[float], corr: float, scr: MutableSequence[float]
+    dev: Sequence[float], task: Sequence[float], work: float, moved: float, corr: float,
+    scr: MutableSequence[float],
 ) -> int:
     """Fill one device's scratch row with its costs for ``task``; return its reason code."""
-    k = task[L.TASK_COUNT]
-    work = task[L.TASK_GFLOP] / k
-    moved = task[L.TASK_BYTES] / k
-    compute_s = work / (_peak(dev, int(task[L.TASK_PREC])) * dev[L.DEV_EFFICIENCY])
-    mem_s = moved / (dev[L.DEV_MEM_BW] * 1e9) if dev[L.DEV_MEM_BW] > 0.0 else 0.0
-    roof = max(compute_s, mem_s) + dev[L.DEV_DISPATCH_S]
+    compute_s = work * scr[_peak_slot(int(task[L.TASK_PREC]))]
+    mem_s = moved * scr[L.SCR_INV_BW]
+    roof = (mem_s if mem_s > compute_s else compute_s) + dev[L.DEV_DISPATCH_S]
     service = roof * corr
-    u = max(dev[L.DEV_UTIL], dev[L.DEV_PRED_UTIL])
-    if u > L.UTIL_CAP:
-        u = L.UTIL_CAP
-    service_eff = service / (1.0 - u)
+    service_eff = service * scr[L.SCR_INV_AVAIL]
     cfg = task[L.TASK_CONFIG]
     reconf = dev[L.DEV_RECONF_S] if cfg != 0.0 and dev[L.DEV_CONFIG] != cfg else 0.0
     link = dev[L.DEV_LINK_S]
@@ -116,18 +129,14 @@ def _estimate(
     queue = dev[L.DEV_QUEUE_S]
     latency = queue + reconf + link + service_eff
     energy = dev[L.DEV_MAX_W] * (service + reconf)
-    mem_total = dev[L.DEV_MEM_TOTAL]
-    untouched = queue == 0.0 and dev[L.DEV_MEM_FREE] >= mem_total
-    if untouched:
-        frag = 1.0
-    elif mem_total > 0.0:
-        frag = (dev[L.DEV_MEM_FREE] - task[L.TASK_MEM]) / mem_total
+    if queue == 0.0 and dev[L.DEV_MEM_FREE] >= dev[L.DEV_MEM_TOTAL]:
+        frag = 1.0  # placing here breaks an untouched device
     else:
-        frag = 0.0
+        frag = (dev[L.DEV_MEM_FREE] - task[L.TASK_MEM]) * scr[L.SCR_INV_MEM]
     scr[L.OBJ_LATENCY] = latency
     scr[L.OBJ_ENERGY] = energy
     scr[L.OBJ_THROUGHPUT] = service_eff + reconf
-    scr[L.OBJ_BALANCE] = u + (queue + service_eff) / L.BALANCE_HORIZON_S
+    scr[L.OBJ_BALANCE] = scr[L.SCR_U] + (queue + service_eff) / L.BALANCE_HORIZON_S
     scr[L.OBJ_FRAGMENTATION] = frag
     scr[L.OBJ_CARBON] = energy / 3.6e6 * dev[L.DEV_CARBON]
     scr[L.SCR_SERVICE_EFF] = service_eff
@@ -186,6 +195,8 @@ def place_batch(
         return status, bad
 
     scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
+    for d in range(n_dev):
+        _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
         _place_one(devices, n_dev, task, t, weights, corrections, scratch,
@@ -210,6 +221,9 @@ def _place_one(
 ) -> None:
     """Estimate, score, choose and commit one task (the body of the kernel's task loop)."""
     cls = int(task[L.TASK_CLASS])
+    k = int(task[L.TASK_COUNT])
+    work = task[L.TASK_GFLOP] / task[L.TASK_COUNT]
+    moved = task[L.TASK_BYTES] / task[L.TASK_COUNT]
     for r in range(L.N_REASONS):
         reject_counts[t * L.N_REASONS + r] = 0
     mins = [math.inf] * L.N_OBJECTIVES
@@ -217,9 +231,9 @@ def _place_one(
     for d in range(n_dev):
         dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
         scr = scratch[d]
-        reason = _static_reason(dev, task)
+        reason = _static_reason(dev, scr, task)
         if reason == L.R_OK:
-            reason = _estimate(dev, task, corrections[cls * n_dev + d], scr)
+            reason = _estimate(dev, task, work, moved, corrections[cls * n_dev + d], scr)
         scr[L.SCR_REASON] = float(reason)
         if reasons is not None:
             reasons[t * n_dev + d] = reason
@@ -230,7 +244,6 @@ def _place_one(
         for o in range(L.N_OBJECTIVES):
             if scr[o] < mins[o]:
                 mins[o] = scr[o]
-    k = int(task[L.TASK_COUNT])
     for j in range(L.MAX_GANG):
         assigned[t * L.MAX_GANG + j] = L.NO_DEVICE
     runner_up[t] = L.NO_DEVICE
@@ -241,6 +254,9 @@ def _place_one(
     if n_ok < k:
         return
     inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
+    # score every feasible device, keeping the k+1 best in order (ties: lowest index)
+    chosen: list[int] = []
+    top: list[float] = []
     for d in range(n_dev):
         scr = scratch[d]
         if scr[L.SCR_REASON] != 0.0:
@@ -251,24 +267,17 @@ def _place_one(
         if devices[d * L.DEV_FIELDS + L.DEV_HEALTH] == 1.0:
             score += L.SUSPECT_PENALTY
         scr[L.SCR_SCORE] = score
-    # choose the k best (ties: lowest index), then the runner-up
-    chosen: list[int] = []
-    for _ in range(k + 1):
-        best = L.NO_DEVICE
-        best_score = math.inf
-        for d in range(n_dev):
-            scr = scratch[d]
-            if scr[L.SCR_REASON] != 0.0 or d in chosen:
-                continue
-            if scr[L.SCR_SCORE] < best_score:
-                best_score = scr[L.SCR_SCORE]
-                best = d
-        if best == L.NO_DEVICE:
-            break
-        chosen.append(best)
+        if len(chosen) == k + 1 and not score < top[k]:
+            continue
+        pos = len(chosen) if len(chosen) < k + 1 else k
+        while pos > 0 and score < top[pos - 1]:
+            pos -= 1
+        chosen.insert(pos, d)
+        top.insert(pos, score)
+        del chosen[k + 1 :], top[k + 1 :]
     if len(chosen) > k:
         runner_up[t] = chosen.pop()
-        estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = scratch[runner_up[t]][L.SCR_SCORE]
+        estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = top[k]
     _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components)
 
 

@@ -1,6 +1,6 @@
 """Firmware-profile match rules: the host facts they read and how they are evaluated.
 
-A profile's ``match`` is ``{"priority": int, "any": [rule, ...]}``. A rule is an object
+A profile's match block is ``{"priority": int, "any": [rule, ...]}``. A rule is an object
 whose keys must all hold (AND); a profile matches when any rule does (OR); among matching
 profiles the highest priority wins, ties going to the lower profile id. Keys:
 
@@ -18,7 +18,7 @@ import fnmatch
 import os
 import platform
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -147,20 +147,17 @@ class ProfileMatch:
 
 
 def match_profile(
-    profile_id: str, match: Mapping[str, object], facts: HostFacts, root: Path
+    profile_id: str,
+    priority: int,
+    rules: Sequence[Mapping[str, object]],
+    facts: HostFacts,
+    root: Path,
 ) -> ProfileMatch | None:
-    """Return how the profile's ``match`` block matches this host, or None.
+    """Return how the first matching rule of a profile matches this host, or None.
 
-    Raises ProfileError naming the profile and the field when the block is malformed.
+    Raises ProfileError naming the profile and the rule when a rule is malformed.
     """
-    priority, rules = match.get("priority", 0), match.get("any")
-    if not isinstance(priority, int) or isinstance(priority, bool):
-        raise ProfileError(profile_id, "match.priority", "must be an integer")
-    if not isinstance(rules, list):
-        raise ProfileError(profile_id, "match.any", "must be a list of rule objects")
     for index, rule in enumerate(rules):
-        if not isinstance(rule, Mapping):
-            raise ProfileError(profile_id, f"match.any[{index}]", "must be an object")
         try:
             evidence = check_rule(rule, facts, root)
         except ValueError as err:
@@ -171,10 +168,12 @@ def match_profile(
 
 
 def best_match(
-    profiles: Iterable[tuple[str, Mapping[str, object]]], facts: HostFacts, root: Path
+    profiles: Iterable[tuple[str, int, Sequence[Mapping[str, object]]]],
+    facts: HostFacts,
+    root: Path,
 ) -> ProfileMatch | None:
-    """Return the highest-priority match among (profile id, match block) pairs, or None."""
-    matches = [m for pid, block in profiles if (m := match_profile(pid, block, facts, root))]
+    """Return the highest-priority match among (profile id, priority, rules), or None."""
+    matches = [m for p in profiles if (m := match_profile(*p, facts, root)) is not None]
     if not matches:
         return None
     return min(matches, key=lambda m: (-m.priority, m.profile_id))
