@@ -14,8 +14,8 @@ int hm_abi_version(void);
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, int32_t *reject_counts, uint8_t *reasons,
-                   int32_t *bad_index);
+                   double *components, double *charged, int32_t *reject_counts,
+                   uint8_t *reasons, int32_t *bad_index);
 typedef struct {
     double *devices;
     int32_t n_dev;
@@ -28,6 +28,7 @@ typedef struct {
     int32_t *runner_up;
     double *estimates;
     double *components;
+    double *charged;
     int32_t *reject_counts;
     uint8_t *reasons;
     int32_t bad_index;

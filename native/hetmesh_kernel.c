@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#define HM_CLASS_BITMAP_BITS 1024
+
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
     HM_NORM_FLOOR_3, HM_NORM_FLOOR_4, HM_NORM_FLOOR_5};
@@ -139,17 +141,12 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
                             int32_t n_classes, int32_t *bad_index) {
     int32_t i;
     double wsum = 0.0;
+    uint64_t seen[HM_CLASS_BITMAP_BITS / 64] = {0};
     for (i = 0; i < HM_N_OBJECTIVES; i++) {
         if (!isfinite(weights[i]) || weights[i] < 0.0) return HM_ST_BAD_POLICY;
         wsum += weights[i];
     }
     if (wsum <= 0.0) return HM_ST_BAD_POLICY;
-    for (i = 0; i < n_classes * n_dev; i++) {
-        if (!((corrections[i] > 0.0) & (corrections[i] <= DBL_MAX))) {
-            *bad_index = i;
-            return HM_ST_BAD_CORRECTION;
-        }
-    }
     if (count_not_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS) == 0) {
         int bad = 0;
         for (i = 0; i < n_dev; i++) bad |= !device_ok(devices + (size_t)i * HM_DEV_FIELDS);
@@ -169,13 +166,29 @@ devices_ok:
             return HM_ST_BAD_TASK;
         }
     }
+    /* only the correction rows this batch uses, each once (classes past the bitmap: each time) */
+    for (i = 0; i < n_task; i++) {
+        int32_t cls = (int32_t)tasks[(size_t)i * HM_TASK_FIELDS + HM_TASK_CLASS], d;
+        const double *row = corrections + (size_t)cls * n_dev;
+        if (cls < HM_CLASS_BITMAP_BITS) {
+            uint64_t bit = 1ull << (cls & 63);
+            if (seen[cls >> 6] & bit) continue;
+            seen[cls >> 6] |= bit;
+        }
+        for (d = 0; d < n_dev; d++) {
+            if (!((row[d] > 0.0) & (row[d] <= DBL_MAX))) {
+                *bad_index = cls * n_dev + d;
+                return HM_ST_BAD_CORRECTION;
+            }
+        }
+    }
     return HM_ST_OK;
 }
 
 /* Charge the chosen devices with the task and record its estimates. */
 static void commit(double *devices, const double *task, const int32_t *chosen, int n_chosen,
                    const double *scratch, const double *inv, const double *mins,
-                   int32_t *assigned, double *est, double *comp) {
+                   int32_t *assigned, double *est, double *comp, double *charged) {
     const double *first = scratch + (size_t)chosen[0] * HM_SCR_FIELDS;
     int o, j;
     for (o = 0; o < HM_N_OBJECTIVES; o++) comp[o] = (first[o] - mins[o]) * inv[o];
@@ -189,7 +202,8 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
             est[HM_EST_SERVICE_S] = scr[HM_SCR_SERVICE_EFF];
         est[HM_EST_ENERGY_J] += scr[HM_OBJ_ENERGY];
         est[HM_EST_CARBON_G] += scr[HM_OBJ_CARBON];
-        row[HM_DEV_QUEUE_S] += scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
+        charged[j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
+        row[HM_DEV_QUEUE_S] += charged[j];
         row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
         if (task[HM_TASK_CONFIG] != 0.0) row[HM_DEV_CONFIG] = task[HM_TASK_CONFIG];
     }
@@ -198,8 +212,8 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, int32_t *reject_counts, uint8_t *reasons,
-                   int32_t *bad_index) {
+                   double *components, double *charged, int32_t *reject_counts,
+                   uint8_t *reasons, int32_t *bad_index) {
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -208,7 +222,8 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     if (weights == NULL || corrections == NULL) return HM_ST_BAD_SHAPE;
     if (n_dev > 0 && (devices == NULL || scratch == NULL)) return HM_ST_BAD_SHAPE;
     if (n_task > 0 && (tasks == NULL || assigned == NULL || runner_up == NULL ||
-                       estimates == NULL || components == NULL || reject_counts == NULL))
+                       estimates == NULL || components == NULL || charged == NULL ||
+                       reject_counts == NULL))
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
     st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index);
@@ -224,6 +239,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         int32_t *asg = assigned + (size_t)t * HM_MAX_GANG;
         double *est = estimates + (size_t)t * HM_N_EST;
         double *comp = components + (size_t)t * HM_N_OBJECTIVES;
+        double *chg = charged + (size_t)t * HM_MAX_GANG;
         double mins[HM_N_OBJECTIVES], inv[HM_N_OBJECTIVES], top[HM_MAX_GANG + 1];
         int32_t chosen[HM_MAX_GANG + 1];
         int k = (int)task[HM_TASK_COUNT];
@@ -249,7 +265,10 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
             for (o = 0; o < HM_N_OBJECTIVES; o++)
                 if (scr[o] < mins[o]) mins[o] = scr[o];
         }
-        for (j = 0; j < HM_MAX_GANG; j++) asg[j] = HM_NO_DEVICE;
+        for (j = 0; j < HM_MAX_GANG; j++) {
+            asg[j] = HM_NO_DEVICE;
+            chg[j] = 0.0;
+        }
         runner_up[t] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_EST; o++) est[o] = 0.0;
         for (o = 0; o < HM_N_OBJECTIVES; o++) comp[o] = 0.0;
@@ -282,7 +301,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
             runner_up[t] = chosen[n_chosen];
             est[HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
         }
-        commit(devices, task, chosen, n_chosen, scratch, inv, mins, asg, est, comp);
+        commit(devices, task, chosen, n_chosen, scratch, inv, mins, asg, est, comp, chg);
     }
     return HM_ST_OK;
 }
@@ -291,5 +310,6 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     if (c == NULL) return HM_ST_BAD_SHAPE;
     return hm_place_batch(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
                           c->n_classes, c->scratch, c->assigned, c->runner_up, c->estimates,
-                          c->components, c->reject_counts, c->reasons, &c->bad_index);
+                          c->components, c->charged, c->reject_counts, c->reasons,
+                          &c->bad_index);
 }

@@ -132,6 +132,7 @@ int hm_abi_version(void);
  * runner_up     n_task, best device not chosen or HM_NO_DEVICE
  * estimates     n_task * HM_N_EST
  * components    n_task * HM_N_OBJECTIVES weighted score terms of the first chosen device
+ * charged       n_task * HM_MAX_GANG seconds added to each chosen device's queue
  * reject_counts n_task * HM_N_REASONS
  * reasons       n_task * n_dev reason per (task, device), or NULL to skip
  * bad_index     out: the offending row/entry on a non-OK status, else -1
@@ -140,8 +141,8 @@ int hm_abi_version(void);
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, int32_t *reject_counts, uint8_t *reasons,
-                   int32_t *bad_index);
+                   double *components, double *charged, int32_t *reject_counts,
+                   uint8_t *reasons, int32_t *bad_index);
 
 /* The same call with its buffers bound once in a struct (cheaper to call from Python). */
 typedef struct {
@@ -156,6 +157,7 @@ typedef struct {
     int32_t *runner_up;
     double *estimates;
     double *components;
+    double *charged;
     int32_t *reject_counts;
     uint8_t *reasons;
     int32_t bad_index;

@@ -26,7 +26,7 @@ from edge_agent.resources.probe import (
     emulate_profile,
     probe_machine,
 )
-from edge_agent.resources.profiles import list_profiles
+from edge_agent.resources.profiles import FIGURE_STATUSES, list_profiles
 from edge_agent.resources.vocab import DeviceKind
 
 NO_NVIDIA_DRIVER = not Path("/proc/driver/nvidia").exists()
@@ -442,3 +442,14 @@ def test_cli_usage_errors(capsys: pytest.CaptureFixture[str], tmp_path: Path) ->
     assert main(["probe", "--profiles-dir", str(tmp_path / "missing")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     assert main([]) == 2
+
+
+def test_packaged_rk3588_profile_matches_fake_board(rockchip: Path) -> None:
+    """Needs the shipped firmware_profiles/rk3588.json."""
+    report = probe_machine(rockchip)
+    assert report.mode == MODE_PROFILE and report.profile_id == "rk3588"
+    assert any(d.kind == DeviceKind.NPU and not d.emulated for d in report.devices)
+    assert all(
+        src.split(":")[0] in FIGURE_STATUSES
+        for src in report.sources[report.devices[0].id].values()
+    )

@@ -38,6 +38,7 @@ class NativeCall:
         c.runner_up = _ptr("int32_t *", ws.runner_up)
         c.estimates = _ptr("double *", ws.estimates)
         c.components = _ptr("double *", ws.components)
+        c.charged = _ptr("double *", ws.charged)
         c.reject_counts = _ptr("int32_t *", ws.reject_counts)
         c.reasons = _ptr("uint8_t *", ws.reasons) if ws.keep_reasons else ffi.NULL
         self._c = c

@@ -34,6 +34,7 @@ class Decision:
     device_order: tuple[str, ...]  # the fleet's device ids when decided (for why_not)
     reasons: bytes | None = None  # reason code per device in device_order
     device_indices: tuple[int, ...] = ()
+    charges: tuple[float, ...] = ()  # queue seconds charged to each chosen device
     task_class_index: int = 0
 
     def __repr__(self) -> str:

@@ -47,17 +47,19 @@ class PythonCall:
         runner_up = [0] * n_task
         estimates = [0.0] * (n_task * L.N_EST)
         components = [0.0] * (n_task * L.N_OBJECTIVES)
+        charged = [0.0] * (n_task * L.MAX_GANG)
         counts = [0] * (n_task * L.N_REASONS)
         reasons = [0] * (n_task * ws.n_dev) if ws.keep_reasons else None
         status, bad = reference.place_batch(
             devices, ws.n_dev, ws.tasks[:n_task].ravel().tolist(), n_task,
             ws.weights.tolist(), ws.corrections.ravel().tolist(), ws.n_classes,
-            assigned, runner_up, estimates, components, counts, reasons,
+            assigned, runner_up, estimates, components, charged, counts, reasons,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
             ws.assigned[:n_task] = np.asarray(assigned).reshape(n_task, L.MAX_GANG)
             ws.runner_up[:n_task] = runner_up
+            ws.charged[:n_task] = np.asarray(charged).reshape(n_task, L.MAX_GANG)
             ws.estimates[:n_task] = np.asarray(estimates).reshape(n_task, L.N_EST)
             ws.components[:n_task] = np.asarray(components).reshape(n_task, L.N_OBJECTIVES)
             ws.reject_counts[:n_task] = np.asarray(counts).reshape(n_task, L.N_REASONS)

@@ -97,8 +97,8 @@ class Placer:
     def place_one(self, task: TaskContract | PreparedTask) -> Decision:
         """Place one task now and commit it to its device(s)."""
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
+        cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
         ws = self._ws
-        cls = self.class_index(prepared.contract.task_class)
         ws.tasks[0] = prepared.row
         ws.tasks[0, L.TASK_CLASS] = cls
         kernel.check(*self._call(1))
@@ -123,11 +123,11 @@ class Placer:
         n = len(order)
         asg, est = ws.assigned[:n].tolist(), ws.estimates[:n].tolist()
         ru, comp = ws.runner_up[:n].tolist(), ws.components[:n].tolist()
-        counts = ws.reject_counts[:n].tolist()
+        counts, charged = ws.reject_counts[:n].tolist(), ws.charged[:n].tolist()
         out: list[Decision | None] = [None] * n
         for slot, i in enumerate(order):
             out[i] = self._build(prepared[i].contract, classes[i], asg[slot], est[slot],
-                                 ru[slot], comp[slot], counts[slot],
+                                 ru[slot], comp[slot], counts[slot], charged[slot],
                                  ws.reasons[slot].tobytes() if ws.keep_reasons else None)
         return [d for d in out if d is not None]
 
@@ -135,11 +135,11 @@ class Placer:
         ws = self._ws
         return self._build(contract, cls, ws.assigned[slot].tolist(), ws.estimates[slot].tolist(),
                            int(ws.runner_up[slot]), ws.components[slot].tolist(),
-                           ws.reject_counts[slot].tolist(),
+                           ws.reject_counts[slot].tolist(), ws.charged[slot].tolist(),
                            ws.reasons[slot].tobytes() if ws.keep_reasons else None)
 
     def _build(self, contract: TaskContract, cls: int, assigned: list[int], est: list[float],
-               ru: int, components: list[float], counts: list[int],
+               ru: int, components: list[float], counts: list[int], charged: list[float],
                reasons: bytes | None) -> Decision:
         ids = self.device_ids
         asg = tuple(d for d in assigned if d >= 0)
@@ -147,7 +147,7 @@ class Placer:
         return Decision(
             contract, bool(asg), tuple(ids[d] for d in asg), est[0], est[1], est[2], est[3],
             est[4], ids[ru] if ru >= 0 else None, est[5], tuple(components), tuple(counts),
-            self._policy_label, self.backend, ids, reasons, asg, cls,
+            self._policy_label, self.backend, ids, reasons, asg, tuple(charged[: len(asg)]), cls,
         )
 
     # --- feedback --------------------------------------------------------------------
@@ -178,9 +178,9 @@ class Placer:
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         mem = decision.task.memory_needed()
-        for d in decision.device_indices:
+        for d, charge in zip(decision.device_indices, decision.charges, strict=True):
             dev = self._ws.devices[d]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - decision.service_s)
+            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - charge)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
     def correction(self, task_class: str, device_id: str) -> float:
@@ -202,9 +202,10 @@ class Placer:
         dev = self._ws.devices[self._device(device_id)]
         updates = ((L.DEV_UTIL, utilization, 1.0), (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
                    (L.DEV_QUEUE_S, queued_s, math.inf), (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
-                   (L.DEV_HEALTH, None if health is None else float(Health(health)), 2.0))
+                   (L.DEV_HEALTH, None if health is None else float(health), 2.0))
         for col, value, top in updates:
-            if value is not None and not (math.isfinite(value) and 0.0 <= value <= top):
+            bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)
+            if bad_health or (value is not None and not (math.isfinite(value) and 0 <= value <= top)):
                 name = L.LIVE_NAMES[col]
                 raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
         for col, value, _ in updates:
@@ -212,7 +213,9 @@ class Placer:
                 dev[col] = value
 
     def advance(self, seconds: float) -> None:
-        """Drain every device's queue by ``seconds`` of elapsed time."""
+        """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time."""
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise InvalidInput("advance: seconds must be a finite number >= 0")
         q = self._ws.devices[:, L.DEV_QUEUE_S]
         np.maximum(q - seconds, 0.0, out=q)
 

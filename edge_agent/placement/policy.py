@@ -164,8 +164,8 @@ def _rules(rules: object) -> dict[str, Any]:
     for key in ("priority_classes", "tenant_shares"):
         value = merged[key]
         if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and _is_weight(abs(v) if isinstance(v, (int, float)) else v)
-            for k, v in value.items()
+            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float))
+            and math.isfinite(v) for k, v in value.items()
         ):
             raise PolicyError(f"policy.rules.{key}: expected {{name: number}}")
     return merged

@@ -162,6 +162,7 @@ def place_batch(
     runner_up: MutableSequence[int],
     estimates: MutableSequence[float],
     components: MutableSequence[float],
+    charged: MutableSequence[float],
     reject_counts: MutableSequence[int],
     reasons: MutableSequence[int] | None = None,
 ) -> tuple[int, int]:
@@ -186,13 +187,19 @@ def place_batch(
         return L.ST_BAD_POLICY, -1
     if sum(weights[: L.N_OBJECTIVES]) <= 0.0:
         return L.ST_BAD_POLICY, -1
-    for i in range(n_classes * n_dev):
-        c = corrections[i]
-        if not (math.isfinite(c) and c > 0.0):
-            return L.ST_BAD_CORRECTION, i
     status, bad = _bad_rows(devices, n_dev, tasks, n_task, n_classes)
     if status != L.ST_OK:
         return status, bad
+    checked: set[int] = set()
+    for t in range(n_task):  # only the correction rows the batch uses
+        cls = int(tasks[t * L.TASK_FIELDS + L.TASK_CLASS])
+        if cls in checked:
+            continue
+        checked.add(cls)
+        for d in range(n_dev):
+            c = corrections[cls * n_dev + d]
+            if not (math.isfinite(c) and c > 0.0):
+                return L.ST_BAD_CORRECTION, cls * n_dev + d
 
     scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
     for d in range(n_dev):
@@ -200,7 +207,7 @@ def place_batch(
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
         _place_one(devices, n_dev, task, t, weights, corrections, scratch,
-                   assigned, runner_up, estimates, components, reject_counts, reasons)
+                   assigned, runner_up, estimates, components, charged, reject_counts, reasons)
     return L.ST_OK, -1
 
 
@@ -216,6 +223,7 @@ def _place_one(
     runner_up: MutableSequence[int],
     estimates: MutableSequence[float],
     components: MutableSequence[float],
+    charged: MutableSequence[float],
     reject_counts: MutableSequence[int],
     reasons: MutableSequence[int] | None,
 ) -> None:
@@ -246,6 +254,7 @@ def _place_one(
                 mins[o] = scr[o]
     for j in range(L.MAX_GANG):
         assigned[t * L.MAX_GANG + j] = L.NO_DEVICE
+        charged[t * L.MAX_GANG + j] = 0.0
     runner_up[t] = L.NO_DEVICE
     for e in range(L.N_EST):
         estimates[t * L.N_EST + e] = 0.0
@@ -278,7 +287,8 @@ def _place_one(
     if len(chosen) > k:
         runner_up[t] = chosen.pop()
         estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = top[k]
-    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components)
+    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components,
+            charged)
 
 
 def _commit(
@@ -292,6 +302,7 @@ def _commit(
     assigned: MutableSequence[int],
     estimates: MutableSequence[float],
     components: MutableSequence[float],
+    charged: MutableSequence[float],
 ) -> None:
     """Record the chosen devices' estimates and charge their live state with the task."""
     first = scratch[chosen[0]]
@@ -309,7 +320,8 @@ def _commit(
         estimates[base + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
         estimates[base + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
         row = d * L.DEV_FIELDS
-        devices[row + L.DEV_QUEUE_S] += scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
+        charged[t * L.MAX_GANG + j] = scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
+        devices[row + L.DEV_QUEUE_S] += charged[t * L.MAX_GANG + j]
         devices[row + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
         if task[L.TASK_CONFIG] != 0.0:
             devices[row + L.DEV_CONFIG] = task[L.TASK_CONFIG]

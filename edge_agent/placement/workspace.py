@@ -28,6 +28,7 @@ class Workspace:
         self.tasks: F64 = np.zeros((capacity, L.TASK_FIELDS), dtype=np.float64)
         self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
         self.assigned: I32 = np.zeros((capacity, L.MAX_GANG), dtype=np.int32)
+        self.charged: F64 = np.zeros((capacity, L.MAX_GANG), dtype=np.float64)
         self.runner_up: I32 = np.zeros(capacity, dtype=np.int32)
         self.estimates: F64 = np.zeros((capacity, L.N_EST), dtype=np.float64)
         self.components: F64 = np.zeros((capacity, L.N_OBJECTIVES), dtype=np.float64)

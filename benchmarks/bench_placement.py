@@ -1,0 +1,155 @@
+"""Placement kernel benchmark through the public API; the last line printed is JSON.
+
+    python benchmarks/bench_placement.py [--quick]
+
+Measures, in one run: single-task decision latency over 64 and 1,024 devices (p50/p99 of
+``Placer.place_one`` on a prepared task), a 1,000-task x 1,024-device batch
+(``Placer.place``), and the speed-up of the native kernel over its pure-Python twin on
+the same batch. Fleets are real board profiles (firmware_profiles/) repeated as boxes;
+tasks mix published model sizes (ResNet-50, MobileNet-v2, YOLOv5s, ...) and precisions.
+Targets (issue 2): single64_p99_us <= 10, batch_1000x1024_ms <= 30, speedup_vs_python >= 100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import random
+import statistics
+import time
+
+from edge_agent.placement import (
+    Placer,
+    Policy,
+    PreparedTask,
+    Requirements,
+    Semantics,
+    TaskContract,
+    devices_from_profiles,
+    native_available,
+)
+from edge_agent.resources.profiles import list_profiles
+
+# (name, GOPs per inference, parameter bytes at fp32) — public model sizes
+MODEL_SIZES = [
+    ("mobilenet_v2", 0.6, 14e6),
+    ("resnet50", 8.2, 102e6),
+    ("yolov5s", 16.5, 29e6),
+    ("yolo11n", 6.5, 10e6),
+    ("ssd_mobilenet_v2", 1.6, 67e6),
+    ("bert_tiny", 1.2, 18e6),
+]
+PRECISION_BYTES = {"int8": 1, "fp16": 2, "fp32": 4}
+
+
+def fleet(n_devices: int) -> list:
+    """Return ``n_devices`` devices: every board profile's devices, repeated as boxes."""
+    names = list_profiles()
+    boards: list[str] = []
+    devices: list = []
+    while len(devices) < n_devices:
+        boards.append(names[len(boards) % len(names)])
+        devices = devices_from_profiles(boards)
+    return devices[:n_devices]
+
+
+def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
+    """Return a reproducible mix of inference tasks with some hard limits."""
+    rng = random.Random(seed)
+    tasks = []
+    for i in range(n_tasks):
+        name, gops, params = MODEL_SIZES[i % len(MODEL_SIZES)]
+        precision = rng.choice(["int8", "int8", "fp16", "fp32"])
+        scale = PRECISION_BYTES[precision] / 4
+        tasks.append(TaskContract(
+            semantics=Semantics(gflops=gops, param_bytes=params * scale,
+                                activation_bytes=8e6 * scale, input_bytes=6e5,
+                                precision=precision,
+                                operator_histogram={"conv": 10, "gemm": 1, "elementwise": 10}),
+            requirements=Requirements(model_format=None,
+                                      max_latency_s=rng.choice([0.0, 0.05, 0.5])),
+            task_class=f"{name}:{precision}",
+            priority=rng.choice([0, 0, 0, 10]),
+        ))
+    return tasks
+
+
+def single_latency_us(n_devices: int, iterations: int) -> tuple[float, float]:
+    """Return (p50, p99) microseconds of place_one over ``n_devices`` devices."""
+    placer = Placer(fleet(n_devices), Policy.template("latency-first"))
+    prepared = [placer.prepare(t) for t in workload(64)]
+    for p in prepared:  # warm: every class known, buffers touched
+        placer.release(placer.place_one(p))
+    samples = []
+    gc.disable()
+    try:
+        for i in range(iterations):
+            task = prepared[i % len(prepared)]
+            t0 = time.perf_counter_ns()
+            decision = placer.place_one(task)
+            samples.append(time.perf_counter_ns() - t0)
+            if decision.placed:
+                placer.release(decision)
+    finally:
+        gc.enable()
+    samples.sort()
+    return samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3
+
+
+def batch_ms(placer: Placer, tasks: list[PreparedTask], reps: int) -> list[float]:
+    """Return wall times (ms) of placing ``tasks`` as one batch, state reset between reps."""
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        decisions = placer.place(tasks)
+        times.append((time.perf_counter() - t0) * 1e3)
+        for d in decisions:
+            if d.placed:
+                placer.release(d)
+    return times
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and print figures, then one JSON line."""
+    parser = argparse.ArgumentParser(description="hetmesh placement benchmark")
+    parser.add_argument("--quick", action="store_true", help="fewer iterations (for CI smoke)")
+    args = parser.parse_args(argv)
+    if not native_available():
+        raise SystemExit("the native kernel is not installed: pip install . first")
+    iters = 2000 if args.quick else 20000
+    s64 = single_latency_us(64, iters)
+    print(f"single task over 64 devices:    p50 {s64[0]:.2f} us  p99 {s64[1]:.2f} us")
+    s1k = single_latency_us(1024, iters // 4)
+    print(f"single task over 1024 devices:  p50 {s1k[0]:.2f} us  p99 {s1k[1]:.2f} us")
+
+    devices = fleet(1024)
+    native = Placer(devices, Policy.template("balanced"), backend="native")
+    tasks = [native.prepare(t) for t in workload(1000)]
+    big = batch_ms(native, tasks, 3 if args.quick else 9)
+    placed = sum(d.placed for d in native.place(tasks))
+    print(f"batch 1000 x 1024:              median {statistics.median(big):.2f} ms "
+          f"(min {min(big):.2f}), {placed} of 1000 placed")
+
+    n_py = 20 if args.quick else 100
+    python = Placer(devices, Policy.template("balanced"), backend="python")
+    py_ms = batch_ms(python, tasks[:n_py], 1)[0]
+    c_ms = statistics.median(batch_ms(native, tasks[:n_py], 15))
+    speedup = py_ms / c_ms
+    print(f"batch {n_py} x 1024 python twin:   {py_ms:.1f} ms vs native {c_ms:.3f} ms "
+          f"-> speed-up {speedup:.0f}x")
+    print(json.dumps({
+        "single64_p50_us": round(s64[0], 2),
+        "single64_p99_us": round(s64[1], 2),
+        "single1024_p50_us": round(s1k[0], 2),
+        "single1024_p99_us": round(s1k[1], 2),
+        "batch_1000x1024_ms": round(statistics.median(big), 2),
+        "speedup_vs_python": round(speedup, 1),
+        "backend": native.backend,
+        "quick": args.quick,
+    }))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
