@@ -62,16 +62,23 @@ def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
         name, gops, params = MODEL_SIZES[i % len(MODEL_SIZES)]
         precision = rng.choice(["int8", "int8", "fp16", "fp32"])
         scale = PRECISION_BYTES[precision] / 4
-        tasks.append(TaskContract(
-            semantics=Semantics(gflops=gops, param_bytes=params * scale,
-                                activation_bytes=8e6 * scale, input_bytes=6e5,
-                                precision=precision,
-                                operator_histogram={"conv": 10, "gemm": 1, "elementwise": 10}),
-            requirements=Requirements(model_format=None,
-                                      max_latency_s=rng.choice([0.0, 0.05, 0.5])),
-            task_class=f"{name}:{precision}",
-            priority=rng.choice([0, 0, 0, 10]),
-        ))
+        tasks.append(
+            TaskContract(
+                semantics=Semantics(
+                    gflops=gops,
+                    param_bytes=params * scale,
+                    activation_bytes=8e6 * scale,
+                    input_bytes=6e5,
+                    precision=precision,
+                    operator_histogram={"conv": 10, "gemm": 1, "elementwise": 10},
+                ),
+                requirements=Requirements(
+                    model_format=None, max_latency_s=rng.choice([0.0, 0.05, 0.5])
+                ),
+                task_class=f"{name}:{precision}",
+                priority=rng.choice([0, 0, 0, 10]),
+            )
+        )
     return tasks
 
 
@@ -128,26 +135,34 @@ def main(argv: list[str] | None = None) -> int:
     tasks = [native.prepare(t) for t in workload(1000)]
     big = batch_ms(native, tasks, 3 if args.quick else 9)
     placed = sum(d.placed for d in native.place(tasks))
-    print(f"batch 1000 x 1024:              median {statistics.median(big):.2f} ms "
-          f"(min {min(big):.2f}), {placed} of 1000 placed")
+    print(
+        f"batch 1000 x 1024:              median {statistics.median(big):.2f} ms "
+        f"(min {min(big):.2f}), {placed} of 1000 placed"
+    )
 
     n_py = 20 if args.quick else 100
     python = Placer(devices, Policy.template("balanced"), backend="python")
     py_ms = batch_ms(python, tasks[:n_py], 1)[0]
     c_ms = statistics.median(batch_ms(native, tasks[:n_py], 15))
     speedup = py_ms / c_ms
-    print(f"batch {n_py} x 1024 python twin:   {py_ms:.1f} ms vs native {c_ms:.3f} ms "
-          f"-> speed-up {speedup:.0f}x")
-    print(json.dumps({
-        "single64_p50_us": round(s64[0], 2),
-        "single64_p99_us": round(s64[1], 2),
-        "single1024_p50_us": round(s1k[0], 2),
-        "single1024_p99_us": round(s1k[1], 2),
-        "batch_1000x1024_ms": round(statistics.median(big), 2),
-        "speedup_vs_python": round(speedup, 1),
-        "backend": native.backend,
-        "quick": args.quick,
-    }))
+    print(
+        f"batch {n_py} x 1024 python twin:   {py_ms:.1f} ms vs native {c_ms:.3f} ms "
+        f"-> speed-up {speedup:.0f}x"
+    )
+    print(
+        json.dumps(
+            {
+                "single64_p50_us": round(s64[0], 2),
+                "single64_p99_us": round(s64[1], 2),
+                "single1024_p50_us": round(s1k[0], 2),
+                "single1024_p99_us": round(s1k[1], 2),
+                "batch_1000x1024_ms": round(statistics.median(big), 2),
+                "speedup_vs_python": round(speedup, 1),
+                "backend": native.backend,
+                "quick": args.quick,
+            }
+        )
+    )
     return 0
 
 

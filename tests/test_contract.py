@@ -60,8 +60,11 @@ _DELETE = object()
 
 
 def _bad(field: str, **changes: Any) -> Any:
-    return pytest.param(_doc(**{k.replace("__", "."): v for k, v in changes.items()}), field,
-                        id=f"{field}:{next(iter(changes))}")
+    return pytest.param(
+        _doc(**{k.replace("__", "."): v for k, v in changes.items()}),
+        field,
+        id=f"{field}:{next(iter(changes))}",
+    )
 
 
 # --- round trip ----------------------------------------------------------------------
@@ -70,14 +73,31 @@ def _bad(field: str, **changes: Any) -> Any:
 def test_from_dict_reads_every_field() -> None:
     c = TaskContract.from_dict(FULL_DOC)
     assert c.semantics == Semantics(
-        gflops=8.2, param_bytes=25e6, activation_bytes=5_000_000.5, input_bytes=602_112.0,
-        precision="int8", operator_histogram={"conv": 53, "gemm": 1, "pool": 2})
+        gflops=8.2,
+        param_bytes=25e6,
+        activation_bytes=5_000_000.5,
+        input_bytes=602_112.0,
+        precision="int8",
+        operator_histogram={"conv": 53, "gemm": 1, "pool": 2},
+    )
     assert c.requirements == Requirements(
-        kinds=("accelerator", "cpu_arm"), precision="int8", operator_families=("conv", "gemm"),
-        model_format="onnx", min_memory_bytes=8e9, device_count=2, max_latency_s=0.005,
-        deadline_s=1.5, config_id=3)
+        kinds=("accelerator", "cpu_arm"),
+        precision="int8",
+        operator_families=("conv", "gemm"),
+        model_format="onnx",
+        min_memory_bytes=8e9,
+        device_count=2,
+        max_latency_s=0.005,
+        deadline_s=1.5,
+        config_id=3,
+    )
     assert (c.task_class, c.priority, c.tenant, c.policy, c.model) == (
-        "resnet50", 10, "lab", "latency-first", "resnet50.onnx")
+        "resnet50",
+        10,
+        "lab",
+        "latency-first",
+        "resnet50.onnx",
+    )
 
 
 def test_to_dict_from_dict_round_trip_through_json() -> None:
@@ -105,7 +125,12 @@ def test_defaults_when_fields_are_omitted() -> None:
     assert c.requirements == Requirements()
     assert c.requirements.model_format == "onnx"
     assert (c.task_class, c.priority, c.tenant, c.policy, c.model) == (
-        "default", 0, "default", None, None)
+        "default",
+        0,
+        "default",
+        None,
+        None,
+    )
 
 
 @pytest.mark.parametrize("count", [1, MAX_DEVICE_COUNT])
@@ -168,9 +193,11 @@ def test_invalid_contract_raises_contract_error_naming_the_field(doc: dict, fiel
 
 @pytest.mark.parametrize(
     ("doc", "where"),
-    [({"semantics": {"gflops": 1}, "extra": 1}, "contract"),
-     ({"semantics": {"gflops": 1, "extra": 1}}, "semantics"),
-     ({"semantics": {"gflops": 1}, "requirements": {"extra": 1}}, "requirements")],
+    [
+        ({"semantics": {"gflops": 1}, "extra": 1}, "contract"),
+        ({"semantics": {"gflops": 1, "extra": 1}}, "semantics"),
+        ({"semantics": {"gflops": 1}, "requirements": {"extra": 1}}, "requirements"),
+    ],
 )
 def test_unknown_field_message_says_where(doc: dict, where: str) -> None:
     with pytest.raises(ContractError, match=rf"^{where}: unknown field\(s\) extra"):
@@ -197,8 +224,16 @@ def _bits(*kinds: DeviceKind) -> int:
     [
         (["cpu"], _bits(DeviceKind.CPU_X86, DeviceKind.CPU_ARM)),
         (["gpu"], _bits(DeviceKind.GPU_NVIDIA, DeviceKind.GPU_OTHER)),
-        (["accelerator"], _bits(DeviceKind.GPU_NVIDIA, DeviceKind.GPU_OTHER, DeviceKind.NPU,
-                                DeviceKind.FPGA, DeviceKind.DSP)),
+        (
+            ["accelerator"],
+            _bits(
+                DeviceKind.GPU_NVIDIA,
+                DeviceKind.GPU_OTHER,
+                DeviceKind.NPU,
+                DeviceKind.FPGA,
+                DeviceKind.DSP,
+            ),
+        ),
         (["npu"], _bits(DeviceKind.NPU)),
         (["fpga"], _bits(DeviceKind.FPGA)),
         (["cpu_arm"], _bits(DeviceKind.CPU_ARM)),
@@ -228,14 +263,18 @@ def test_kinds_mask_rejects_an_unknown_kind() -> None:
 
 
 def test_memory_needed_is_params_plus_activations_when_larger() -> None:
-    c = TaskContract(Semantics(gflops=1, param_bytes=3e9, activation_bytes=1e9),
-                     Requirements(min_memory_bytes=2e9))
+    c = TaskContract(
+        Semantics(gflops=1, param_bytes=3e9, activation_bytes=1e9),
+        Requirements(min_memory_bytes=2e9),
+    )
     assert c.memory_needed() == 4e9
 
 
 def test_memory_needed_is_the_requirement_when_larger() -> None:
-    c = TaskContract(Semantics(gflops=1, param_bytes=3e9, activation_bytes=1e9),
-                     Requirements(min_memory_bytes=8e9))
+    c = TaskContract(
+        Semantics(gflops=1, param_bytes=3e9, activation_bytes=1e9),
+        Requirements(min_memory_bytes=8e9),
+    )
     assert c.memory_needed() == 8e9
     assert TaskContract(Semantics(gflops=1)).memory_needed() == 0.0
 
@@ -249,6 +288,7 @@ def test_precision_comes_from_semantics_by_default() -> None:
 def test_requirements_precision_overrides_semantics() -> None:
     c = TaskContract(Semantics(gflops=1, precision="fp32"), Requirements(precision="int8"))
     assert c.precision() is Precision.INT8
-    parsed = TaskContract.from_dict(_doc(**{"semantics.precision": "fp16",
-                                            "requirements.precision": "bf16"}))
+    parsed = TaskContract.from_dict(
+        _doc(**{"semantics.precision": "fp16", "requirements.precision": "bf16"})
+    )
     assert parsed.precision() is Precision.BF16

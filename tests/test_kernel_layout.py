@@ -54,8 +54,11 @@ def layout_twin(name: str) -> float | None:
 
 
 def layout_numeric_names() -> set[str]:
-    return {n for n, v in vars(L).items() if n.isupper() and isinstance(v, (int, float))
-            and not isinstance(v, bool)}
+    return {
+        n
+        for n, v in vars(L).items()
+        if n.isupper() and isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
 
 
 # --- header <-> layout ---------------------------------------------------------------
@@ -93,17 +96,27 @@ def test_every_layout_number_has_a_header_twin() -> None:
 @pytest.mark.parametrize("prefix", ["DEV_", "TASK_", "OBJ_", "EST_", "R_", "SCR_", "ST_"])
 def test_each_family_is_fully_mirrored(prefix: str) -> None:
     consts = header_constants()
-    py = {n: float(v) for n, v in vars(L).items()
-          if n.startswith(prefix) and isinstance(v, int) and not isinstance(v, bool)}
+    py = {
+        n: float(v)
+        for n, v in vars(L).items()
+        if n.startswith(prefix) and isinstance(v, int) and not isinstance(v, bool)
+    }
     c = {n: v for n, v in consts.items() if n.startswith(prefix)}
     assert py == c
 
 
 def test_columns_are_dense_and_counts_match() -> None:
-    for prefix, count in (("DEV_", L.DEV_FIELDS), ("TASK_", L.TASK_FIELDS),
-                          ("EST_", L.N_EST), ("R_", L.N_REASONS)):
-        cols = sorted(v for n, v in vars(L).items() if n.startswith(prefix)
-                      and isinstance(v, int) and not n.endswith("FIELDS"))
+    for prefix, count in (
+        ("DEV_", L.DEV_FIELDS),
+        ("TASK_", L.TASK_FIELDS),
+        ("EST_", L.N_EST),
+        ("R_", L.N_REASONS),
+    ):
+        cols = sorted(
+            v
+            for n, v in vars(L).items()
+            if n.startswith(prefix) and isinstance(v, int) and not n.endswith("FIELDS")
+        )
         assert cols == list(range(count)), prefix
     assert len(L.REASON_NAMES) == L.N_REASONS
     assert len(L.OBJECTIVE_NAMES) == L.N_OBJECTIVES
@@ -112,8 +125,14 @@ def test_columns_are_dense_and_counts_match() -> None:
 
 def test_status_codes_mirror_the_header() -> None:
     consts = header_constants()
-    for name in ("ST_OK", "ST_BAD_SHAPE", "ST_BAD_DEVICE", "ST_BAD_TASK", "ST_BAD_POLICY",
-                 "ST_BAD_CORRECTION"):
+    for name in (
+        "ST_OK",
+        "ST_BAD_SHAPE",
+        "ST_BAD_DEVICE",
+        "ST_BAD_TASK",
+        "ST_BAD_POLICY",
+        "ST_BAD_CORRECTION",
+    ):
         assert consts[name] == getattr(L, name)
     for name in ("R_OK", "R_OFFLINE", "R_PRECISION", "R_MEMORY", "R_LATENCY"):
         assert consts[name] == getattr(L, name)
@@ -124,8 +143,10 @@ def test_status_codes_mirror_the_header() -> None:
 BACKENDS = pytest.mark.parametrize(
     "backend",
     [
-        pytest.param("native", marks=pytest.mark.skipif(
-            not native_available(), reason="compiled kernel not built")),
+        pytest.param(
+            "native",
+            marks=pytest.mark.skipif(not native_available(), reason="compiled kernel not built"),
+        ),
         "python",
     ],
 )
@@ -133,10 +154,16 @@ N_CLASSES = 3
 
 
 def _device(id: str, int8: float) -> Device:
-    cap = Capability(peak_int8_gops=int8, peak_fp16_gops=int8 / 2, peak_fp32_gops=int8 / 4,
-                     memory_bytes=8e9, memory_bw_gbs=50.0, idle_power_w=1.0, max_power_w=10.0,
-                     precision_mask=(1 << Precision.INT8) | (1 << Precision.FP16)
-                     | (1 << Precision.FP32))
+    cap = Capability(
+        peak_int8_gops=int8,
+        peak_fp16_gops=int8 / 2,
+        peak_fp32_gops=int8 / 4,
+        memory_bytes=8e9,
+        memory_bw_gbs=50.0,
+        idle_power_w=1.0,
+        max_power_w=10.0,
+        precision_mask=(1 << Precision.INT8) | (1 << Precision.FP16) | (1 << Precision.FP32),
+    )
     return Device(id, DeviceKind.GPU_NVIDIA, id, cap)
 
 
@@ -145,8 +172,9 @@ def workspace() -> Workspace:
     rows = np.array([device_row(_device(f"d{i}", 1000.0 * (i + 1))) for i in range(3)])
     ws = Workspace(rows, np.ones((N_CLASSES, 3)), 4, True)
     ws.weights[:] = [0.5, 0.2, 0.1, 0.1, 0.05, 0.05]
-    row = prepare(TaskContract(Semantics(gflops=2.0, precision="int8"),
-                               Requirements(min_memory_bytes=1e9))).row
+    row = prepare(
+        TaskContract(Semantics(gflops=2.0, precision="int8"), Requirements(min_memory_bytes=1e9))
+    ).row
     ws.tasks[0] = row
     ws.tasks[1] = row
     ws.tasks[1, L.TASK_CLASS] = 1
@@ -237,7 +265,8 @@ CASES = [
 @BACKENDS
 @pytest.mark.parametrize(("spoil", "status", "index"), CASES)
 def test_bad_input_gives_status_and_index_and_changes_no_device(
-        backend: str, spoil, status: int, index: int) -> None:
+    backend: str, spoil, status: int, index: int
+) -> None:
     ws = workspace()
     spoil(ws)
     before = _snapshot(ws)

@@ -77,16 +77,21 @@ def problems(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
     n_task = draw(st.integers(0, 12))
     tasks = np.array([draw(task_rows(n_classes)) for _ in range(n_task)])
     corr = np.array(
-        draw(st.lists(st.floats(0.05, 20.0), min_size=n_classes * n_dev,
-                      max_size=n_classes * n_dev))
+        draw(
+            st.lists(st.floats(0.05, 20.0), min_size=n_classes * n_dev, max_size=n_classes * n_dev)
+        )
     ).reshape(n_classes, n_dev)
-    weights = draw(st.lists(st.floats(0.0, 1.0), min_size=L.N_OBJECTIVES,
-                            max_size=L.N_OBJECTIVES).filter(lambda w: sum(w) > 0))
+    weights = draw(
+        st.lists(st.floats(0.0, 1.0), min_size=L.N_OBJECTIVES, max_size=L.N_OBJECTIVES).filter(
+            lambda w: sum(w) > 0
+        )
+    )
     return devices, tasks.reshape(n_task, L.TASK_FIELDS), corr, weights
 
 
-def _run(backend: kernel.Backend, problem: tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]
-         ) -> tuple[tuple[int, int], Workspace]:
+def _run(
+    backend: kernel.Backend, problem: tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]
+) -> tuple[tuple[int, int], Workspace]:
     devices, tasks, corr, weights = problem
     ws = Workspace(devices.copy(), corr.copy(), max(len(tasks), 1), keep_reasons=True)
     ws.weights[:] = weights
@@ -131,10 +136,14 @@ def test_a_batch_never_overbooks_memory(problem: tuple) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(problems(), st.integers(0, L.DEV_FIELDS - 1),
-       st.sampled_from([float("nan"), float("inf"), -1.0]))
+@given(
+    problems(),
+    st.integers(0, L.DEV_FIELDS - 1),
+    st.sampled_from([float("nan"), float("inf"), -1.0]),
+)
 def test_poisoned_device_rows_give_a_status_and_change_nothing(
-        problem: tuple, col: int, poison: float) -> None:
+    problem: tuple, col: int, poison: float
+) -> None:
     """A NaN, infinity or negative in any device field: same status from both, rows untouched."""
     devices = problem[0]
     if len(devices) == 0:

@@ -29,8 +29,10 @@ from edge_agent.resources.vocab import DeviceKind, Health, Precision
 BACKENDS = pytest.mark.parametrize(
     "backend",
     [
-        pytest.param("native", marks=pytest.mark.skipif(
-            not native_available(), reason="compiled kernel not built")),
+        pytest.param(
+            "native",
+            marks=pytest.mark.skipif(not native_available(), reason="compiled kernel not built"),
+        ),
         "python",
     ],
 )
@@ -38,31 +40,63 @@ BACKENDS = pytest.mark.parametrize(
 GB = 1e9
 
 
-def dev(id: str, kind: DeviceKind = DeviceKind.GPU_NVIDIA, *, int8: float = 0.0,
-        fp16: float = 0.0, fp32: float = 0.0, mem: float = 16 * GB, watts: float = 10.0,
-        health: Health = Health.ONLINE, reconfig_s: float = 0.0, carbon: float = 0.0,
-        utilization: float = 0.0) -> Device:
+def dev(
+    id: str,
+    kind: DeviceKind = DeviceKind.GPU_NVIDIA,
+    *,
+    int8: float = 0.0,
+    fp16: float = 0.0,
+    fp32: float = 0.0,
+    mem: float = 16 * GB,
+    watts: float = 10.0,
+    health: Health = Health.ONLINE,
+    reconfig_s: float = 0.0,
+    carbon: float = 0.0,
+    utilization: float = 0.0,
+) -> Device:
     """Return a device whose supported precisions are those with a nonzero peak."""
     mask = 0
     for prec, peak in ((Precision.INT8, int8), (Precision.FP16, fp16), (Precision.FP32, fp32)):
         if peak > 0:
             mask |= 1 << prec
-    cap = Capability(peak_int8_gops=int8, peak_fp16_gops=fp16, peak_fp32_gops=fp32,
-                     memory_bytes=mem, memory_bw_gbs=100.0, idle_power_w=watts / 10,
-                     max_power_w=watts, precision_mask=mask, reconfig_s=reconfig_s)
-    return Device(id=id, kind=kind, name=id, capability=cap,
-                  live=LiveState(health=health, utilization=utilization),
-                  carbon_g_per_kwh=carbon)
+    cap = Capability(
+        peak_int8_gops=int8,
+        peak_fp16_gops=fp16,
+        peak_fp32_gops=fp32,
+        memory_bytes=mem,
+        memory_bw_gbs=100.0,
+        idle_power_w=watts / 10,
+        max_power_w=watts,
+        precision_mask=mask,
+        reconfig_s=reconfig_s,
+    )
+    return Device(
+        id=id,
+        kind=kind,
+        name=id,
+        capability=cap,
+        live=LiveState(health=health, utilization=utilization),
+        carbon_g_per_kwh=carbon,
+    )
 
 
-def task(gflops: float = 1.0, precision: str = "int8", *, cls: str = "default",
-         priority: int = 0, **req: Any) -> TaskContract:
-    return TaskContract(Semantics(gflops=gflops, precision=precision),
-                        Requirements(**req), task_class=cls, priority=priority)
+def task(
+    gflops: float = 1.0,
+    precision: str = "int8",
+    *,
+    cls: str = "default",
+    priority: int = 0,
+    **req: Any,
+) -> TaskContract:
+    return TaskContract(
+        Semantics(gflops=gflops, precision=precision),
+        Requirements(**req),
+        task_class=cls,
+        priority=priority,
+    )
 
 
-def placer(devices: list[Device], backend: str, policy: str = "latency-first",
-           **kw: Any) -> Placer:
+def placer(devices: list[Device], backend: str, policy: str = "latency-first", **kw: Any) -> Placer:
     return Placer(devices, Policy.template(policy), backend=backend, **kw)  # type: ignore[arg-type]
 
 
@@ -76,8 +110,20 @@ def mixed_fleet() -> list[Device]:
 
 def signature(d: Decision) -> tuple[Any, ...]:
     """Everything a decision says about the choice, without the backend label."""
-    return (d.placed, d.device_ids, d.latency_s, d.service_s, d.energy_j, d.carbon_g, d.score,
-            d.runner_up, d.runner_up_score, d.components, d.reject_counts, d.reasons)
+    return (
+        d.placed,
+        d.device_ids,
+        d.latency_s,
+        d.service_s,
+        d.energy_j,
+        d.carbon_g,
+        d.score,
+        d.runner_up,
+        d.runner_up_score,
+        d.components,
+        d.reject_counts,
+        d.reasons,
+    )
 
 
 # --- precision and kinds -------------------------------------------------------------
@@ -107,15 +153,21 @@ def test_fp32_task_cannot_go_to_an_int8_only_npu(backend: str) -> None:
 @BACKENDS
 def test_requirements_precision_overrides_semantics_in_placement(backend: str) -> None:
     p = placer(mixed_fleet(), backend)
-    d = p.place_one(TaskContract(Semantics(gflops=10.0, precision="fp32"),
-                                 Requirements(precision="int8")))
+    d = p.place_one(
+        TaskContract(Semantics(gflops=10.0, precision="fp32"), Requirements(precision="int8"))
+    )
     assert d.device_id == "npu"
 
 
 # --- the architecture's example contract ---------------------------------------------
 
-EXAMPLE = Requirements(kinds=("accelerator",), precision="int8", min_memory_bytes=8e9,
-                       device_count=2, max_latency_s=0.005)
+EXAMPLE = Requirements(
+    kinds=("accelerator",),
+    precision="int8",
+    min_memory_bytes=8e9,
+    device_count=2,
+    max_latency_s=0.005,
+)
 
 
 def example_task(gflops: float = 10.0) -> TaskContract:
@@ -228,8 +280,11 @@ def priority_fleet() -> list[Device]:
 @BACKENDS
 def test_high_priority_task_listed_last_gets_the_better_device(backend: str) -> None:
     p = placer(priority_fleet(), backend)
-    tasks = [task(cls="a", min_memory_bytes=3 * GB), task(cls="b", min_memory_bytes=3 * GB),
-             task(cls="urgent", priority=10, min_memory_bytes=3 * GB)]
+    tasks = [
+        task(cls="a", min_memory_bytes=3 * GB),
+        task(cls="b", min_memory_bytes=3 * GB),
+        task(cls="urgent", priority=10, min_memory_bytes=3 * GB),
+    ]
     decisions = p.place(tasks)
     assert len(decisions) == len(tasks)
     assert [d.task for d in decisions] == tasks
@@ -250,8 +305,12 @@ def test_equal_priority_keeps_input_order(backend: str) -> None:
 @BACKENDS
 def test_earlier_deadline_goes_first_at_equal_priority(backend: str) -> None:
     p = placer(priority_fleet(), backend)
-    decisions = p.place([task(cls="late", min_memory_bytes=3 * GB, deadline_s=60.0),
-                         task(cls="soon", min_memory_bytes=3 * GB, deadline_s=10.0)])
+    decisions = p.place(
+        [
+            task(cls="late", min_memory_bytes=3 * GB, deadline_s=60.0),
+            task(cls="soon", min_memory_bytes=3 * GB, deadline_s=10.0),
+        ]
+    )
     assert [d.device_id for d in decisions] == ["slow", "fast"]
 
 
@@ -362,8 +421,10 @@ def test_many_task_classes_keep_their_corrections(backend: str) -> None:
 
 
 def power_fleet() -> list[Device]:
-    return [dev("gpu", DeviceKind.GPU_NVIDIA, int8=2000, watts=60),
-            dev("npu", DeviceKind.NPU, int8=1000, watts=5)]  # 2x slower, 12x less power
+    return [
+        dev("gpu", DeviceKind.GPU_NVIDIA, int8=2000, watts=60),
+        dev("npu", DeviceKind.NPU, int8=1000, watts=5),
+    ]  # 2x slower, 12x less power
 
 
 @BACKENDS
@@ -429,15 +490,47 @@ def test_suspect_device_loses_to_an_equal_online_one(backend: str) -> None:
 
 def determinism_fleet() -> list[Device]:
     return [
-        dev("cpu", DeviceKind.CPU_X86, int8=300, fp16=150, fp32=150, mem=32 * GB, watts=65,
-            carbon=400),
-        dev("gpu", DeviceKind.GPU_NVIDIA, int8=20000, fp16=10000, fp32=5000, mem=8 * GB,
-            watts=70, carbon=400, utilization=0.3),
+        dev(
+            "cpu",
+            DeviceKind.CPU_X86,
+            int8=300,
+            fp16=150,
+            fp32=150,
+            mem=32 * GB,
+            watts=65,
+            carbon=400,
+        ),
+        dev(
+            "gpu",
+            DeviceKind.GPU_NVIDIA,
+            int8=20000,
+            fp16=10000,
+            fp32=5000,
+            mem=8 * GB,
+            watts=70,
+            carbon=400,
+            utilization=0.3,
+        ),
         dev("npu", DeviceKind.NPU, int8=6000, fp16=3000, mem=4 * GB, watts=6, carbon=50),
-        dev("fpga", DeviceKind.FPGA, int8=1500, mem=2 * GB, watts=10, reconfig_s=0.2,
-            health=Health.SUSPECT),
-        dev("peer-gpu", DeviceKind.GPU_OTHER, int8=8000, fp16=4000, fp32=2000, mem=16 * GB,
-            watts=40, carbon=20),
+        dev(
+            "fpga",
+            DeviceKind.FPGA,
+            int8=1500,
+            mem=2 * GB,
+            watts=10,
+            reconfig_s=0.2,
+            health=Health.SUSPECT,
+        ),
+        dev(
+            "peer-gpu",
+            DeviceKind.GPU_OTHER,
+            int8=8000,
+            fp16=4000,
+            fp32=2000,
+            mem=16 * GB,
+            watts=40,
+            carbon=20,
+        ),
     ]
 
 
@@ -445,12 +538,23 @@ def determinism_tasks() -> list[TaskContract]:
     tasks = []
     for i in range(40):
         prec = ("int8", "fp16", "fp32")[i % 3]
-        tasks.append(TaskContract(
-            Semantics(gflops=0.5 + (i * 7 % 11), param_bytes=(i % 5) * 1e8,
-                      activation_bytes=(i % 3) * 5e7, precision=prec),
-            Requirements(device_count=1 + (i % 7 == 0), config_id=int(i % 4 == 1),
-                         max_latency_s=0.5 if i % 6 == 0 else 0.0),
-            task_class=f"class{i % 5}", priority=i % 4))
+        tasks.append(
+            TaskContract(
+                Semantics(
+                    gflops=0.5 + (i * 7 % 11),
+                    param_bytes=(i % 5) * 1e8,
+                    activation_bytes=(i % 3) * 5e7,
+                    precision=prec,
+                ),
+                Requirements(
+                    device_count=1 + (i % 7 == 0),
+                    config_id=int(i % 4 == 1),
+                    max_latency_s=0.5 if i % 6 == 0 else 0.0,
+                ),
+                task_class=f"class{i % 5}",
+                priority=i % 4,
+            )
+        )
     return tasks
 
 
@@ -491,7 +595,8 @@ def test_nan_utilization_is_rejected_and_loses_nothing(backend: str) -> None:
     reference = placer(mixed_fleet(), backend)
     reference.place_one(task())
     assert signature(p.place_one(task(3.0, "fp16"))) == signature(
-        reference.place_one(task(3.0, "fp16")))
+        reference.place_one(task(3.0, "fp16"))
+    )
 
 
 @BACKENDS
@@ -547,8 +652,7 @@ def test_unknown_device_id_raises(backend: str) -> None:
 
 @BACKENDS
 @pytest.mark.parametrize("latency", [0.0, -1.0, float("nan"), float("inf")])
-def test_feedback_with_bad_latency_raises_and_changes_nothing(backend: str,
-                                                              latency: float) -> None:
+def test_feedback_with_bad_latency_raises_and_changes_nothing(backend: str, latency: float) -> None:
     p = placer(mixed_fleet(), backend)
     d = p.place_one(task())
     queued = p.live("npu")["queued_s"]

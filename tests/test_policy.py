@@ -38,8 +38,7 @@ def test_template_weights_sum_to_one_over_known_objectives(name: str) -> None:
 
 @pytest.mark.parametrize(
     ("name", "dominant"),
-    [("latency-first", "latency"), ("energy-first", "energy"),
-     ("throughput-first", "throughput")],
+    [("latency-first", "latency"), ("energy-first", "energy"), ("throughput-first", "throughput")],
 )
 def test_template_dominant_objective_is_the_one_named(name: str, dominant: str) -> None:
     policy = Policy.template(name)
@@ -65,8 +64,7 @@ def test_unknown_template_raises_policy_error_naming_it() -> None:
 def test_half_and_half_blend_is_the_normalized_average() -> None:
     lat, en = Policy.template("latency-first"), Policy.template("energy-first")
     blend = Policy.blend({"latency-first": 0.5, "energy-first": 0.5})
-    avg = {o: 0.5 * lat.weights.get(o, 0.0) + 0.5 * en.weights.get(o, 0.0)
-           for o in OBJECTIVE_NAMES}
+    avg = {o: 0.5 * lat.weights.get(o, 0.0) + 0.5 * en.weights.get(o, 0.0) for o in OBJECTIVE_NAMES}
     total = sum(avg.values())
     for o in OBJECTIVE_NAMES:
         assert blend.weights.get(o, 0.0) == pytest.approx(avg[o] / total, abs=1e-12)
@@ -97,8 +95,14 @@ def test_blend_accepts_a_name_and_default_label_mentions_parts() -> None:
 
 @pytest.mark.parametrize(
     "parts",
-    [{}, {"latency-first": -1.0}, {"latency-first": float("nan")}, {"latency-first": True},
-     {"latency-first": 0.0}, {"no-such-template": 1.0}],
+    [
+        {},
+        {"latency-first": -1.0},
+        {"latency-first": float("nan")},
+        {"latency-first": True},
+        {"latency-first": 0.0},
+        {"no-such-template": 1.0},
+    ],
 )
 def test_bad_blend_raises_policy_error(parts: dict[str, float]) -> None:
     with pytest.raises(PolicyError, match=r"blend|template"):
@@ -133,8 +137,11 @@ def test_round_trip_keeps_custom_weights_rules_and_version() -> None:
         "name": "night-shift",
         "version": 7,
         "weights": {"energy": 3, "carbon": 1},
-        "rules": {"offload_margin": 0.5, "allowed_peers": ["agent-a", "agent-b"],
-                  "tenant_shares": {"lab": 2.0}},
+        "rules": {
+            "offload_margin": 0.5,
+            "allowed_peers": ["agent-a", "agent-b"],
+            "tenant_shares": {"lab": 2.0},
+        },
     }
     policy = Policy.from_dict(doc)
     assert policy.name == "night-shift"
@@ -155,7 +162,8 @@ def test_from_dict_template_and_blend_sources() -> None:
     assert by_template.weight_vector() == Policy.template("energy-first").weight_vector()
     by_blend = Policy.from_dict({"blend": {"latency-first": 0.5, "energy-first": 0.5}})
     assert by_blend.weight_vector() == pytest.approx(
-        Policy.blend({"latency-first": 0.5, "energy-first": 0.5}).weight_vector())
+        Policy.blend({"latency-first": 0.5, "energy-first": 0.5}).weight_vector()
+    )
 
 
 def test_version_defaults_to_one_and_is_kept_through_documents() -> None:
@@ -185,27 +193,45 @@ BAD_DOCS = [
     pytest.param({"weights": {}}, "weights", id="empty-weights"),
     pytest.param({"weights": [0.5, 0.5]}, "weights", id="weights-not-object"),
     pytest.param({"template": "fastest-first"}, "template", id="unknown-template"),
-    pytest.param({"template": "balanced", "rules": {"max_hops": 2}}, "max_hops",
-                 id="unknown-rule"),
-    pytest.param({"template": "balanced", "rules": {"offload_margin": 1.0}}, "offload_margin",
-                 id="margin-one"),
-    pytest.param({"template": "balanced", "rules": {"offload_margin": -0.1}}, "offload_margin",
-                 id="margin-negative"),
-    pytest.param({"template": "balanced", "rules": {"offload_margin": float("nan")}},
-                 "offload_margin", id="margin-nan"),
-    pytest.param({"template": "balanced", "rules": {"offload_margin": "0.2"}}, "offload_margin",
-                 id="margin-string"),
-    pytest.param({"template": "balanced", "rules": {"allowed_peers": "agent-a"}},
-                 "allowed_peers", id="peers-not-list"),
-    pytest.param({"template": "balanced", "rules": ["offload_margin"]}, "rules",
-                 id="rules-not-object"),
-    pytest.param({"template": "balanced", "weights": {"latency": 1.0}}, "weights",
-                 id="weights-and-template"),
-    pytest.param({"template": "balanced", "blend": {"balanced": 1.0}}, "blend",
-                 id="template-and-blend"),
+    pytest.param({"template": "balanced", "rules": {"max_hops": 2}}, "max_hops", id="unknown-rule"),
+    pytest.param(
+        {"template": "balanced", "rules": {"offload_margin": 1.0}},
+        "offload_margin",
+        id="margin-one",
+    ),
+    pytest.param(
+        {"template": "balanced", "rules": {"offload_margin": -0.1}},
+        "offload_margin",
+        id="margin-negative",
+    ),
+    pytest.param(
+        {"template": "balanced", "rules": {"offload_margin": float("nan")}},
+        "offload_margin",
+        id="margin-nan",
+    ),
+    pytest.param(
+        {"template": "balanced", "rules": {"offload_margin": "0.2"}},
+        "offload_margin",
+        id="margin-string",
+    ),
+    pytest.param(
+        {"template": "balanced", "rules": {"allowed_peers": "agent-a"}},
+        "allowed_peers",
+        id="peers-not-list",
+    ),
+    pytest.param(
+        {"template": "balanced", "rules": ["offload_margin"]}, "rules", id="rules-not-object"
+    ),
+    pytest.param(
+        {"template": "balanced", "weights": {"latency": 1.0}}, "weights", id="weights-and-template"
+    ),
+    pytest.param(
+        {"template": "balanced", "blend": {"balanced": 1.0}}, "blend", id="template-and-blend"
+    ),
     pytest.param({"name": "nothing"}, "weights", id="no-source"),
-    pytest.param({"schema": "hetmesh.policy/2", "template": "balanced"}, "schema",
-                 id="wrong-schema"),
+    pytest.param(
+        {"schema": "hetmesh.policy/2", "template": "balanced"}, "schema", id="wrong-schema"
+    ),
     pytest.param({"schema": "policy", "template": "balanced"}, "schema", id="other-schema"),
     pytest.param({"template": "balanced", "colour": "red"}, "colour", id="unknown-field"),
     pytest.param({"template": "balanced", "name": ""}, "name", id="empty-name"),

@@ -38,8 +38,9 @@ __all__ = [
 ]
 
 
-def devices_from_profiles(names: list[str], *, emulated: bool = True,
-                          directory: Path | None = None) -> list[Device]:
+def devices_from_profiles(
+    names: list[str], *, emulated: bool = True, directory: Path | None = None
+) -> list[Device]:
     """Return the devices of the named firmware profiles, ids prefixed per board.
 
     A name may repeat ("rk3588", "rk3588"): each copy becomes its own box ("rk3588#2").

@@ -59,8 +59,11 @@ def prepare(contract: TaskContract) -> PreparedTask:
             if req.operator_families is not None
             else sem.operator_mask()
         )
-        fmt = -1 if req.model_format is None else int(
-            parse_name(ModelFormat, req.model_format, what="model format"))
+        fmt = (
+            -1
+            if req.model_format is None
+            else int(parse_name(ModelFormat, req.model_format, what="model format"))
+        )
         row = [0.0] * L.TASK_FIELDS
         row[L.TASK_KINDS_MASK] = float(kinds_mask(list(req.kinds)))
         row[L.TASK_PREC] = float(contract.precision())

@@ -65,8 +65,10 @@ class Decision:
         if code != L.R_OK:
             return f"{device_id} rejected: {L.REASON_NAMES[code]}"
         if device_id == self.runner_up:
-            return (f"{device_id} was feasible and the runner-up: score "
-                    f"{self.runner_up_score:.4g} vs {self.score:.4g} for {self.device_id}")
+            return (
+                f"{device_id} was feasible and the runner-up: score "
+                f"{self.runner_up_score:.4g} vs {self.score:.4g} for {self.device_id}"
+            )
         return f"{device_id} was feasible but scored worse than {self.device_id}"
 
     def summary(self) -> str:

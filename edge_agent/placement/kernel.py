@@ -22,7 +22,7 @@ KernelCall = Callable[[int], tuple[int, int]]
 
 def native_available() -> bool:
     """Return True when the compiled kernel is importable."""
-    return _native.AVAILABLE
+    return bool(_native.AVAILABLE)
 
 
 def default_backend(environ: dict[str, str] | None = None) -> Backend:
@@ -51,9 +51,20 @@ class PythonCall:
         counts = [0] * (n_task * L.N_REASONS)
         reasons = [0] * (n_task * ws.n_dev) if ws.keep_reasons else None
         status, bad = reference.place_batch(
-            devices, ws.n_dev, ws.tasks[:n_task].ravel().tolist(), n_task,
-            ws.weights.tolist(), ws.corrections.ravel().tolist(), ws.n_classes,
-            assigned, runner_up, estimates, components, charged, counts, reasons,
+            devices,
+            ws.n_dev,
+            ws.tasks[:n_task].ravel().tolist(),
+            n_task,
+            ws.weights.tolist(),
+            ws.corrections.ravel().tolist(),
+            ws.n_classes,
+            assigned,
+            runner_up,
+            estimates,
+            components,
+            charged,
+            counts,
+            reasons,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)

@@ -52,8 +52,9 @@ class Placer:
         self._lr = learning_rate
         self._classes: dict[str, int] = {"default": 0}
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
-        self._ws = Workspace(rows.reshape(len(ids), L.DEV_FIELDS),
-                             np.ones((4, len(ids))), 64, keep_reasons)
+        self._ws = Workspace(
+            rows.reshape(len(ids), L.DEV_FIELDS), np.ones((4, len(ids))), 64, keep_reasons
+        )
         self._call = kernel.bind(self._ws, self.backend)
         self.policy = policy or Policy.template("balanced")
 
@@ -87,8 +88,12 @@ class Placer:
 
     def _rebuild(self, *, corrections: np.ndarray | None = None, capacity: int = 0) -> None:
         old = self._ws
-        ws = Workspace(old.devices, old.corrections if corrections is None else corrections,
-                       max(capacity, old.capacity), old.keep_reasons)
+        ws = Workspace(
+            old.devices,
+            old.corrections if corrections is None else corrections,
+            max(capacity, old.capacity),
+            old.keep_reasons,
+        )
         ws.weights[:] = old.weights
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
@@ -126,33 +131,74 @@ class Placer:
         counts, charged = ws.reject_counts[:n].tolist(), ws.charged[:n].tolist()
         out: list[Decision | None] = [None] * n
         for slot, i in enumerate(order):
-            out[i] = self._build(prepared[i].contract, classes[i], asg[slot], est[slot],
-                                 ru[slot], comp[slot], counts[slot], charged[slot],
-                                 ws.reasons[slot].tobytes() if ws.keep_reasons else None)
+            out[i] = self._build(
+                prepared[i].contract,
+                classes[i],
+                asg[slot],
+                est[slot],
+                ru[slot],
+                comp[slot],
+                counts[slot],
+                charged[slot],
+                ws.reasons[slot].tobytes() if ws.keep_reasons else None,
+            )
         return [d for d in out if d is not None]
 
     def _decision(self, contract: TaskContract, slot: int, cls: int) -> Decision:
         ws = self._ws
-        return self._build(contract, cls, ws.assigned[slot].tolist(), ws.estimates[slot].tolist(),
-                           int(ws.runner_up[slot]), ws.components[slot].tolist(),
-                           ws.reject_counts[slot].tolist(), ws.charged[slot].tolist(),
-                           ws.reasons[slot].tobytes() if ws.keep_reasons else None)
+        return self._build(
+            contract,
+            cls,
+            ws.assigned[slot].tolist(),
+            ws.estimates[slot].tolist(),
+            int(ws.runner_up[slot]),
+            ws.components[slot].tolist(),
+            ws.reject_counts[slot].tolist(),
+            ws.charged[slot].tolist(),
+            ws.reasons[slot].tobytes() if ws.keep_reasons else None,
+        )
 
-    def _build(self, contract: TaskContract, cls: int, assigned: list[int], est: list[float],
-               ru: int, components: list[float], counts: list[int], charged: list[float],
-               reasons: bytes | None) -> Decision:
+    def _build(
+        self,
+        contract: TaskContract,
+        cls: int,
+        assigned: list[int],
+        est: list[float],
+        ru: int,
+        components: list[float],
+        counts: list[int],
+        charged: list[float],
+        reasons: bytes | None,
+    ) -> Decision:
         ids = self.device_ids
         asg = tuple(d for d in assigned if d >= 0)
         # est columns in layout order: latency, service, energy, carbon, score, runner-up score
         return Decision(
-            contract, bool(asg), tuple(ids[d] for d in asg), est[0], est[1], est[2], est[3],
-            est[4], ids[ru] if ru >= 0 else None, est[5], tuple(components), tuple(counts),
-            self._policy_label, self.backend, ids, reasons, asg, tuple(charged[: len(asg)]), cls,
+            contract,
+            bool(asg),
+            tuple(ids[d] for d in asg),
+            est[0],
+            est[1],
+            est[2],
+            est[3],
+            est[4],
+            ids[ru] if ru >= 0 else None,
+            est[5],
+            tuple(components),
+            tuple(counts),
+            self._policy_label,
+            self.backend,
+            ids,
+            reasons,
+            asg,
+            tuple(charged[: len(asg)]),
+            cls,
         )
 
     # --- feedback --------------------------------------------------------------------
-    def feedback(self, decision: Decision, *, latency_s: float,
-                 energy_j: float | None = None) -> None:
+    def feedback(
+        self, decision: Decision, *, latency_s: float, energy_j: float | None = None
+    ) -> None:
         """Record a finished task's measured service time (and energy); release its devices.
 
         The (task class, device) correction factor moves toward measured / estimated, so
@@ -195,17 +241,30 @@ class Placer:
         except KeyError:
             raise InvalidInput(f"unknown device {device_id!r}") from None
 
-    def update_live(self, device_id: str, *, utilization: float | None = None,
-                    predicted_utilization: float | None = None, queued_s: float | None = None,
-                    memory_free_bytes: float | None = None, health: Health | None = None) -> None:
+    def update_live(
+        self,
+        device_id: str,
+        *,
+        utilization: float | None = None,
+        predicted_utilization: float | None = None,
+        queued_s: float | None = None,
+        memory_free_bytes: float | None = None,
+        health: Health | None = None,
+    ) -> None:
         """Overwrite a device's live state; a bad value raises and changes nothing."""
         dev = self._ws.devices[self._device(device_id)]
-        updates = ((L.DEV_UTIL, utilization, 1.0), (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
-                   (L.DEV_QUEUE_S, queued_s, math.inf), (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
-                   (L.DEV_HEALTH, None if health is None else float(health), 2.0))
+        updates = (
+            (L.DEV_UTIL, utilization, 1.0),
+            (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
+            (L.DEV_QUEUE_S, queued_s, math.inf),
+            (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
+            (L.DEV_HEALTH, None if health is None else float(health), 2.0),
+        )
         for col, value, top in updates:
             bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)
-            if bad_health or (value is not None and not (math.isfinite(value) and 0 <= value <= top)):
+            if bad_health or (
+                value is not None and not (math.isfinite(value) and 0 <= value <= top)
+            ):
                 name = L.LIVE_NAMES[col]
                 raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
         for col, value, _ in updates:

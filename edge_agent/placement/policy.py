@@ -67,8 +67,11 @@ class Policy:
         return cls(name=name, weights=_normalized(TEMPLATES[name], "weights"))
 
     @classmethod
-    def blend(cls, parts: Mapping[str, float] | Sequence[tuple[Policy | str, float]],
-              name: str | None = None) -> Policy:
+    def blend(
+        cls,
+        parts: Mapping[str, float] | Sequence[tuple[Policy | str, float]],
+        name: str | None = None,
+    ) -> Policy:
         """Return a policy whose weights are the fraction-weighted mix of ``parts``.
 
         ``parts`` maps template names to fractions, or lists (policy, fraction) pairs.
@@ -85,8 +88,9 @@ class Policy:
             for obj in OBJECTIVE_NAMES:
                 mixed[obj] += float(fraction) * float(policy.weights.get(obj, 0.0))
             labels.append(f"{policy.name}:{fraction:g}")
-        return cls(name=name or "blend(" + ",".join(labels) + ")",
-                   weights=_normalized(mixed, "blend"))
+        return cls(
+            name=name or "blend(" + ",".join(labels) + ")", weights=_normalized(mixed, "blend")
+        )
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> Policy:
@@ -119,8 +123,9 @@ class Policy:
         name = doc.get("name", base.name)
         if not isinstance(name, str) or not name:
             raise PolicyError("policy.name: expected a non-empty string")
-        return cls(name=name, weights=base.weights, version=version,
-                   rules=_rules(doc.get("rules", {})))
+        return cls(
+            name=name, weights=base.weights, version=version, rules=_rules(doc.get("rules", {}))
+        )
 
 
 def _is_weight(x: object) -> bool:
@@ -164,8 +169,11 @@ def _rules(rules: object) -> dict[str, Any]:
     for key in ("priority_classes", "tenant_shares"):
         value = merged[key]
         if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and not isinstance(v, bool) and isinstance(v, (int, float))
-            and math.isfinite(v) for k, v in value.items()
+            isinstance(k, str)
+            and not isinstance(v, bool)
+            and isinstance(v, (int, float))
+            and math.isfinite(v)
+            for k, v in value.items()
         ):
             raise PolicyError(f"policy.rules.{key}: expected {{name: number}}")
     return merged

@@ -75,8 +75,11 @@ def _peak_slot(prec: int) -> int:
 
 def _device_constants(dev: Sequence[float], scr: MutableSequence[float]) -> None:
     """Fill the per-batch constants of one device's scratch row."""
-    for slot, col in ((L.SCR_INV_PE_INT8, L.DEV_PEAK_INT8), (L.SCR_INV_PE_FP16, L.DEV_PEAK_FP16),
-                      (L.SCR_INV_PE_FP32, L.DEV_PEAK_FP32)):
+    for slot, col in (
+        (L.SCR_INV_PE_INT8, L.DEV_PEAK_INT8),
+        (L.SCR_INV_PE_FP16, L.DEV_PEAK_FP16),
+        (L.SCR_INV_PE_FP32, L.DEV_PEAK_FP32),
+    ):
         pe = dev[col] * dev[L.DEV_EFFICIENCY]
         scr[slot] = 1.0 / pe if pe > 0.0 else 0.0
     bw = dev[L.DEV_MEM_BW]
@@ -112,7 +115,11 @@ def _static_reason(dev: Sequence[float], scr: Sequence[float], task: Sequence[fl
 
 
 def _estimate(
-    dev: Sequence[float], task: Sequence[float], work: float, moved: float, corr: float,
+    dev: Sequence[float],
+    task: Sequence[float],
+    work: float,
+    moved: float,
+    corr: float,
     scr: MutableSequence[float],
 ) -> int:
     """Fill one device's scratch row with its costs for ``task``; return its reason code."""
@@ -206,8 +213,22 @@ def place_batch(
         _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        _place_one(devices, n_dev, task, t, weights, corrections, scratch,
-                   assigned, runner_up, estimates, components, charged, reject_counts, reasons)
+        _place_one(
+            devices,
+            n_dev,
+            task,
+            t,
+            weights,
+            corrections,
+            scratch,
+            assigned,
+            runner_up,
+            estimates,
+            components,
+            charged,
+            reject_counts,
+            reasons,
+        )
     return L.ST_OK, -1
 
 
@@ -287,8 +308,7 @@ def _place_one(
     if len(chosen) > k:
         runner_up[t] = chosen.pop()
         estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = top[k]
-    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components,
-            charged)
+    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components, charged)
 
 
 def _commit(
