@@ -1,7 +1,7 @@
-"""The ``edge-agent`` console command: one function per subcommand, registered in COMMANDS.
+"""The ``edge-agent`` console command: one function per subcommand, registered on ``cli``.
 
 To add a subcommand, write ``def run(args) -> int`` (and, if it takes options, a function
-adding them to its parser) and register it with ``@command("name", "help", configure)``.
+adding them to its parser) and register it with ``@cli.command("name", "help", configure)``.
 Errors hetmesh raises on purpose become one line on stderr and exit status 2.
 """
 
@@ -9,58 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
 
-from edge_agent import __version__
-from edge_agent.errors import HetmeshError, InvalidInput
+from edge_agent import __version__, cli_place
+from edge_agent.clikit import CommandLine
+from edge_agent.errors import InvalidInput
 from edge_agent.resources.probe import Profile, emulate_profile, load_profiles, probe_machine
 
-Configure = Callable[[argparse.ArgumentParser], None]
-Handler = Callable[[argparse.Namespace], int]
-
-#: Exit status for bad input or a failed command.
-EXIT_ERROR = 2
-
-
-@dataclass(frozen=True)
-class Command:
-    """A subcommand: its help line, how it adds its options, and what it runs."""
-
-    summary: str
-    configure: Configure
-    run: Handler
-
-
-COMMANDS: dict[str, Command] = {}
-
-
-def _no_options(parser: argparse.ArgumentParser) -> None:
-    """Add nothing: the subcommand takes no options."""
-
-
-def command(
-    name: str, summary: str, configure: Configure = _no_options
-) -> Callable[[Handler], Handler]:
-    """Register the decorated function as subcommand ``name``."""
-
-    def register(run: Handler) -> Handler:
-        COMMANDS[name] = Command(summary, configure, run)
-        return run
-
-    return register
-
-
-class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors are one line on stderr, exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(EXIT_ERROR, f"{self.prog}: error: {message}\n")
+cli = CommandLine("edge-agent", "hetmesh edge agent", __version__)
 
 
 def _profiles_dir_option(parser: argparse.ArgumentParser) -> None:
@@ -73,12 +31,17 @@ def _profiles_dir_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(args: argparse.Namespace) -> list[Profile]:
-    """Return the profiles from --profiles-dir (or the packaged ones)."""
+def _profiles_dir(args: argparse.Namespace) -> Path | None:
+    """Return --profiles-dir (None: the packaged profiles); InvalidInput if not a directory."""
     directory: Path | None = args.profiles_dir
     if directory is not None and not directory.is_dir():
         raise InvalidInput(f"--profiles-dir {directory} is not a directory")
-    return load_profiles(directory)
+    return directory
+
+
+def _load(args: argparse.Namespace) -> list[Profile]:
+    """Return the profiles from --profiles-dir (or the packaged ones)."""
+    return load_profiles(_profiles_dir(args))
 
 
 def _probe_options(parser: argparse.ArgumentParser) -> None:
@@ -90,7 +53,7 @@ def _probe_options(parser: argparse.ArgumentParser) -> None:
     _profiles_dir_option(parser)
 
 
-@command(
+@cli.command(
     "probe", "show the compute devices of this machine (or of an emulated board)", _probe_options
 )
 def _probe(args: argparse.Namespace) -> int:
@@ -104,7 +67,7 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
-@command("profiles", "list the available firmware profiles", _profiles_dir_option)
+@cli.command("profiles", "list the available firmware profiles", _profiles_dir_option)
 def _profiles(args: argparse.Namespace) -> int:
     """Print one line per profile: id, name, device kinds; 0 on success."""
     profiles = _load(args)
@@ -118,39 +81,21 @@ def _profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """Return the argument parser with every registered subcommand."""
-    parser = _Parser(prog="edge-agent", description="hetmesh edge agent")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG level")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name, cmd in COMMANDS.items():
-        cmd.configure(sub.add_parser(name, help=cmd.summary, description=cmd.summary))
-    return parser
+def _place_options(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``place``."""
+    cli_place.configure(parser)
+    _profiles_dir_option(parser)
+
+
+@cli.command("place", cli_place.SUMMARY, _place_options)
+def _place(args: argparse.Namespace) -> int:
+    """Place the tasks and explain the decisions; 0 on success."""
+    return cli_place.run(args, _profiles_dir(args))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``edge-agent`` command line and return its exit status."""
-    parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exit_:  # --help, --version, or a usage error already printed
-        return exit_.code if isinstance(exit_.code, int) else EXIT_ERROR
-    logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if args.command is None:
-        parser.print_usage(sys.stderr)
-        return EXIT_ERROR
-    try:
-        return COMMANDS[args.command].run(args)
-    except HetmeshError as err:
-        print(f"edge-agent: error: {err}", file=sys.stderr)
-        return EXIT_ERROR
-    except BrokenPipeError:  # stdout closed early (`| head`): stop quietly, as Unix tools do
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
+    return cli.main(argv)
 
 
 if __name__ == "__main__":

@@ -25,27 +25,33 @@ static int small_int(double x, double lo, double hi) {
     return (x >= lo) & (x <= hi) & (((x + two52) - two52) == x);
 }
 
-/* Count the entries of x[0..n) that are not finite numbers >= 0 (-0.0 counts as >= 0).
- * Works on the bit patterns so that the compiler can vectorize it. */
-static uint64_t count_not_finite_nonneg(const double *x, size_t n) {
-    uint64_t bad = 0;
+#define MASK_MAX 2147483647.0
+
+/* True when none of x[0..n) is NaN, infinite or negative (-0.0 is fine). A vectorizable
+ * pass over the high 32 bits (sign and exponent) flags suspects; they are re-checked exactly. */
+static int all_finite_nonneg(const double *x, size_t n) {
+    uint32_t flagged = 0;
     size_t i;
     for (i = 0; i < n; i++) {
         uint64_t b;
         memcpy(&b, x + i, sizeof b);
-        bad += (uint64_t)((b >= 0x7FF0000000000000ull) & (b != 0x8000000000000000ull));
+        flagged |= (uint32_t)(b >> 32) >= 0x7FF00000u;
     }
-    return bad;
+    if (!flagged) return 1;
+    for (i = 0; i < n; i++)
+        if (!(x[i] >= 0.0 && x[i] <= DBL_MAX)) return 0;
+    return 1;
 }
 
-/* The checks of a device row beyond "every field finite and >= 0". */
-static int device_ok(const double *r) {
-    return small_int(r[HM_DEV_KIND], 0, 31) & small_int(r[HM_DEV_PREC_MASK], 0, 2147483647.0) &
-           small_int(r[HM_DEV_OPS_MASK], 0, 2147483647.0) &
-           small_int(r[HM_DEV_FORMAT_MASK], 0, 2147483647.0) & (r[HM_DEV_EFFICIENCY] > 0.0) &
-           (r[HM_DEV_EFFICIENCY] <= 1.0) & (r[HM_DEV_UTIL] <= 1.0) &
-           (r[HM_DEV_PRED_UTIL] <= 1.0) & small_int(r[HM_DEV_HEALTH], 0, 2) &
-           small_int(r[HM_DEV_CONFIG], 0, 2147483647.0);
+/* The checks of a device row beyond all_finite_nonneg. Kind and masks are read truncated
+ * to integers, as the Python twin's int() does. */
+static int device_ranges_ok(const double *r) {
+    double h = r[HM_DEV_HEALTH];
+    return (r[HM_DEV_KIND] <= 31.0) & (r[HM_DEV_PREC_MASK] <= MASK_MAX) &
+           (r[HM_DEV_OPS_MASK] <= MASK_MAX) & (r[HM_DEV_FORMAT_MASK] <= MASK_MAX) &
+           (r[HM_DEV_EFFICIENCY] > 0.0) & (r[HM_DEV_EFFICIENCY] <= 1.0) &
+           (r[HM_DEV_UTIL] <= 1.0) & (r[HM_DEV_PRED_UTIL] <= 1.0) &
+           ((h == 0.0) | (h == 1.0) | (h == 2.0));
 }
 
 static int task_ok(const double *r, int32_t n_classes) {
@@ -147,19 +153,20 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
         wsum += weights[i];
     }
     if (wsum <= 0.0) return HM_ST_BAD_POLICY;
-    if (count_not_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS) == 0) {
-        int bad = 0;
-        for (i = 0; i < n_dev; i++) bad |= !device_ok(devices + (size_t)i * HM_DEV_FIELDS);
-        if (!bad) goto devices_ok;
+    if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
+        for (i = 0; i < n_dev; i++) {
+            if (!all_finite_nonneg(devices + (size_t)i * HM_DEV_FIELDS, HM_DEV_FIELDS)) {
+                *bad_index = i;
+                return HM_ST_BAD_DEVICE;
+            }
+        }
     }
-    for (i = 0; i < n_dev; i++) { /* slow path: find the first bad row */
-        const double *r = devices + (size_t)i * HM_DEV_FIELDS;
-        if (count_not_finite_nonneg(r, HM_DEV_FIELDS) != 0 || !device_ok(r)) {
+    for (i = 0; i < n_dev; i++) {
+        if (!device_ranges_ok(devices + (size_t)i * HM_DEV_FIELDS)) {
             *bad_index = i;
             return HM_ST_BAD_DEVICE;
         }
     }
-devices_ok:
     for (i = 0; i < n_task; i++) {
         if (!task_ok(tasks + (size_t)i * HM_TASK_FIELDS, n_classes)) {
             *bad_index = i;

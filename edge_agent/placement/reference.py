@@ -31,19 +31,22 @@ def _is_small_int(x: float, lo: float, hi: float) -> bool:
     return lo <= x <= hi and x == math.floor(x)
 
 
+MASK_MAX = 2147483647.0
+
+
 def _device_ok(r: Sequence[float]) -> bool:
+    """Mirror of the kernel's device checks; kind and masks are read truncated by int()."""
     if not all(math.isfinite(x) and x >= 0.0 for x in r):
         return False
     return (
-        _is_small_int(r[L.DEV_KIND], 0, 31)
-        and _is_small_int(r[L.DEV_PREC_MASK], 0, 2147483647)
-        and _is_small_int(r[L.DEV_OPS_MASK], 0, 2147483647)
-        and _is_small_int(r[L.DEV_FORMAT_MASK], 0, 2147483647)
+        r[L.DEV_KIND] <= 31.0
+        and r[L.DEV_PREC_MASK] <= MASK_MAX
+        and r[L.DEV_OPS_MASK] <= MASK_MAX
+        and r[L.DEV_FORMAT_MASK] <= MASK_MAX
         and 0.0 < r[L.DEV_EFFICIENCY] <= 1.0
         and r[L.DEV_UTIL] <= 1.0
         and r[L.DEV_PRED_UTIL] <= 1.0
-        and _is_small_int(r[L.DEV_HEALTH], 0, 2)
-        and _is_small_int(r[L.DEV_CONFIG], 0, 2147483647)
+        and r[L.DEV_HEALTH] in (0.0, 1.0, 2.0)
     )
 
 
