@@ -48,7 +48,7 @@ class ModelInfo:
         sem = Semantics(
             gflops=self.gops,
             param_bytes=self.params_m * 1e6 * bytes_per,
-            activation_bytes=h * w * c * bytes_per * 4,
+            activation_bytes=h * w * c * bytes_per,  # the input tensor; others not modelled
             input_bytes=float(h * w * c),  # one uint8 image
             precision=precision,
             operator_histogram=dict.fromkeys(self.operators, 1),
