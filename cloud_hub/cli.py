@@ -1,4 +1,4 @@
-"""The ``cloud-hub`` console command: policy documents (show, validate, list the templates).
+"""The ``cloud-hub`` console command: policy documents and the what-if simulator.
 
 Subcommands are registered on ``cli`` exactly as ``edge-agent``'s are (see edge_agent.clikit).
 """
@@ -11,11 +11,11 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cloud_hub.simulator import cli as simulate_cli
 from edge_agent import __version__
 from edge_agent.clikit import CommandLine, columns, parse_blend, policy_line, positive_int
 from edge_agent.errors import InvalidInput, PolicyError
-from edge_agent.placement import TEMPLATES, Policy
-from edge_agent.placement.layout import OBJECTIVE_NAMES
+from edge_agent.placement import OBJECTIVE_NAMES, TEMPLATES, Policy
 
 cli = CommandLine("cloud-hub", "hetmesh cloud hub", __version__)
 cli.group("policy", "show, validate and list scheduling policies")
@@ -81,6 +81,13 @@ def _templates(args: argparse.Namespace) -> int:
         rows.append((name, *(f"{weights[o]:.3g}" if weights[o] else "-" for o in OBJECTIVE_NAMES)))
     print("\n".join(columns(rows, right=range(1, len(OBJECTIVE_NAMES) + 1))))
     return 0
+
+
+cli.command(
+    "simulate",
+    "what-if simulation: a fleet and a workload under hetmesh policies and baselines",
+    simulate_cli.configure,
+)(simulate_cli.run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloud_hub.simulator.errors import SimulationInputError
 from edge_agent.errors import InvalidInput
 from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import FirmwareProfile, load_profile
-from cloud_hub.simulator.errors import SimulationInputError
 
 SCHEMA = "hetmesh.sim.fleet/1"
 _BOX_KEYS = {"id", "profile", "count", "carbon_g_per_kwh", "links_ms", "slowdown"}
@@ -37,7 +37,8 @@ class Fleet:
     """Box instances, their devices, and the one-way link latency between any two boxes."""
 
     name: str
-    boxes: tuple[str, ...]
+    boxes: tuple[str, ...]  # box instance ids ("shop-a-1" for copy 1 of group "shop-a")
+    groups: tuple[str, ...]  # the fleet-file box id of each instance
     devices: tuple[SimDevice, ...]
     link_s: tuple[tuple[float, ...], ...]  # [box][box], 0 on the diagonal
     link_gbs: float  # link bandwidth, GB/s
@@ -73,12 +74,15 @@ def load_fleet(path: str | Path) -> Fleet:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as err:
-        raise SimulationInputError(where, "(file)", f"not valid JSON: {err.msg}", err.lineno) from None
+        raise SimulationInputError(
+            where, "(file)", f"not valid JSON: {err.msg}", err.lineno
+        ) from None
     return parse_fleet(doc, where)
 
 
-def _num(doc: Mapping[str, Any], key: str, where: str, field: str, default: float,
-         low: float = 0.0) -> float:
+def _num(
+    doc: Mapping[str, Any], key: str, where: str, field: str, default: float, low: float = 0.0
+) -> float:
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise SimulationInputError(where, field, f"expected a finite number, got {value!r}")
@@ -115,10 +119,14 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
         box = _object(raw, where, field)
         gid = box.get("id")
         if not isinstance(gid, str) or not gid or "/" in gid or gid in names:
-            raise SimulationInputError(where, f"{field}.id", f"expected a unique name without '/', got {gid!r}")
+            raise SimulationInputError(
+                where, f"{field}.id", f"expected a unique name without '/', got {gid!r}"
+            )
         count = box.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= 1000:
-            raise SimulationInputError(where, f"{field}.count", f"expected an integer 1..1000, got {count!r}")
+            raise SimulationInputError(
+                where, f"{field}.count", f"expected an integer 1..1000, got {count!r}"
+            )
         try:
             profile = load_profile(str(box.get("profile")))
         except InvalidInput as err:
@@ -130,8 +138,11 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
         local_ids = [str(s["id"]) for s in profile.device_specs]
         for key in slow:
             if key not in local_ids:
-                raise SimulationInputError(where, f"{field}.slowdown.{key}",
-                                           f"profile {profile.id} has devices {', '.join(local_ids)}")
+                raise SimulationInputError(
+                    where,
+                    f"{field}.slowdown.{key}",
+                    f"profile {profile.id} has devices {', '.join(local_ids)}",
+                )
             _num(slow, key, where, f"{field}.slowdown.{key}", 1.0, low=1e-3)
         names.append(gid)
         groups.append(box)
@@ -141,19 +152,31 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
             instances.append((iid, g))
             for dev in profile.devices(emulated=True, id_prefix=iid):
                 local = dev.id.split("/", 1)[1]
-                devices.append(SimDevice(len(devices), b, local, float(slow.get(local, 1.0)),
-                                         dataclasses.replace(dev, carbon_g_per_kwh=carbon), profile))
+                devices.append(
+                    SimDevice(
+                        len(devices),
+                        b,
+                        local,
+                        float(slow.get(local, 1.0)),
+                        dataclasses.replace(dev, carbon_g_per_kwh=carbon),
+                        profile,
+                    )
+                )
     links = _links(groups, names, where, default_link)
     link_s = tuple(
         tuple(0.0 if a == b else links[ga][gb] for b, (_, gb) in enumerate(instances))
         for a, (_, ga) in enumerate(instances)
     )
     name = top.get("name", Path(where).stem)
-    return Fleet(str(name), tuple(i for i, _ in instances), tuple(devices), link_s, gbs)
+    boxes = tuple(i for i, _ in instances)
+    return Fleet(
+        str(name), boxes, tuple(names[g] for _, g in instances), tuple(devices), link_s, gbs
+    )
 
 
-def _links(groups: list[Mapping[str, Any]], names: list[str], where: str,
-           default: float) -> list[list[float]]:
+def _links(
+    groups: list[Mapping[str, Any]], names: list[str], where: str, default: float
+) -> list[list[float]]:
     n = len(groups)
     table = [[default] * n for _ in range(n)]
     given: dict[tuple[int, int], float] = {}
@@ -164,13 +187,16 @@ def _links(groups: list[Mapping[str, Any]], names: list[str], where: str,
             raise SimulationInputError(where, field, "expected {box id: one-way latency in ms}")
         for other, _ in raw.items():
             if other not in names or other == names[g]:
-                raise SimulationInputError(where, f"{field}.{other}", "not another box of this fleet")
+                raise SimulationInputError(
+                    where, f"{field}.{other}", "not another box of this fleet"
+                )
             o = names.index(other)
             ms = _num(raw, other, where, f"{field}.{other}", 0.0) / 1e3
             pair = (min(g, o), max(g, o))
             if pair in given and given[pair] != ms:
-                raise SimulationInputError(where, f"{field}.{other}",
-                                           "conflicts with the latency given on the other box")
+                raise SimulationInputError(
+                    where, f"{field}.{other}", "conflicts with the latency given on the other box"
+                )
             given[pair] = ms
             table[g][o] = table[o][g] = ms
     return table

@@ -36,12 +36,13 @@ class ModelInfo:
     source: str
     aliases: tuple[str, ...] = ()  # profile latency keys that measure the same network
 
-    def keys(self) -> tuple[str, ...]:
+    def latency_keys(self) -> tuple[str, ...]:
         """Return the profile latency keys to look up, the model's own name first."""
         return (self.name, *self.aliases)
 
-    def contract(self, precision: str, max_latency_s: float = 0.0, priority: int = 0,
-                 tenant: str = "default") -> TaskContract:
+    def contract(
+        self, precision: str, max_latency_s: float = 0.0, priority: int = 0, tenant: str = "default"
+    ) -> TaskContract:
         """Return the contract of one inference of this model (any model format)."""
         bytes_per = 1.0 if precision in ("int8", "int4") else 2.0 if precision != "fp32" else 4.0
         h, w, c = self.input_hwc
@@ -54,12 +55,26 @@ class ModelInfo:
             operator_histogram=dict.fromkeys(self.operators, 1),
         )
         req = Requirements(model_format=None, max_latency_s=max_latency_s)
-        return TaskContract(sem, req, task_class=f"{self.name}:{precision}", priority=priority,
-                            tenant=tenant, model=self.name)
+        return TaskContract(
+            sem,
+            req,
+            task_class=f"{self.name}:{precision}",
+            priority=priority,
+            tenant=tenant,
+            model=self.name,
+        )
 
 
-def _m(name: str, gops: float, params: float, side: int, kind: str, src: str,
-       aliases: tuple[str, ...] = (), ops: tuple[str, ...] = CNN_OPS) -> ModelInfo:
+def _m(
+    name: str,
+    gops: float,
+    params: float,
+    side: int,
+    kind: str,
+    src: str,
+    aliases: tuple[str, ...] = (),
+    ops: tuple[str, ...] = CNN_OPS,
+) -> ModelInfo:
     return ModelInfo(name, gops, params, (side, side, 3), kind, ops, src, aliases)
 
 
@@ -67,18 +82,43 @@ def _m(name: str, gops: float, params: float, side: int, kind: str, src: str,
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
-        _m("resnet50", 8.19, 25.53, 224, "classification",
-           f"GOPs: {VITIS} tf_mlperf_resnet50 8.19G; params: {HAILO} resnet_v1_50",
-           ("resnet50_v1",)),
+        _m(
+            "resnet50",
+            8.19,
+            25.53,
+            224,
+            "classification",
+            f"GOPs: {VITIS} tf_mlperf_resnet50 8.19G; params: {HAILO} resnet_v1_50",
+            ("resnet50_v1",),
+        ),
         _m("resnet18", 3.64, 11.68, 224, "classification", f"{HAILO} resnet_v1_18"),
         _m("mobilenet_v1", 1.14, 4.22, 224, "classification", f"{HAILO} mobilenet_v1"),
-        _m("mobilenet_v2", 0.602, 3.49, 224, "classification",
-           f"GOPs: {VITIS} tf_mobilenetv2_1.0 602M; params: {HAILO} mobilenet_v2_1.0"),
-        _m("squeezenet", 0.78, 1.24, 224, "classification", f"{HAILO} squeezenet_v1.1",
-           ("squeezenet_v1.1",)),
-        _m("efficientnet_b0", 0.36, 5.3, 224, "classification",
-           f"GOPs: {VITIS} tf2_efficientnet-b0 0.36G; params: EfficientNet paper "
-           "(Tan & Le 2019, table 2: 5.3M)"),
+        _m(
+            "mobilenet_v2",
+            0.602,
+            3.49,
+            224,
+            "classification",
+            f"GOPs: {VITIS} tf_mobilenetv2_1.0 602M; params: {HAILO} mobilenet_v2_1.0",
+        ),
+        _m(
+            "squeezenet",
+            0.78,
+            1.24,
+            224,
+            "classification",
+            f"{HAILO} squeezenet_v1.1",
+            ("squeezenet_v1.1",),
+        ),
+        _m(
+            "efficientnet_b0",
+            0.36,
+            5.3,
+            224,
+            "classification",
+            f"GOPs: {VITIS} tf2_efficientnet-b0 0.36G; params: EfficientNet paper "
+            "(Tan & Le 2019, table 2: 5.3M)",
+        ),
         _m("ssd_mobilenet_v1", 2.5, 6.79, 300, "detection", f"{HAILO} ssd_mobilenet_v1"),
         _m("yolov8n", 8.74, 3.2, 640, "detection", f"{HAILO} yolov8n"),
         _m("yolo11n", 6.55, 2.6, 640, "detection", f"{HAILO} yolov11n"),

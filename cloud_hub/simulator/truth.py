@@ -1,8 +1,10 @@
 """Ground-truth service times: an emulation built from published per-model latencies.
 
 For a (model, precision) on a device the base time is the firmware profile's published
-latency when one exists (``published_latency_ms``), else the datasheet roofline with the
-device's efficiency (the kernel's own formula, without corrections). The fleet's
+latency (``published_latency_ms``) at that precision; else its published latency at any
+other precision (a real figure for the same network on the same unit, e.g. a CPU's fp32
+row for an int8 task); else the datasheet roofline with the device's efficiency (the
+kernel's own formula, without corrections). The fleet's
 per-device slowdown multiplies it, and each (task, device) pair draws one multiplicative
 lognormal factor (median 1) from a seeded generator, the same draw under every policy.
 This is not a measurement: it is the published figures replayed.
@@ -34,31 +36,37 @@ def roofline_s(sd: SimDevice, model: str, precision: str) -> float:
     return max(info.gops / (peak * cap.efficiency), mem_s) + cap.dispatch_s
 
 
-def published_s(sd: SimDevice, model: str, precision: str) -> float | None:
-    """Return the profile's lowest published latency (s) under any of the model's keys."""
-    for key in model_info(model).keys():
-        ms = sd.profile.published_latency_ms(sd.local_id, key, precision)
-        if ms is not None:
-            return ms / 1e3
+def published_s(sd: SimDevice, model: str, precision: str) -> tuple[float, str] | None:
+    """Return (seconds, label) of the profile's published latency, this precision first."""
+    for want in (precision, None):
+        for key in model_info(model).latency_keys():
+            ms = sd.profile.published_latency_ms(sd.local_id, key, want)
+            if ms is not None:
+                return ms / 1e3, "published" if want else "published-other-precision"
     return None
 
 
 class GroundTruth:
     """True service times for a fleet, a set of task types and a task count."""
 
-    def __init__(self, fleet: Fleet, types: list[TaskType], n_tasks: int, sigma: float,
-                 seed: int) -> None:
+    def __init__(
+        self, fleet: Fleet, types: list[TaskType], n_tasks: int, sigma: float, seed: int
+    ) -> None:
         self.fleet = fleet
         self.sigma = sigma
         self.types = list(dict.fromkeys(types))
         self.base: dict[TaskType, list[float]] = {}
         self.source: dict[TaskType, list[str]] = {}
+        self._input = {
+            tt: model_info(tt[0]).contract(tt[1]).semantics.input_bytes for tt in self.types
+        }
         for tt in self.types:
             times, labels = [], []
             for sd in fleet.devices:
                 pub = published_s(sd, *tt)
-                times.append((pub if pub is not None else roofline_s(sd, *tt)) * sd.slowdown)
-                labels.append("published" if pub is not None else "roofline")
+                base, label = pub if pub is not None else (roofline_s(sd, *tt), "roofline")
+                times.append(base * sd.slowdown)
+                labels.append(label)
             self.base[tt] = times
             self.source[tt] = labels
         rng = np.random.default_rng(seed)
@@ -67,6 +75,10 @@ class GroundTruth:
     def service_s(self, task_index: int, tt: TaskType, dev: int) -> float:
         """Return the true service time of task ``task_index`` (type ``tt``) on ``dev``."""
         return self.base[tt][dev] * float(self._noise[task_index, dev])
+
+    def input_bytes(self, tt: TaskType) -> float:
+        """Return the bytes shipped when a task of type ``tt`` runs off its origin box."""
+        return self._input[tt]
 
     def energy_j(self, dev: int, service_s: float) -> float:
         """Return the active energy of ``service_s`` seconds on ``dev`` (max power x time)."""
@@ -77,4 +89,4 @@ class GroundTruth:
         pairs = [(tt, d) for tt, ds in feasible.items() for d in ds]
         if not pairs:
             return 0.0
-        return sum(self.source[tt][d] == "published" for tt, d in pairs) / len(pairs)
+        return sum(self.source[tt][d] != "roofline" for tt, d in pairs) / len(pairs)

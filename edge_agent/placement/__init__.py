@@ -13,12 +13,15 @@ from typing import Any
 from edge_agent.placement.codec import PreparedTask, prepare
 from edge_agent.placement.decision import Decision
 from edge_agent.placement.kernel import default_backend, native_available
+from edge_agent.placement.layout import OBJECTIVE_NAMES, REASON_NAMES
 from edge_agent.placement.placer import Placer
 from edge_agent.placement.policy import TEMPLATES, Policy
 from edge_agent.resources.device import Capability, Device, LiveState
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 __all__ = [
+    "OBJECTIVE_NAMES",
+    "REASON_NAMES",
     "TEMPLATES",
     "Capability",
     "Decision",

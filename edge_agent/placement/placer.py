@@ -171,12 +171,20 @@ class Placer:
         reasons: bytes | None,
     ) -> Decision:
         ids = self.device_ids
-        asg = tuple(d for d in assigned if d >= 0)
+        # the kernel fills assigned[0:count] when it places a task, else leaves -1 everywhere
+        if assigned[0] < 0:
+            asg: tuple[int, ...] = ()
+            names: tuple[str, ...] = ()
+        elif assigned[1] < 0:
+            asg, names = (assigned[0],), (ids[assigned[0]],)
+        else:
+            asg = tuple(d for d in assigned if d >= 0)
+            names = tuple(ids[d] for d in asg)
         # est columns in layout order: latency, service, energy, carbon, score, runner-up score
         return Decision(
             contract,
             bool(asg),
-            tuple(ids[d] for d in asg),
+            names,
             est[0],
             est[1],
             est[2],

@@ -147,7 +147,8 @@ def _normalized(weights: object, where: str) -> dict[str, float]:
     total = sum(float(v) for v in weights.values())
     if total <= 0:
         raise PolicyError(f"{where}: at least one weight must be > 0")
-    return {name: float(weights.get(name, 0.0)) / total for name in OBJECTIVE_NAMES}
+    # rounded so that documents read 0.8, not 0.7999999999999998
+    return {name: round(float(weights.get(name, 0.0)) / total, 12) for name in OBJECTIVE_NAMES}
 
 
 def _rules(rules: object) -> dict[str, Any]:

@@ -1,0 +1,102 @@
+"""hetmesh policies in the simulator: one edge agent per box, each deciding with a Placer.
+
+Every box's agent has its own ``Placer`` over the whole fleet, built from the devices as
+that box sees them (peers' devices carry the link latency and bandwidth). Before each
+decision the engine's committed work is pushed into the deciding Placer with
+``update_live(queued_s=...)`` — the remaining estimated seconds (the charges of the
+decisions that placed the work, minus elapsed run time), as peers would gossip it, here
+exact and instantaneous. On completion the deciding agent calls ``feedback`` with the true
+service time, so each agent learns its own (task class, device) corrections.
+"""
+
+from __future__ import annotations
+
+import time
+
+from cloud_hub.simulator.engine import FleetState, Job
+from cloud_hub.simulator.fleet import Fleet
+from cloud_hub.simulator.models import model_info
+from cloud_hub.simulator.truth import TaskType
+from cloud_hub.simulator.workload import Task
+from edge_agent.placement import Decision, Placer, Policy, PreparedTask
+from edge_agent.placement.codec import prepare
+from edge_agent.placement.kernel import Backend
+
+
+def feasibility(fleet: Fleet, types: list[TaskType]) -> dict[TaskType, list[int]]:
+    """Return, per task type, the devices that pass the kernel's hard constraints."""
+    probe = Placer(fleet.devices_from(0), Policy.template("balanced"))
+    out: dict[TaskType, list[int]] = {}
+    for tt in types:
+        decision = probe.place_one(model_info(tt[0]).contract(tt[1]))
+        codes = decision.reasons or b""
+        out[tt] = [d for d, code in enumerate(codes) if code == 0]
+        if decision.placed:
+            probe.release(decision)
+    return out
+
+
+class AgentChooser:
+    """Places with the hetmesh Placer of the task's origin box under ``policy``."""
+
+    def __init__(
+        self,
+        fleet: Fleet,
+        policy: Policy,
+        *,
+        admission: bool = False,
+        backend: Backend | None = None,
+    ) -> None:
+        self.name = policy.name
+        self.fleet = fleet
+        self.admission = admission
+        self.placers = [
+            Placer(fleet.devices_from(b), policy, keep_reasons=False, backend=backend)
+            for b in range(len(fleet.boxes))
+        ]
+        self._prepared: dict[tuple[str, str, float, int, str], PreparedTask] = {}
+        self._open: dict[int, tuple[Placer, Decision]] = {}
+        self._charge: dict[int, float] = {}
+        self.place_s = 0.0  # wall time inside Placer.place_one only
+        self.decisions = 0
+
+    def _contract(self, task: Task) -> PreparedTask:
+        bound = task.max_latency_s if self.admission else 0.0
+        key = (task.model, task.precision, bound, task.priority, task.tenant)
+        prepared = self._prepared.get(key)
+        if prepared is None:
+            contract = model_info(task.model).contract(
+                task.precision, bound, task.priority, task.tenant
+            )
+            prepared = self._prepared[key] = prepare(contract)
+        return prepared
+
+    def _queued(self, state: FleetState, dev: int, now: float) -> float:
+        total = 0.0
+        for job in state.pending[dev]:
+            charge = self._charge[job.task.index]
+            total += charge if job.start > now else max(0.0, charge - (now - job.start))
+        return total
+
+    def choose(self, task: Task, now: float, state: FleetState) -> int | None:
+        """Sync the origin agent's view of every queue, then place with its Placer."""
+        placer = self.placers[task.origin]
+        for dev, device_id in enumerate(placer.device_ids):
+            placer.update_live(device_id, queued_s=self._queued(state, dev, now))
+        prepared = self._contract(task)
+        t0 = time.perf_counter()
+        decision = placer.place_one(prepared)
+        self.place_s += time.perf_counter() - t0
+        self.decisions += 1
+        if not decision.placed:
+            return None
+        self._open[task.index] = (placer, decision)
+        self._charge[task.index] = decision.charges[0]
+        return decision.device_indices[0]
+
+    def finished(self, job: Job, now: float) -> None:
+        """Report the true service time (and energy) to the agent that decided."""
+        placer, decision = self._open.pop(job.task.index)
+        del self._charge[job.task.index]
+        power = self.fleet.devices[job.dev].device.capability.max_power_w
+        placer.feedback(decision, latency_s=job.service, energy_j=power * job.service)
