@@ -13,12 +13,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from edge_agent import __version__, cli_place
+from edge_agent import __version__, cli_agent, cli_place
 from edge_agent.clikit import CommandLine
 from edge_agent.errors import InvalidInput
 from edge_agent.resources.probe import Profile, emulate_profile, load_profiles, probe_machine
 
 cli = CommandLine("edge-agent", "hetmesh edge agent", __version__)
+cli_agent.register(cli)  # init, run, submit, tasks, status, explain
 
 
 def _profiles_dir_option(parser: argparse.ArgumentParser) -> None:

@@ -13,9 +13,7 @@ CDEF = """
 int hm_abi_version(void);
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
-                   double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, double *charged, int32_t *reject_counts,
-                   uint8_t *reasons, int32_t *bad_index);
+                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index);
 typedef struct {
     double *devices;
     int32_t n_dev;
@@ -24,12 +22,7 @@ typedef struct {
     const double *corrections;
     int32_t n_classes;
     double *scratch;
-    int32_t *assigned;
-    int32_t *runner_up;
-    double *estimates;
-    double *components;
-    double *charged;
-    int32_t *reject_counts;
+    double *out;
     uint8_t *reasons;
     int32_t bad_index;
 } hm_call;

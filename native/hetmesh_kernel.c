@@ -195,7 +195,8 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
 /* Charge the chosen devices with the task and record its estimates. */
 static void commit(double *devices, const double *task, const int32_t *chosen, int n_chosen,
                    const double *scratch, const double *inv, const double *mins,
-                   int32_t *assigned, double *est, double *comp, double *charged) {
+                   double *o_row) {
+    double *est = o_row + HM_OUT_EST, *comp = o_row + HM_OUT_COMP;
     const double *first = scratch + (size_t)chosen[0] * HM_SCR_FIELDS;
     int o, j;
     for (o = 0; o < HM_N_OBJECTIVES; o++) comp[o] = (first[o] - mins[o]) * inv[o];
@@ -203,14 +204,14 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
     for (j = 0; j < n_chosen; j++) {
         const double *scr = scratch + (size_t)chosen[j] * HM_SCR_FIELDS;
         double *row = devices + (size_t)chosen[j] * HM_DEV_FIELDS;
-        assigned[j] = chosen[j];
+        o_row[HM_OUT_ASSIGNED + j] = (double)chosen[j];
         if (scr[HM_OBJ_LATENCY] > est[HM_EST_LATENCY_S]) est[HM_EST_LATENCY_S] = scr[HM_OBJ_LATENCY];
         if (scr[HM_SCR_SERVICE_EFF] > est[HM_EST_SERVICE_S])
             est[HM_EST_SERVICE_S] = scr[HM_SCR_SERVICE_EFF];
         est[HM_EST_ENERGY_J] += scr[HM_OBJ_ENERGY];
         est[HM_EST_CARBON_G] += scr[HM_OBJ_CARBON];
-        charged[j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
-        row[HM_DEV_QUEUE_S] += charged[j];
+        o_row[HM_OUT_CHARGED + j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
+        row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
         row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
         if (task[HM_TASK_CONFIG] != 0.0) row[HM_DEV_CONFIG] = task[HM_TASK_CONFIG];
     }
@@ -218,9 +219,7 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
 
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
-                   double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, double *charged, int32_t *reject_counts,
-                   uint8_t *reasons, int32_t *bad_index) {
+                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -228,9 +227,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     if (n_dev < 0 || n_task < 0 || n_classes < 1) return HM_ST_BAD_SHAPE;
     if (weights == NULL || corrections == NULL) return HM_ST_BAD_SHAPE;
     if (n_dev > 0 && (devices == NULL || scratch == NULL)) return HM_ST_BAD_SHAPE;
-    if (n_task > 0 && (tasks == NULL || assigned == NULL || runner_up == NULL ||
-                       estimates == NULL || components == NULL || charged == NULL ||
-                       reject_counts == NULL))
+    if (n_task > 0 && (tasks == NULL || out == NULL))
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
     st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index);
@@ -242,11 +239,8 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     for (t = 0; t < n_task; t++) {
         const double *task = tasks + (size_t)t * HM_TASK_FIELDS;
         const double *corr = corrections + (size_t)task[HM_TASK_CLASS] * n_dev;
-        int32_t *counts = reject_counts + (size_t)t * HM_N_REASONS;
-        int32_t *asg = assigned + (size_t)t * HM_MAX_GANG;
-        double *est = estimates + (size_t)t * HM_N_EST;
-        double *comp = components + (size_t)t * HM_N_OBJECTIVES;
-        double *chg = charged + (size_t)t * HM_MAX_GANG;
+        double *o_row = out + (size_t)t * HM_OUT_FIELDS;
+        double *counts = o_row + HM_OUT_COUNTS;
         double mins[HM_N_OBJECTIVES], inv[HM_N_OBJECTIVES], top[HM_MAX_GANG + 1];
         int32_t chosen[HM_MAX_GANG + 1];
         int k = (int)task[HM_TASK_COUNT];
@@ -255,7 +249,9 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         int n_chosen = 0, o, j;
         int32_t n_ok = 0;
 
-        for (o = 0; o < HM_N_REASONS; o++) counts[o] = 0;
+        for (o = 0; o < HM_OUT_FIELDS; o++) o_row[o] = 0.0;
+        for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
+        o_row[HM_OUT_RUNNER_UP] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = INFINITY;
         for (d = 0; d < n_dev; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
@@ -265,20 +261,13 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
-                counts[reason]++;
+                counts[reason] += 1.0;
                 continue;
             }
             n_ok++;
             for (o = 0; o < HM_N_OBJECTIVES; o++)
                 if (scr[o] < mins[o]) mins[o] = scr[o];
         }
-        for (j = 0; j < HM_MAX_GANG; j++) {
-            asg[j] = HM_NO_DEVICE;
-            chg[j] = 0.0;
-        }
-        runner_up[t] = HM_NO_DEVICE;
-        for (o = 0; o < HM_N_EST; o++) est[o] = 0.0;
-        for (o = 0; o < HM_N_OBJECTIVES; o++) comp[o] = 0.0;
         if (n_ok < k) continue;
 
         for (o = 0; o < HM_N_OBJECTIVES; o++) inv[o] = weights[o] / (mins[o] + NORM_FLOOR[o]);
@@ -305,10 +294,10 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
         }
         if (n_chosen > k) {
             n_chosen--;
-            runner_up[t] = chosen[n_chosen];
-            est[HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
+            o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
+            o_row[HM_OUT_EST + HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
         }
-        commit(devices, task, chosen, n_chosen, scratch, inv, mins, asg, est, comp, chg);
+        commit(devices, task, chosen, n_chosen, scratch, inv, mins, o_row);
     }
     return HM_ST_OK;
 }
@@ -316,7 +305,6 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
 int hm_place_bound(hm_call *c, int32_t n_task) {
     if (c == NULL) return HM_ST_BAD_SHAPE;
     return hm_place_batch(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
-                          c->n_classes, c->scratch, c->assigned, c->runner_up, c->estimates,
-                          c->components, c->charged, c->reject_counts, c->reasons,
+                          c->n_classes, c->scratch, c->out, c->reasons,
                           &c->bad_index);
 }

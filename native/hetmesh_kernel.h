@@ -70,6 +70,15 @@
 #define HM_EST_RUNNER_UP_SCORE 5
 #define HM_N_EST 6
 
+/* the output row of one task */
+#define HM_OUT_ASSIGNED 0
+#define HM_OUT_CHARGED 8
+#define HM_OUT_RUNNER_UP 16
+#define HM_OUT_EST 17
+#define HM_OUT_COMP 23
+#define HM_OUT_COUNTS 29
+#define HM_OUT_FIELDS 38
+
 /* rejection reasons */
 #define HM_R_OK 0
 #define HM_R_OFFLINE 1
@@ -128,21 +137,16 @@ int hm_abi_version(void);
  * weights       HM_N_OBJECTIVES policy weights (finite, >= 0, not all zero)
  * corrections   n_classes * n_dev factors (> 0), row = task class
  * scratch       n_dev * HM_SCR_FIELDS, caller-provided work space
- * assigned      n_task * HM_MAX_GANG device indices, HM_NO_DEVICE when unused/unplaced
- * runner_up     n_task, best device not chosen or HM_NO_DEVICE
- * estimates     n_task * HM_N_EST
- * components    n_task * HM_N_OBJECTIVES weighted score terms of the first chosen device
- * charged       n_task * HM_MAX_GANG seconds added to each chosen device's queue
- * reject_counts n_task * HM_N_REASONS
+ * out           n_task * HM_OUT_FIELDS results, one row per task (see HM_OUT_*): chosen
+ *               device indices (HM_NO_DEVICE when unused or unplaced), queue seconds charged
+ *               to each, runner-up, estimates, weighted score terms, rejections per reason
  * reasons       n_task * n_dev reason per (task, device), or NULL to skip
  * bad_index     out: the offending row/entry on a non-OK status, else -1
  * Returns an HM_ST_* status code.
  */
 int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                    const double *weights, const double *corrections, int32_t n_classes,
-                   double *scratch, int32_t *assigned, int32_t *runner_up, double *estimates,
-                   double *components, double *charged, int32_t *reject_counts,
-                   uint8_t *reasons, int32_t *bad_index);
+                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index);
 
 /* The same call with its buffers bound once in a struct (cheaper to call from Python). */
 typedef struct {
@@ -153,12 +157,7 @@ typedef struct {
     const double *corrections;
     int32_t n_classes;
     double *scratch;
-    int32_t *assigned;
-    int32_t *runner_up;
-    double *estimates;
-    double *components;
-    double *charged;
-    int32_t *reject_counts;
+    double *out;
     uint8_t *reasons;
     int32_t bad_index;
 } hm_call;

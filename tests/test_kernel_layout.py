@@ -195,7 +195,7 @@ def test_valid_workspace_is_ok_and_charges_devices(backend: str) -> None:
     before = _snapshot(ws)
     assert _call(backend, ws) == (L.ST_OK, -1)
     assert (ws.devices[:, L.DEV_QUEUE_S] > before[:, L.DEV_QUEUE_S]).any()
-    assert ws.assigned[0, 0] >= 0 and ws.assigned[1, 0] >= 0
+    assert ws.out[0, L.OUT_ASSIGNED] >= 0 and ws.out[1, L.OUT_ASSIGNED] >= 0
 
 
 def _nan_device(ws: Workspace) -> None:
@@ -304,4 +304,4 @@ def test_workspace_is_usable_after_a_failed_call(backend: str) -> None:
     assert call(2) == (L.ST_BAD_POLICY, -1)
     ws.weights[:] = [1.0, 0, 0, 0, 0, 0]
     assert call(2) == (L.ST_OK, -1)
-    assert ws.assigned[0, 0] == 2  # the fastest device
+    assert ws.out[0, L.OUT_ASSIGNED] == 2  # the fastest device

@@ -34,12 +34,7 @@ class NativeCall:
         c.corrections = _ptr("double *", ws.corrections)
         c.n_classes = ws.n_classes
         c.scratch = _ptr("double *", ws.scratch)
-        c.assigned = _ptr("int32_t *", ws.assigned)
-        c.runner_up = _ptr("int32_t *", ws.runner_up)
-        c.estimates = _ptr("double *", ws.estimates)
-        c.components = _ptr("double *", ws.components)
-        c.charged = _ptr("double *", ws.charged)
-        c.reject_counts = _ptr("int32_t *", ws.reject_counts)
+        c.out = _ptr("double *", ws.out)
         c.reasons = _ptr("uint8_t *", ws.reasons) if ws.keep_reasons else ffi.NULL
         self._c = c
         self._place = lib.hm_place_bound

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+import numpy.typing as npt
+
 from edge_agent.errors import ContractError
 from edge_agent.placement import layout as L
 from edge_agent.resources.device import Device
@@ -44,10 +47,15 @@ def device_row(dev: Device) -> list[float]:
 
 @dataclass(frozen=True, slots=True)
 class PreparedTask:
-    """A contract encoded once (at submit time) into its kernel row, minus its class."""
+    """A contract encoded once (at submit time) into its kernel row.
+
+    ``row`` has class 0; ``Placer.prepare`` also sets ``bound``: the row as an array with
+    that Placer's class index, so placing it again copies one array and nothing else.
+    """
 
     contract: TaskContract
     row: tuple[float, ...]
+    bound: tuple[object, npt.NDArray[np.float64]] | None = None  # (placer token, row)
 
 
 def prepare(contract: TaskContract) -> PreparedTask:

@@ -9,33 +9,123 @@ from edge_agent.placement import layout as L
 from edge_agent.tasks.contract import TaskContract
 
 
-@dataclass(slots=True, repr=False, eq=False)
+@dataclass(frozen=True, slots=True)
+class DecisionContext:
+    """What every decision of one Placer shares: the fleet's device order and the policy."""
+
+    device_order: tuple[str, ...]
+    policy: str  # "name@version"
+    backend: str
+
+
 class Decision:
     """The kernel's verdict for one task, with everything needed to explain it.
 
-    Treat it as read-only (it is not frozen only because frozen construction is slower,
-    and a decision is built on the hot path).
+    A read-only view over the kernel's output row (layout.OUT_*), copied when decided:
+    building it costs one list, so that placing stays fast; fields are computed on access.
     """
 
-    task: TaskContract
-    placed: bool
-    device_ids: tuple[str, ...]
-    latency_s: float  # estimated completion latency: queue wait + reconfig + link + service
-    service_s: float  # estimated time on the device
-    energy_j: float
-    carbon_g: float
-    score: float  # weighted relative regret, 0 = best on every objective
-    runner_up: str | None
-    runner_up_score: float
-    components: tuple[float, ...]  # weighted score terms, in OBJECTIVE_NAMES order
-    reject_counts: tuple[int, ...]  # devices rejected, by reason code
-    policy: str  # "name@version"
-    backend: str
-    device_order: tuple[str, ...]  # the fleet's device ids when decided (for why_not)
-    reasons: bytes | None = None  # reason code per device in device_order
-    device_indices: tuple[int, ...] = ()
-    charges: tuple[float, ...] = ()  # queue seconds charged to each chosen device
-    task_class_index: int = 0
+    __slots__ = ("_ctx", "_row", "reasons", "task", "task_class_index")
+
+    def __init__(
+        self,
+        task: TaskContract,
+        row: list[float],
+        ctx: DecisionContext,
+        reasons: bytes | None = None,
+        task_class_index: int = 0,
+    ) -> None:
+        self.task = task
+        self._row = row
+        self._ctx = ctx
+        self.reasons = reasons  # reason code per device in device_order, if kept
+        self.task_class_index = task_class_index
+
+    @property
+    def placed(self) -> bool:
+        """Return True when the task got all the devices it asked for."""
+        return self._row[L.OUT_ASSIGNED] >= 0
+
+    @property
+    def device_indices(self) -> tuple[int, ...]:
+        """Return the chosen devices' positions in ``device_order``."""
+        row = self._row
+        return tuple(
+            int(row[L.OUT_ASSIGNED + j]) for j in range(L.MAX_GANG) if row[L.OUT_ASSIGNED + j] >= 0
+        )
+
+    @property
+    def device_ids(self) -> tuple[str, ...]:
+        """Return the chosen devices' ids (empty when not placed)."""
+        order = self._ctx.device_order
+        return tuple(order[d] for d in self.device_indices)
+
+    @property
+    def charges(self) -> tuple[float, ...]:
+        """Return the queue seconds charged to each chosen device."""
+        n = len(self.device_indices)
+        return tuple(self._row[L.OUT_CHARGED : L.OUT_CHARGED + n])
+
+    @property
+    def latency_s(self) -> float:
+        """Return the estimated completion latency: queue + reconfig + link + service."""
+        return self._row[L.OUT_EST + L.EST_LATENCY_S]
+
+    @property
+    def service_s(self) -> float:
+        """Return the estimated time on the device (the longest, for a gang)."""
+        return self._row[L.OUT_EST + L.EST_SERVICE_S]
+
+    @property
+    def energy_j(self) -> float:
+        """Return the estimated energy over all chosen devices."""
+        return self._row[L.OUT_EST + L.EST_ENERGY_J]
+
+    @property
+    def carbon_g(self) -> float:
+        """Return the estimated grams of CO2 (energy times site intensity)."""
+        return self._row[L.OUT_EST + L.EST_CARBON_G]
+
+    @property
+    def score(self) -> float:
+        """Return the weighted relative regret of the choice, 0 = best on every objective."""
+        return self._row[L.OUT_EST + L.EST_SCORE]
+
+    @property
+    def runner_up(self) -> str | None:
+        """Return the best device not chosen, if any."""
+        ru = int(self._row[L.OUT_RUNNER_UP])
+        return self._ctx.device_order[ru] if ru >= 0 else None
+
+    @property
+    def runner_up_score(self) -> float:
+        """Return the runner-up's score (0 when there is none)."""
+        return self._row[L.OUT_EST + L.EST_RUNNER_UP_SCORE]
+
+    @property
+    def components(self) -> tuple[float, ...]:
+        """Return the weighted score terms, in OBJECTIVE_NAMES order."""
+        return tuple(self._row[L.OUT_COMP : L.OUT_COMP + L.N_OBJECTIVES])
+
+    @property
+    def reject_counts(self) -> tuple[int, ...]:
+        """Return how many devices each reason code rejected."""
+        return tuple(int(c) for c in self._row[L.OUT_COUNTS : L.OUT_COUNTS + L.N_REASONS])
+
+    @property
+    def policy(self) -> str:
+        """Return the policy decided under, as "name@version"."""
+        return self._ctx.policy
+
+    @property
+    def backend(self) -> str:
+        """Return the kernel that decided: "native" or "python"."""
+        return self._ctx.backend
+
+    @property
+    def device_order(self) -> tuple[str, ...]:
+        """Return the fleet's device ids when decided (the index space of the reasons)."""
+        return self._ctx.device_order
 
     def __repr__(self) -> str:
         return f"<Decision {self.task.task_class} -> {self.summary()}>"

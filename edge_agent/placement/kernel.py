@@ -43,12 +43,7 @@ class PythonCall:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
         ws = self.ws
         devices = ws.devices.ravel().tolist()
-        assigned = [0] * (n_task * L.MAX_GANG)
-        runner_up = [0] * n_task
-        estimates = [0.0] * (n_task * L.N_EST)
-        components = [0.0] * (n_task * L.N_OBJECTIVES)
-        charged = [0.0] * (n_task * L.MAX_GANG)
-        counts = [0] * (n_task * L.N_REASONS)
+        out = [0.0] * (n_task * L.OUT_FIELDS)
         reasons = [0] * (n_task * ws.n_dev) if ws.keep_reasons else None
         status, bad = reference.place_batch(
             devices,
@@ -58,22 +53,12 @@ class PythonCall:
             ws.weights.tolist(),
             ws.corrections.ravel().tolist(),
             ws.n_classes,
-            assigned,
-            runner_up,
-            estimates,
-            components,
-            charged,
-            counts,
+            out,
             reasons,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
-            ws.assigned[:n_task] = np.asarray(assigned).reshape(n_task, L.MAX_GANG)
-            ws.runner_up[:n_task] = runner_up
-            ws.charged[:n_task] = np.asarray(charged).reshape(n_task, L.MAX_GANG)
-            ws.estimates[:n_task] = np.asarray(estimates).reshape(n_task, L.N_EST)
-            ws.components[:n_task] = np.asarray(components).reshape(n_task, L.N_OBJECTIVES)
-            ws.reject_counts[:n_task] = np.asarray(counts).reshape(n_task, L.N_REASONS)
+            ws.out[:n_task] = np.asarray(out).reshape(n_task, L.OUT_FIELDS)
             if reasons is not None and ws.n_dev:
                 ws.reasons[:n_task] = np.asarray(reasons).reshape(n_task, ws.n_dev)
         return status, bad

@@ -75,6 +75,15 @@ EST_SCORE = 4
 EST_RUNNER_UP_SCORE = 5
 N_EST = 6
 
+# --- the output row of one task: every result in one row of doubles ------------------
+OUT_ASSIGNED = 0  # MAX_GANG device indices, NO_DEVICE when unused / unplaced
+OUT_CHARGED = 8  # MAX_GANG queue seconds charged to each chosen device
+OUT_RUNNER_UP = 16  # best device not chosen, or NO_DEVICE
+OUT_EST = 17  # N_EST estimate columns (EST_*)
+OUT_COMP = 23  # N_OBJECTIVES weighted score terms of the first chosen device
+OUT_COUNTS = 29  # N_REASONS devices rejected per reason
+OUT_FIELDS = 38
+
 # --- rejection reasons (first failing check wins) ------------------------------------
 R_OK = 0
 R_OFFLINE = 1

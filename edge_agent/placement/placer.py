@@ -11,7 +11,7 @@ from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
-from edge_agent.placement.decision import Decision
+from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.policy import Policy
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
@@ -50,7 +50,8 @@ class Placer:
         if self.backend == "native" and not kernel.native_available():
             raise InvalidInput("the native kernel is not installed; use backend='python'")
         self._lr = learning_rate
-        self._classes: dict[str, int] = {"default": 0}
+        self._classes: dict[str, int] = {"default": 0}  # append-only: indices never change
+        self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
             rows.reshape(len(ids), L.DEV_FIELDS), np.ones((4, len(ids))), 64, keep_reasons
@@ -67,12 +68,17 @@ class Placer:
     @policy.setter
     def policy(self, policy: Policy) -> None:
         self._policy = policy
-        self._policy_label = f"{policy.name}@{policy.version}"
+        self._ctx = DecisionContext(
+            self.device_ids, f"{policy.name}@{policy.version}", self.backend
+        )
         self._ws.weights[:] = policy.weight_vector()
 
     def prepare(self, contract: TaskContract) -> PreparedTask:
-        """Encode a contract once so that later placements skip the parsing."""
-        return prepare(contract)
+        """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
+        plain = prepare(contract)
+        row = np.array(plain.row, dtype=np.float64)
+        row[L.TASK_CLASS] = self.class_index(contract.task_class)
+        return PreparedTask(contract, plain.row, (self._token, row))
 
     def class_index(self, task_class: str) -> int:
         """Return the correction row for ``task_class``, adding one when new."""
@@ -102,10 +108,16 @@ class Placer:
     def place_one(self, task: TaskContract | PreparedTask) -> Decision:
         """Place one task now and commit it to its device(s)."""
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
-        cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
-        ws = self._ws
-        ws.tasks[0] = prepared.row
-        ws.tasks[0, L.TASK_CLASS] = cls
+        bound = prepared.bound
+        if bound is not None and bound[0] is self._token:  # class index already in the row
+            ws = self._ws
+            ws.tasks[0] = bound[1]
+            cls = int(bound[1][L.TASK_CLASS])
+        else:
+            cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
+            ws = self._ws
+            ws.tasks[0] = prepared.row
+            ws.tasks[0, L.TASK_CLASS] = cls
         kernel.check(*self._call(1))
         return self._decision(prepared.contract, 0, cls)
 
@@ -125,83 +137,18 @@ class Placer:
             ws.tasks[: len(order)] = [prepared[i].row for i in order]
             ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
         kernel.check(*self._call(len(order)))
-        n = len(order)
-        asg, est = ws.assigned[:n].tolist(), ws.estimates[:n].tolist()
-        ru, comp = ws.runner_up[:n].tolist(), ws.components[:n].tolist()
-        counts, charged = ws.reject_counts[:n].tolist(), ws.charged[:n].tolist()
-        out: list[Decision | None] = [None] * n
+        rows = ws.out[: len(order)].tolist()
+        out: list[Decision | None] = [None] * len(order)
+        keep = ws.keep_reasons
         for slot, i in enumerate(order):
-            out[i] = self._build(
-                prepared[i].contract,
-                classes[i],
-                asg[slot],
-                est[slot],
-                ru[slot],
-                comp[slot],
-                counts[slot],
-                charged[slot],
-                ws.reasons[slot].tobytes() if ws.keep_reasons else None,
-            )
+            reasons = ws.reasons[slot].tobytes() if keep else None
+            out[i] = Decision(prepared[i].contract, rows[slot], self._ctx, reasons, classes[i])
         return [d for d in out if d is not None]
 
     def _decision(self, contract: TaskContract, slot: int, cls: int) -> Decision:
         ws = self._ws
-        return self._build(
-            contract,
-            cls,
-            ws.assigned[slot].tolist(),
-            ws.estimates[slot].tolist(),
-            int(ws.runner_up[slot]),
-            ws.components[slot].tolist(),
-            ws.reject_counts[slot].tolist(),
-            ws.charged[slot].tolist(),
-            ws.reasons[slot].tobytes() if ws.keep_reasons else None,
-        )
-
-    def _build(
-        self,
-        contract: TaskContract,
-        cls: int,
-        assigned: list[int],
-        est: list[float],
-        ru: int,
-        components: list[float],
-        counts: list[int],
-        charged: list[float],
-        reasons: bytes | None,
-    ) -> Decision:
-        ids = self.device_ids
-        # the kernel fills assigned[0:count] when it places a task, else leaves -1 everywhere
-        if assigned[0] < 0:
-            asg: tuple[int, ...] = ()
-            names: tuple[str, ...] = ()
-        elif assigned[1] < 0:
-            asg, names = (assigned[0],), (ids[assigned[0]],)
-        else:
-            asg = tuple(d for d in assigned if d >= 0)
-            names = tuple(ids[d] for d in asg)
-        # est columns in layout order: latency, service, energy, carbon, score, runner-up score
-        return Decision(
-            contract,
-            bool(asg),
-            names,
-            est[0],
-            est[1],
-            est[2],
-            est[3],
-            est[4],
-            ids[ru] if ru >= 0 else None,
-            est[5],
-            tuple(components),
-            tuple(counts),
-            self._policy_label,
-            self.backend,
-            ids,
-            reasons,
-            asg,
-            tuple(charged[: len(asg)]),
-            cls,
-        )
+        reasons = ws.reasons[slot].tobytes() if ws.keep_reasons else None
+        return Decision(contract, ws.out[slot].tolist(), self._ctx, reasons, cls)
 
     # --- feedback --------------------------------------------------------------------
     def feedback(

@@ -168,19 +168,14 @@ def place_batch(
     weights: Sequence[float],
     corrections: Sequence[float],
     n_classes: int,
-    assigned: MutableSequence[int],
-    runner_up: MutableSequence[int],
-    estimates: MutableSequence[float],
-    components: MutableSequence[float],
-    charged: MutableSequence[float],
-    reject_counts: MutableSequence[int],
+    out: MutableSequence[float],
     reasons: MutableSequence[int] | None = None,
 ) -> tuple[int, int]:
     """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
 
     Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
-    are committed, and fills the output buffers exactly as ``hm_place_batch`` does.
-    Nothing is changed when the status is not OK.
+    are committed, and fills ``out`` (one OUT_FIELDS row per task) and ``reasons`` exactly
+    as ``hm_place_batch`` does. Nothing is changed when the status is not OK.
     """
     if (
         n_dev < 0
@@ -189,6 +184,7 @@ def place_batch(
         or len(devices) < n_dev * L.DEV_FIELDS
         or len(tasks) < n_task * L.TASK_FIELDS
         or len(corrections) < n_classes * n_dev
+        or len(out) < n_task * L.OUT_FIELDS
     ):
         return L.ST_BAD_SHAPE, -1
     if len(weights) < L.N_OBJECTIVES or not all(
@@ -216,22 +212,8 @@ def place_batch(
         _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        _place_one(
-            devices,
-            n_dev,
-            task,
-            t,
-            weights,
-            corrections,
-            scratch,
-            assigned,
-            runner_up,
-            estimates,
-            components,
-            charged,
-            reject_counts,
-            reasons,
-        )
+        row = _place_one(devices, n_dev, task, t, weights, corrections, scratch, reasons)
+        out[t * L.OUT_FIELDS : (t + 1) * L.OUT_FIELDS] = row
     return L.ST_OK, -1
 
 
@@ -243,21 +225,17 @@ def _place_one(
     weights: Sequence[float],
     corrections: Sequence[float],
     scratch: list[list[float]],
-    assigned: MutableSequence[int],
-    runner_up: MutableSequence[int],
-    estimates: MutableSequence[float],
-    components: MutableSequence[float],
-    charged: MutableSequence[float],
-    reject_counts: MutableSequence[int],
     reasons: MutableSequence[int] | None,
-) -> None:
-    """Estimate, score, choose and commit one task (the body of the kernel's task loop)."""
+) -> list[float]:
+    """Estimate, score, choose and commit one task; return its output row."""
     cls = int(task[L.TASK_CLASS])
     k = int(task[L.TASK_COUNT])
     work = task[L.TASK_GFLOP] / task[L.TASK_COUNT]
     moved = task[L.TASK_BYTES] / task[L.TASK_COUNT]
-    for r in range(L.N_REASONS):
-        reject_counts[t * L.N_REASONS + r] = 0
+    row = [0.0] * L.OUT_FIELDS
+    for j in range(L.MAX_GANG):
+        row[L.OUT_ASSIGNED + j] = float(L.NO_DEVICE)
+    row[L.OUT_RUNNER_UP] = float(L.NO_DEVICE)
     mins = [math.inf] * L.N_OBJECTIVES
     n_ok = 0
     for d in range(n_dev):
@@ -270,22 +248,14 @@ def _place_one(
         if reasons is not None:
             reasons[t * n_dev + d] = reason
         if reason != L.R_OK:
-            reject_counts[t * L.N_REASONS + reason] += 1
+            row[L.OUT_COUNTS + reason] += 1.0
             continue
         n_ok += 1
         for o in range(L.N_OBJECTIVES):
             if scr[o] < mins[o]:
                 mins[o] = scr[o]
-    for j in range(L.MAX_GANG):
-        assigned[t * L.MAX_GANG + j] = L.NO_DEVICE
-        charged[t * L.MAX_GANG + j] = 0.0
-    runner_up[t] = L.NO_DEVICE
-    for e in range(L.N_EST):
-        estimates[t * L.N_EST + e] = 0.0
-    for o in range(L.N_OBJECTIVES):
-        components[t * L.N_OBJECTIVES + o] = 0.0
     if n_ok < k:
-        return
+        return row
     inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
     # score every feasible device, keeping the k+1 best in order (ties: lowest index)
     chosen: list[int] = []
@@ -309,9 +279,10 @@ def _place_one(
         top.insert(pos, score)
         del chosen[k + 1 :], top[k + 1 :]
     if len(chosen) > k:
-        runner_up[t] = chosen.pop()
-        estimates[t * L.N_EST + L.EST_RUNNER_UP_SCORE] = top[k]
-    _commit(devices, task, chosen, scratch, t, inv, mins, assigned, estimates, components, charged)
+        row[L.OUT_RUNNER_UP] = float(chosen.pop())
+        row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
+    _commit(devices, task, chosen, scratch, inv, mins, row)
+    return row
 
 
 def _commit(
@@ -319,32 +290,28 @@ def _commit(
     task: Sequence[float],
     chosen: list[int],
     scratch: list[list[float]],
-    t: int,
     inv: list[float],
     mins: list[float],
-    assigned: MutableSequence[int],
-    estimates: MutableSequence[float],
-    components: MutableSequence[float],
-    charged: MutableSequence[float],
+    row: list[float],
 ) -> None:
-    """Record the chosen devices' estimates and charge their live state with the task."""
+    """Record the chosen devices' estimates in ``row`` and charge their live state."""
     first = scratch[chosen[0]]
     for o in range(L.N_OBJECTIVES):
-        components[t * L.N_OBJECTIVES + o] = (first[o] - mins[o]) * inv[o]
-    base = t * L.N_EST
-    estimates[base + L.EST_SCORE] = first[L.SCR_SCORE]
+        row[L.OUT_COMP + o] = (first[o] - mins[o]) * inv[o]
+    est = L.OUT_EST
+    row[est + L.EST_SCORE] = first[L.SCR_SCORE]
     for j, d in enumerate(chosen):
         scr = scratch[d]
-        assigned[t * L.MAX_GANG + j] = d
-        if scr[L.OBJ_LATENCY] > estimates[base + L.EST_LATENCY_S]:
-            estimates[base + L.EST_LATENCY_S] = scr[L.OBJ_LATENCY]
-        if scr[L.SCR_SERVICE_EFF] > estimates[base + L.EST_SERVICE_S]:
-            estimates[base + L.EST_SERVICE_S] = scr[L.SCR_SERVICE_EFF]
-        estimates[base + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
-        estimates[base + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
-        row = d * L.DEV_FIELDS
-        charged[t * L.MAX_GANG + j] = scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
-        devices[row + L.DEV_QUEUE_S] += charged[t * L.MAX_GANG + j]
-        devices[row + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
+        row[L.OUT_ASSIGNED + j] = float(d)
+        if scr[L.OBJ_LATENCY] > row[est + L.EST_LATENCY_S]:
+            row[est + L.EST_LATENCY_S] = scr[L.OBJ_LATENCY]
+        if scr[L.SCR_SERVICE_EFF] > row[est + L.EST_SERVICE_S]:
+            row[est + L.EST_SERVICE_S] = scr[L.SCR_SERVICE_EFF]
+        row[est + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
+        row[est + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
+        base = d * L.DEV_FIELDS
+        row[L.OUT_CHARGED + j] = scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
+        devices[base + L.DEV_QUEUE_S] += row[L.OUT_CHARGED + j]
+        devices[base + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
         if task[L.TASK_CONFIG] != 0.0:
-            devices[row + L.DEV_CONFIG] = task[L.TASK_CONFIG]
+            devices[base + L.DEV_CONFIG] = task[L.TASK_CONFIG]

@@ -8,7 +8,6 @@ import numpy.typing as npt
 from edge_agent.placement import layout as L
 
 F64 = npt.NDArray[np.float64]
-I32 = npt.NDArray[np.int32]
 U8 = npt.NDArray[np.uint8]
 
 
@@ -27,12 +26,7 @@ class Workspace:
         self.weights: F64 = np.zeros(L.N_OBJECTIVES, dtype=np.float64)
         self.tasks: F64 = np.zeros((capacity, L.TASK_FIELDS), dtype=np.float64)
         self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
-        self.assigned: I32 = np.zeros((capacity, L.MAX_GANG), dtype=np.int32)
-        self.charged: F64 = np.zeros((capacity, L.MAX_GANG), dtype=np.float64)
-        self.runner_up: I32 = np.zeros(capacity, dtype=np.int32)
-        self.estimates: F64 = np.zeros((capacity, L.N_EST), dtype=np.float64)
-        self.components: F64 = np.zeros((capacity, L.N_OBJECTIVES), dtype=np.float64)
-        self.reject_counts: I32 = np.zeros((capacity, L.N_REASONS), dtype=np.int32)
+        self.out: F64 = np.zeros((capacity, L.OUT_FIELDS), dtype=np.float64)
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
 
     @property

@@ -1,0 +1,276 @@
+"""The agent's HTTP API (aiohttp): tasks, explanations, devices, models, health, metrics.
+
+Every error is ``{"ok": false, "error": "<what to fix>", "status": <code>}``; bad input is
+a 4xx naming the problem, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.db import StoreError
+from edge_agent.agent.openapi import document
+from edge_agent.agent.service import Agent
+from edge_agent.agent.store import STATES, IdempotencyConflict
+from edge_agent.errors import InvalidInput
+
+_log = logging.getLogger(__name__)
+
+CONFIG = web.AppKey("config", AgentConfig)
+AGENT = web.AppKey("agent", Agent)
+MAX_BATCH = 1000
+MAX_KEY = 200
+_ID = r"{task_id:[0-9a-f]{1,64}}"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """An HTTP error with a message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """Return the one JSON error shape."""
+    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err.status, str(err))
+    except IdempotencyConflict as err:
+        return error_response(409, str(err))
+    except InvalidInput as err:
+        return error_response(400, str(err))
+    except web.HTTPRequestEntityTooLarge as err:
+        return error_response(413, f"request body too large: {err.text}")
+    except web.HTTPMethodNotAllowed as err:
+        allowed = ", ".join(sorted(err.allowed_methods))
+        return error_response(
+            405, f"{request.method} not allowed on {request.path}; allowed: {allowed}"
+        )
+    except web.HTTPNotFound:
+        return error_response(404, f"no such endpoint: {request.method} {request.path}")
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        return error_response(err.status, err.reason)
+    except StoreError as err:
+        return error_response(503, f"the agent cannot store tasks now: {err}")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        _log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal error; see the agent's log")
+
+
+async def _json(request: web.Request) -> Any:
+    """Return the request's JSON body; 400 naming the problem when it is not JSON."""
+    body = await request.read()
+    if not body.strip():
+        raise ApiError(400, "request body is empty: expected a JSON object")
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except UnicodeDecodeError as err:
+        raise ApiError(400, f"malformed JSON: body is not UTF-8 ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise ApiError(400, f"malformed JSON: {err}") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ApiError(400, f"malformed JSON: {name} is not a JSON number")
+
+
+def _key(request: web.Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and (not key or len(key) > MAX_KEY or not key.isprintable()):
+        raise ApiError(400, f"Idempotency-Key: expected 1-{MAX_KEY} printable characters")
+    return key
+
+
+def task_doc(row: dict[str, Any]) -> dict[str, Any]:
+    """Return a stored task as its API document."""
+    hidden = {"request_hash"}
+    doc = {k: v for k, v in row.items() if k not in hidden}
+    doc["links"] = {"self": f"/v1/tasks/{row['id']}", "explain": f"/v1/tasks/{row['id']}/explain"}
+    return doc
+
+
+async def _submit(request: web.Request) -> web.Response:
+    agent, doc, key = request.app[AGENT], await _json(request), _key(request)
+    task = await asyncio.to_thread(agent.intake.task, doc, key)
+    [(row, created)] = await agent.submit([task])
+    return web.json_response(
+        {"ok": True, "created": created, "task": task_doc(row)},
+        status=202,
+        headers={"Location": f"/v1/tasks/{row['id']}"},
+    )
+
+
+async def _submit_batch(request: web.Request) -> web.Response:
+    agent, doc, key = request.app[AGENT], await _json(request), _key(request)
+    if not isinstance(doc, dict) or set(doc) != {"tasks"}:
+        raise ApiError(400, 'body: expected {"tasks": [contract, ...]} and nothing else')
+    items = doc["tasks"]
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
+        raise ApiError(400, f"tasks: expected a list of 1..{MAX_BATCH} contracts")
+
+    def parse() -> list[Any]:
+        return [
+            agent.intake.task(item, None if key is None else f"{key}#{i}", f"tasks[{i}]")
+            for i, item in enumerate(items)
+        ]
+
+    stored = await agent.submit(await asyncio.to_thread(parse))
+    return web.json_response(
+        {"ok": True, "tasks": [{"created": c, **task_doc(r)} for r, c in stored]}, status=202
+    )
+
+
+async def _get(request: web.Request) -> web.Response:
+    row = await request.app[AGENT].store.get(request.match_info["task_id"])
+    if row is None:
+        raise ApiError(404, f"no task {request.match_info['task_id']!r}")
+    return web.json_response({"ok": True, "task": task_doc(row)})
+
+
+async def _list(request: web.Request) -> web.Response:
+    state = request.query.get("state") or None
+    if state is not None and state not in STATES:
+        raise ApiError(400, f"state: expected one of {', '.join(STATES)}, got {state!r}")
+    text = request.query.get("limit", "100")
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise ApiError(400, f"limit: expected an integer 1..10000, got {text!r}")
+    rows = await request.app[AGENT].store.list(state, int(text))
+    return web.json_response({"ok": True, "tasks": [task_doc(r) for r in rows]})
+
+
+async def _cancel(request: web.Request) -> web.Response:
+    task_id = request.match_info["task_id"]
+    found = await request.app[AGENT].cancel(task_id)
+    if found is None:
+        raise ApiError(404, f"no task {task_id!r}")
+    row, before = found
+    if row["state"] != "cancelled" or before == "cancelled":
+        why = "it is running" if before == "running" else f"it is already {before}"
+        raise ApiError(409, f"task {task_id} cannot be cancelled: {why}")
+    return web.json_response({"ok": True, "task": task_doc(row)})
+
+
+async def _explain(request: web.Request) -> web.Response:
+    agent, task_id = request.app[AGENT], request.match_info["task_id"]
+    row = await agent.store.get(task_id)
+    if row is None:
+        raise ApiError(404, f"no task {task_id!r}")
+    d = await agent.store.decision(task_id)
+    if d is None:
+        raise ApiError(409, f"task {task_id} has no placement decision yet (state {row['state']})")
+    device = request.query.get("device")
+    if device is not None:
+        if device not in d["why_not"]:
+            raise ApiError(404, f"device {device!r} was not in the fleet when {task_id} was placed")
+        return web.json_response({"ok": True, "device": device, "why": d["why_not"][device]})
+    estimate = {k: d[k] for k in ("latency_s", "service_s", "energy_j")}
+    return web.json_response(
+        {
+            "ok": True,
+            "task_id": task_id,
+            "state": row["state"],
+            "placed": d["placed"],
+            "devices": d["devices"],
+            "why_here": d["summary"],
+            "estimate": estimate,
+            "score": d["score"],
+            "runner_up": d["runner_up"],
+            "runner_up_score": d["runner_up_score"],
+            "components": d["components"],
+            "rejections": d["rejections"],
+            "why_not": d["why_not"],
+            "policy": d["policy"],
+            "backend": d["backend"],
+            "decided_at": d["decided_at"],
+        }
+    )
+
+
+async def _upload_model(request: web.Request) -> web.Response:
+    agent, name = request.app[AGENT], request.query.get("name", "")
+    data = await request.read()
+    if not data:
+        raise ApiError(400, "body is empty: expected the bytes of an ONNX model")
+    path, digest, sem = await asyncio.to_thread(agent.intake.save_upload, name, data)
+    await agent.store.model_added(path.stem, digest, str(path), len(data))
+    return web.json_response(
+        {
+            "ok": True,
+            "model": path.stem,
+            "sha256": digest,
+            "gflops": sem.gflops,
+            "precision": sem.precision,
+        },
+        status=201,
+    )
+
+
+async def _models(request: web.Request) -> web.Response:
+    names = await asyncio.to_thread(request.app[AGENT].intake.models)
+    return web.json_response({"ok": True, "models": names})
+
+
+async def _devices(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "devices": request.app[AGENT].devices()})
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, **request.app[AGENT].health()})
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.json_response(document())
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[AGENT].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
+    agent = Agent(app[CONFIG])
+    await agent.start()
+    app[AGENT] = agent
+    yield
+    await agent.stop()
+
+
+def make_app(config: AgentConfig) -> web.Application:
+    """Return the agent's aiohttp application; the agent starts and stops with it."""
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors])
+    app[CONFIG] = config
+    app.cleanup_ctx.append(_agent_ctx)
+    r = app.router
+    r.add_post("/v1/tasks", _submit)
+    r.add_post("/v1/tasks:batch", _submit_batch)
+    r.add_get("/v1/tasks", _list)
+    r.add_get(f"/v1/tasks/{_ID}", _get)
+    r.add_post(f"/v1/tasks/{_ID}:cancel", _cancel)
+    r.add_get(f"/v1/tasks/{_ID}/explain", _explain)
+    r.add_post("/v1/models", _upload_model)
+    r.add_get("/v1/models", _models)
+    r.add_get("/v1/devices", _devices)
+    r.add_get("/v1/health", _health)
+    r.add_get("/v1/openapi.json", _openapi)
+    r.add_get("/metrics", _metrics)
+    return app

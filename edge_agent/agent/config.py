@@ -1,0 +1,255 @@
+"""Agent configuration: a frozen dataclass from TOML, then ``EDGE_AGENT_*`` environment overrides.
+
+This is the only module of the agent that reads ``os.environ``. Every setting has a default
+that works with no file at all; ``render_default`` writes the commented file ``init`` creates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_agent.errors import InvalidInput
+from edge_agent.tasks.models_dir import models_dir
+
+ENV_PREFIX = "EDGE_AGENT_"
+DEFAULT_PORT = 8470
+
+
+class ConfigError(InvalidInput):
+    """The configuration file or an environment variable is invalid; names which."""
+
+
+def default_data_dir() -> Path:
+    """Return ``~/.local/share/hetmesh`` (the data directory when none is configured)."""
+    return Path.home() / ".local" / "share" / "hetmesh"
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """Every setting of the agent daemon, validated once at start."""
+
+    data_dir: Path = dataclasses.field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    profile: str | None = None  # None: probe this machine; else emulate that board
+    policy: str = "balanced"  # a policy template name
+    model_dir: Path = dataclasses.field(default_factory=models_dir)
+    command_allowlist: tuple[str, ...] = ()  # executables command tasks may run; empty = none
+    max_body_bytes: int = 16 * 2**20
+    telemetry_interval_s: float = 10.0
+    batch_size: int = 256  # most tasks one kernel call places
+    emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
+    shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
+
+    @property
+    def db_path(self) -> Path:
+        """Return the SQLite database file."""
+        return self.data_dir / "agent.db"
+
+    @property
+    def state_path(self) -> Path:
+        """Return the file where a running agent records its pid and address."""
+        return self.data_dir / "agent.json"
+
+    @property
+    def url(self) -> str:
+        """Return the agent's base URL as configured."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def replace(self, **changes: Any) -> AgentConfig:
+        """Return a copy with ``changes`` applied and validated (None values are ignored)."""
+        fields = {k: v for k, v in changes.items() if v is not None}
+        return _validated(dataclasses.replace(self, **fields), "override")
+
+
+#: TOML section of each setting (the file groups them; the dataclass is flat).
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "agent": ("data_dir", "profile", "policy", "model_dir", "command_allowlist"),
+    "api": ("host", "port", "max_body_bytes"),
+    "scheduler": ("batch_size", "emulation_jitter", "shutdown_grace_s", "telemetry_interval_s"),
+}
+_KINDS: dict[str, type] = {
+    "data_dir": Path,
+    "model_dir": Path,
+    "host": str,
+    "policy": str,
+    "profile": str,
+    "port": int,
+    "max_body_bytes": int,
+    "batch_size": int,
+    "command_allowlist": tuple,
+    "telemetry_interval_s": float,
+    "emulation_jitter": float,
+    "shutdown_grace_s": float,
+}
+
+
+def default_config_path(env: Mapping[str, str] | None = None) -> Path:
+    """Return ``$EDGE_AGENT_CONFIG``, else ``~/.config/hetmesh/agent.toml``."""
+    env = os.environ if env is None else env
+    given = env.get(f"{ENV_PREFIX}CONFIG")
+    return Path(given).expanduser() if given else Path.home() / ".config" / "hetmesh" / "agent.toml"
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> AgentConfig:
+    """Return the config from ``path`` (default: ``default_config_path``, if it exists) + env.
+
+    A ``path`` given explicitly must exist; ConfigError names the file, key and problem.
+    """
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    file = path if path is not None else default_config_path(env)
+    if path is not None or file.is_file():
+        values.update(_read_toml(file))
+    for name in _KINDS:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _coerce(name, _from_env(name, raw), f"${ENV_PREFIX}{name.upper()}")
+    return _validated(AgentConfig(**values), "config")
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    """Return the settings of a TOML file, flattened and type-checked."""
+    try:
+        doc = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {file}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {file}: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{file}: not valid TOML: {err}") from None
+    values: dict[str, Any] = {}
+    for section, table in doc.items():
+        if section not in SECTIONS or not isinstance(table, dict):
+            raise ConfigError(f"{file}: unknown section [{section}]; known: {', '.join(SECTIONS)}")
+        for key, value in table.items():
+            if key not in SECTIONS[section]:
+                known = ", ".join(SECTIONS[section])
+                raise ConfigError(f"{file}: [{section}] unknown key {key!r}; known: {known}")
+            values[key] = _coerce(key, value, f"{file}: [{section}] {key}")
+    return values
+
+
+def _from_env(name: str, raw: str) -> Any:
+    """Return an environment string as the TOML value it stands for."""
+    kind = _KINDS[name]
+    if kind is tuple:
+        return [item.strip() for item in raw.split(",") if item.strip()]
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            return raw  # _coerce reports it with the variable's name
+    return raw
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    """Return ``value`` as the setting's type; ConfigError naming ``where`` when it is not."""
+    kind = _KINDS[name]
+    if kind is Path or kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if name == "profile":
+            return value or None
+        if kind is Path:
+            return _path_or_default(name, value)
+        return value
+    if kind is tuple:
+        if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+            raise ConfigError(f"{where}: expected a list of non-empty strings, got {value!r}")
+        return tuple(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (kind is int and not isinstance(value, int))
+    ):
+        raise ConfigError(f"{where}: expected {'an integer' if kind is int else 'a number'}")
+    return kind(value)
+
+
+def _path_or_default(name: str, value: str) -> Path:
+    """Return ``value`` as a path, the default when it is empty."""
+    if not value:
+        return default_data_dir() if name == "data_dir" else models_dir()
+    return Path(value).expanduser()
+
+
+def _validated(config: AgentConfig, where: str) -> AgentConfig:
+    """Return ``config`` if every setting is in range; ConfigError naming the first that is not."""
+    from edge_agent.placement.policy import TEMPLATES
+
+    checks = (
+        ("port", 0 <= config.port <= 65535, "must be 0..65535 (0: any free port)"),
+        ("max_body_bytes", config.max_body_bytes >= 1024, "must be >= 1024"),
+        ("batch_size", 1 <= config.batch_size <= 100_000, "must be 1..100000"),
+        ("policy", config.policy in TEMPLATES, f"must be one of {', '.join(TEMPLATES)}"),
+        ("host", bool(config.host), "must not be empty"),
+    )
+    for name, ok, problem in checks:
+        if not ok:
+            raise ConfigError(f"{where}: {name} {problem}, got {getattr(config, name)!r}")
+    for name in ("telemetry_interval_s", "emulation_jitter", "shutdown_grace_s"):
+        value = getattr(config, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+    return config
+
+
+def render_default(config: AgentConfig | None = None) -> str:
+    """Return a commented TOML file holding ``config`` (default: the defaults)."""
+    c = config or AgentConfig()
+    allow = ", ".join(_q(cmd) for cmd in c.command_allowlist)
+    return f"""\
+# hetmesh edge agent configuration. Every key is optional; EDGE_AGENT_<KEY> environment
+# variables (e.g. EDGE_AGENT_PORT=9000, EDGE_AGENT_COMMAND_ALLOWLIST=/usr/bin/true) override it.
+
+[agent]
+# where the SQLite database (agent.db) and the running agent's agent.json live
+data_dir = {_q(c.data_dir)}
+# "" probes this machine; a firmware profile id (see `edge-agent profiles`) emulates that board
+profile = {_q(c.profile or "")}
+# placement policy template: {", ".join(_templates())}
+policy = {_q(c.policy)}
+# models submitted by name are looked up here ("": the packaged examples); paths outside
+# it are refused
+model_dir = {_q("" if c.model_dir == models_dir() else c.model_dir)}
+# executables that command tasks may run (absolute paths); empty: no command tasks
+command_allowlist = [{allow}]
+
+[api]
+# the HTTP API listens here; keep 127.0.0.1 unless a firewall or proxy guards the port
+host = {_q(c.host)}
+port = {c.port}
+# largest request body accepted (bytes), model uploads included
+max_body_bytes = {c.max_body_bytes}
+
+[scheduler]
+# most tasks placed by one kernel call
+batch_size = {c.batch_size}
+# sigma of the lognormal jitter on emulated service times
+emulation_jitter = {c.emulation_jitter}
+# seconds a graceful stop waits for running tasks (the rest resume after restart)
+shutdown_grace_s = {c.shutdown_grace_s}
+# seconds between telemetry samples
+telemetry_interval_s = {c.telemetry_interval_s}
+"""
+
+
+def _q(value: object) -> str:
+    """Return ``value`` as a TOML basic string (JSON escapes are valid TOML)."""
+    return json.dumps(str(value))
+
+
+def _templates() -> list[str]:
+    from edge_agent.placement.policy import TEMPLATES
+
+    return list(TEMPLATES)

@@ -1,0 +1,74 @@
+"""``edge-agent run``: serve the API until SIGTERM or SIGINT, then stop gracefully.
+
+Once listening, the agent writes ``<data_dir>/agent.json`` (pid, host, bound port) so that
+local clients and tests find it even when it was started on port 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+
+from aiohttp import web
+
+from edge_agent import __version__
+from edge_agent.agent.api import make_app
+from edge_agent.agent.config import AgentConfig
+
+_log = logging.getLogger(__name__)
+
+
+async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
+    """Run the agent until ``stop`` is set or SIGTERM/SIGINT arrives."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(make_app(config), handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port)
+        await site.start()
+        port = _bound_port(runner, config.port)
+        await asyncio.to_thread(_write_state, config, port)
+        _log.warning(
+            "hetmesh agent %s listening on %s:%s (data in %s)",
+            __version__,
+            config.host,
+            port,
+            config.data_dir,
+        )
+        await stop.wait()
+        _log.warning("stopping: finishing running tasks (up to %ss)", config.shutdown_grace_s)
+    finally:
+        with contextlib.suppress(OSError):
+            config.state_path.unlink()
+        await runner.cleanup()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def _bound_port(runner: web.AppRunner, wanted: int) -> int:
+    """Return the port the site listens on (the one the OS chose when ``wanted`` is 0)."""
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    return wanted
+
+
+def _write_state(config: AgentConfig, port: int) -> None:
+    """Record pid and address atomically in ``agent.json``."""
+    doc = {"pid": os.getpid(), "host": config.host, "port": port, "version": __version__}
+    tmp = config.state_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, config.state_path)
+
+
+def run(config: AgentConfig) -> int:
+    """Run the daemon in a fresh event loop; 0 after a graceful stop."""
+    asyncio.run(serve(config))
+    return 0

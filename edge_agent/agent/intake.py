@@ -1,0 +1,143 @@
+"""Submissions to contracts: JSON bodies, models by name (inside the model dirs) or by upload.
+
+Everything here is blocking (file system, ONNX parsing): the API calls it in a thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+from edge_agent.agent.store import NewTask
+from edge_agent.errors import ContractError
+from edge_agent.placement.codec import prepare
+from edge_agent.tasks.contract import Semantics, TaskContract
+from edge_agent.tasks.onnx_semantics import semantics_from_onnx
+
+#: Fields of a submission that are the agent's, not the contract's.
+AGENT_FIELDS = ("command",)
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_CACHE_LIMIT = 256
+INT32 = 2**31 - 1
+
+
+def _check_ranges(contract: TaskContract) -> None:
+    """Refuse values the kernel and SQLite cannot hold (the contract parser allows them)."""
+    if not -INT32 <= contract.priority <= INT32:
+        raise ContractError(f"contract.priority: must be within +-{INT32}")
+    if contract.requirements.config_id > INT32:
+        raise ContractError(f"requirements.config_id: must be <= {INT32}")
+    if not all(math.isfinite(x) for x in prepare(contract).row):
+        raise ContractError("contract: numbers too large (their sums overflow to infinity)")
+
+
+class Intake:
+    """Turns submission documents into ``NewTask`` records for one agent's model dirs."""
+
+    def __init__(self, model_dirs: Sequence[Path], allowlist: Sequence[str]) -> None:
+        self.model_dirs = [d.resolve() for d in model_dirs]
+        self.allowlist = frozenset(allowlist)
+        self._cache: dict[tuple[str, int, int], Semantics] = {}
+        self._lock = threading.Lock()
+
+    def task(self, doc: object, key: str | None, where: str = "body") -> NewTask:
+        """Return the task a JSON document asks for; ContractError naming the field if bad."""
+        if not isinstance(doc, Mapping):
+            raise ContractError(f"{where}: expected a JSON object, got {type(doc).__name__}")
+        fields = dict(doc)
+        command = self._command(fields.pop("command", None), where)
+        model = fields.get("model")
+        if model is not None:
+            if not isinstance(model, str):
+                raise ContractError(f"{where}.model: expected a string, got {model!r}")
+            path = self.resolve_model(model)
+            fields["model"] = str(path)
+            fields.setdefault("task_class", path.stem)
+            if "semantics" not in fields:
+                fields["semantics"] = asdict(self.semantics(path))
+        elif command is not None:
+            fields.setdefault("semantics", {"gflops": 0.0})
+            requirements = fields.setdefault("requirements", {})
+            if isinstance(requirements, dict):
+                requirements.setdefault("model_format", None)
+        try:
+            contract = TaskContract.from_dict(fields)
+            _check_ranges(contract)
+        except ContractError as err:
+            raise ContractError(f"{where}: {err}") from None
+        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        return NewTask(contract, digest, key, command)
+
+    def _command(self, value: object, where: str) -> tuple[str, ...] | None:
+        """Return the argv of a command task if the allowlist permits it."""
+        if value is None:
+            return None
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise ContractError(f"{where}.command: expected a non-empty list of strings")
+        if value[0] not in self.allowlist:
+            allowed = ", ".join(sorted(self.allowlist)) or "none (command tasks are disabled)"
+            raise ContractError(
+                f"{where}.command: {value[0]!r} is not in the config's command_allowlist "
+                f"(allowed: {allowed})"
+            )
+        return tuple(value)
+
+    def resolve_model(self, name: str) -> Path:
+        """Return the model file ``name`` names inside a model dir; ContractError otherwise."""
+        if not name or "\x00" in name:
+            raise ContractError("model: expected a model name or a path inside the model dir")
+        relative = name if name.endswith(".onnx") else f"{name}.onnx"
+        for root in self.model_dirs:
+            path = (root / relative).resolve()
+            if not path.is_relative_to(root):
+                raise ContractError(f"model {name!r}: path outside the model directory")
+            if path.is_file():
+                return path
+        raise ContractError(f"model {name!r} not found; available: {', '.join(self.models())}")
+
+    def models(self) -> list[str]:
+        """Return the names of the models in the model dirs."""
+        names = {p.stem for root in self.model_dirs if root.is_dir() for p in root.glob("*.onnx")}
+        return sorted(names)
+
+    def semantics(self, path: Path) -> Semantics:
+        """Return the model's semantics, cached by (path, mtime, size)."""
+        try:
+            st = path.stat()
+        except OSError as err:
+            raise ContractError(f"model {path.name}: cannot read: {err}") from None
+        key = (str(path), st.st_mtime_ns, st.st_size)
+        with self._lock:
+            found = self._cache.get(key)
+        if found is None:
+            found = semantics_from_onnx(path)
+            with self._lock:
+                if len(self._cache) >= _CACHE_LIMIT:
+                    self._cache.pop(next(iter(self._cache)))
+                self._cache[key] = found
+        return found
+
+    def save_upload(self, name: str, data: bytes) -> tuple[Path, str, Semantics]:
+        """Validate an uploaded ONNX model and store it as ``name`` in the first model dir."""
+        if not MODEL_NAME.fullmatch(name.removesuffix(".onnx")):
+            raise ContractError(
+                "name: expected 1-64 letters, digits, '_', '.', '-' (no path), got " + repr(name)
+            )
+        sem = semantics_from_onnx(data)  # ContractError naming the problem when invalid
+        root = self.model_dirs[0]
+        root.mkdir(parents=True, exist_ok=True)
+        path = root / f"{name.removesuffix('.onnx')}.onnx"
+        tmp = path.with_suffix(".onnx.tmp")
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        return path, hashlib.sha256(data).hexdigest(), sem

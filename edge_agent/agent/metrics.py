@@ -1,0 +1,131 @@
+"""Prometheus metrics of one agent, in its own registry (served at ``/metrics``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from edge_agent.agent.store import STATES
+from edge_agent.resources.device import Device
+
+_FAST = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
+
+
+class _DeviceCollector(Collector):
+    """Device utilization (busy share since start) and info, read at scrape time."""
+
+    def __init__(
+        self,
+        devices: Iterable[Device],
+        busy_s: Callable[[str], float],
+        running: Callable[[str], bool],
+        uptime_s: Callable[[], float],
+    ) -> None:
+        self._devices = list(devices)
+        self._busy_s, self._running, self._uptime_s = busy_s, running, uptime_s
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["device", "kind", "emulated", "execution_provider"]
+        util = GaugeMetricFamily(
+            "hetmesh_agent_device_utilization",
+            "Share of time since start the device ran hetmesh tasks (0..1)",
+            labels=labels,
+        )
+        running = GaugeMetricFamily(
+            "hetmesh_agent_device_running", "Whether the device runs a task now", labels=labels
+        )
+        uptime = max(self._uptime_s(), 1e-9)
+        for d in self._devices:
+            values = [
+                d.id,
+                d.kind.name.lower(),
+                str(d.emulated).lower(),
+                d.capability.execution_provider,
+            ]
+            util.add_metric(values, min(1.0, self._busy_s(d.id) / uptime))
+            running.add_metric(values, 1.0 if self._running(d.id) else 0.0)
+        yield util
+        yield running
+
+
+class AgentMetrics:
+    """The agent's instruments; ``move`` keeps the tasks-by-state gauge in step."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.placement_seconds = Histogram(
+            "hetmesh_agent_placement_seconds",
+            "Submit to placed-and-persisted, per task",
+            buckets=_FAST,
+            registry=r,
+        )
+        self.kernel_seconds = Histogram(
+            "hetmesh_agent_kernel_call_seconds",
+            "One placement kernel call (a batch)",
+            buckets=_FAST,
+            registry=r,
+        )
+        self.service_seconds = Histogram(
+            "hetmesh_agent_task_service_seconds",
+            "Measured service time of finished tasks",
+            ["emulated"],
+            buckets=_FAST,
+            registry=r,
+        )
+        self.queue_depth = Gauge(
+            "hetmesh_agent_queue_depth", "Tasks waiting for placement", registry=r
+        )
+        self.backlog = Gauge(
+            "hetmesh_agent_device_backlog",
+            "Placed tasks queued or running on devices",
+            registry=r,
+        )
+        self.tasks = Gauge("hetmesh_agent_tasks", "Tasks by state", ["state"], registry=r)
+        self.decisions = Counter(
+            "hetmesh_agent_decisions",
+            "Placement decisions by policy",
+            ["policy", "placed"],
+            registry=r,
+        )
+        self.over_estimate = Counter(
+            "hetmesh_agent_over_estimate", "Tasks that ran far over their estimate", registry=r
+        )
+        for state in STATES:
+            self.tasks.labels(state).set(0)
+
+    def watch(
+        self,
+        depth: Callable[[], int],
+        backlog: Callable[[], int],
+        devices: Iterable[Device],
+        busy_s: Callable[[str], float],
+        running: Callable[[str], bool],
+        uptime_s: Callable[[], float],
+    ) -> None:
+        """Read live figures from the scheduler and executor at scrape time."""
+        self.queue_depth.set_function(lambda: float(depth()))
+        self.backlog.set_function(lambda: float(backlog()))
+        self.registry.register(_DeviceCollector(devices, busy_s, running, uptime_s))
+
+    def load_counts(self, counts: dict[str, int]) -> None:
+        """Set the tasks-by-state gauge from the store's counts."""
+        for state, n in counts.items():
+            self.tasks.labels(state).set(n)
+
+    def move(self, old: str | None, new: str) -> None:
+        """Count one task leaving ``old`` (None: new task) for ``new``."""
+        if old is not None:
+            self.tasks.labels(old).dec()
+        self.tasks.labels(new).inc()
+
+    def decided(self, policy: str, placed: bool) -> None:
+        """Count one decision."""
+        self.decisions.labels(policy, str(placed).lower()).inc()
+
+    def render(self) -> bytes:
+        """Return the text exposition of every metric."""
+        return generate_latest(self.registry)

@@ -1,0 +1,234 @@
+"""The scheduling loop: waiting tasks in priority / deadline / FIFO order, placed in batches.
+
+Each pass pops up to ``batch_size`` waiting tasks, places them with one kernel call, persists
+the decisions (the tasks become ``placed``) and hands them to the executor. A task no device
+can take only because the devices are busy (memory, latency or deadline) is parked until
+some work finishes; one no device could ever take fails with the decision's reasons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import itertools
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from edge_agent.agent.executor import Job
+from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.store import Store
+from edge_agent.errors import KernelError
+from edge_agent.placement import Decision, Placer, TaskContract
+from edge_agent.placement import layout as L
+
+_log = logging.getLogger(__name__)
+
+#: Rejections that go away once running work finishes.
+TRANSIENT = frozenset(
+    L.REASON_NAMES[r] for r in (L.R_OFFLINE, L.R_MEMORY, L.R_LATENCY, L.R_DEADLINE)
+)
+
+
+@dataclass(eq=False)
+class Waiting:
+    """A task waiting for placement."""
+
+    task_id: str
+    contract: TaskContract
+    command: tuple[str, ...] | None
+    submitted_at: float
+    deadline_at: float  # epoch seconds; inf = none
+    state: str  # queued or interrupted
+
+
+def waiting_from_row(row: dict[str, Any]) -> Waiting:
+    """Return the scheduler's view of a stored task row."""
+    command = row.get("command")
+    deadline = row.get("deadline_at")
+    return Waiting(
+        row["id"],
+        TaskContract.from_dict(row["contract"]),
+        None if command is None else tuple(command),
+        float(row["submitted_at"]),
+        math.inf if deadline is None else float(deadline),
+        str(row["state"]),
+    )
+
+
+def decision_row(d: Decision) -> dict[str, Any]:
+    """Return a decision as a ``decisions`` table row."""
+    doc = d.to_dict()
+    return {
+        "placed": int(d.placed),
+        "device": d.device_id,
+        "devices": json.dumps(doc["devices"]),
+        "latency_s": d.latency_s,
+        "service_s": d.service_s,
+        "energy_j": d.energy_j,
+        "score": d.score,
+        "runner_up": d.runner_up,
+        "runner_up_score": doc["runner_up_score"],
+        "components": json.dumps(doc["components"]),
+        "rejections": json.dumps(doc["rejections"]),
+        "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
+        "policy": d.policy,
+        "backend": d.backend,
+        "summary": d.summary(),
+    }
+
+
+class Scheduler:
+    """Owns the waiting tasks; its ``run`` loop places them and dispatches the jobs."""
+
+    def __init__(
+        self,
+        placer: Placer,
+        store: Store,
+        metrics: AgentMetrics,
+        dispatch: Callable[[Job], None],
+        busy: Callable[[], int],
+        batch_size: int,
+    ) -> None:
+        self.placer, self.store, self.metrics = placer, store, metrics
+        self._dispatch, self._busy, self._batch = dispatch, busy, batch_size
+        self._heap: list[tuple[int, float, int, str]] = []
+        self._waiting: dict[str, Waiting] = {}
+        self._parked: list[Waiting] = []
+        self._order = itertools.count()
+        self._wake = asyncio.Event()
+        self.placing: set[str] = set()  # popped, decision not yet persisted
+
+    def depth(self) -> int:
+        """Return the number of tasks waiting for placement."""
+        return len(self._waiting)
+
+    def add(self, task: Waiting) -> None:
+        """Make ``task`` wait for placement."""
+        self._waiting[task.task_id] = task
+        heapq.heappush(
+            self._heap, (-task.contract.priority, task.deadline_at, next(self._order), task.task_id)
+        )
+        self._wake.set()
+
+    def remove(self, task_id: str) -> bool:
+        """Stop waiting for ``task_id`` (cancelled); False if it was not waiting."""
+        task = self._waiting.pop(task_id, None)
+        if task is not None and task in self._parked:
+            self._parked.remove(task)
+        return task is not None
+
+    def poke(self) -> None:
+        """Retry parked tasks: some work finished and freed a device."""
+        for task in self._parked:
+            self.add(task)
+        self._parked.clear()
+        self._wake.set()
+
+    async def run(self) -> None:
+        """Place waiting tasks forever (until cancelled)."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._heap:
+                batch: list[Waiting] = []
+                while self._heap and len(batch) < self._batch:
+                    task = self._waiting.get(heapq.heappop(self._heap)[3])
+                    if task is not None and task not in self._parked and task not in batch:
+                        batch.append(task)
+                if not batch:
+                    continue
+                try:
+                    await self._place(batch)
+                except Exception:  # keep scheduling; these tasks stay queued in the store
+                    _log.exception("placing a batch of %s tasks failed", len(batch))
+                    for task in batch:
+                        self._waiting.pop(task.task_id, None)
+
+    async def _place(self, batch: list[Waiting]) -> None:
+        now = time.time()
+        contracts = [self._contract(t, now) for t in batch]
+        start = time.perf_counter()
+        try:
+            decisions = self.placer.place(contracts)
+        except KernelError as err:  # one bad row: place one by one to find it
+            await self._isolate(batch, err)
+            return
+        self.metrics.kernel_seconds.observe(time.perf_counter() - start)
+        entries, keep = [], []
+        for task, decision in zip(batch, decisions, strict=True):
+            if not decision.placed and self._transient(decision) and self._busy():
+                self._parked.append(task)  # retried when work finishes
+                keep.append(task)
+                continue
+            emulated = self._emulated(task, decision)
+            entries.append((task.task_id, decision_row(decision), emulated))
+            self.placing.add(task.task_id)
+        try:
+            await self.store.placed(entries)
+        except Exception:
+            for task_id, _, _ in entries:
+                self.placing.discard(task_id)
+            for decision in decisions:
+                if decision.placed:
+                    self.placer.release(decision)
+            raise
+        done = time.time()
+        for task, decision in zip(batch, decisions, strict=True):
+            if task in keep:
+                continue
+            self.placing.discard(task.task_id)
+            if self._waiting.pop(task.task_id, None) is None:  # cancelled while placing
+                if decision.placed:
+                    self.placer.release(decision)
+                continue
+            self.metrics.decided(decision.policy, decision.placed)
+            if not decision.placed:
+                self.metrics.move(task.state, "failed")
+                continue
+            self.metrics.move(task.state, "placed")
+            self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
+            self._dispatch(
+                Job(task.task_id, decision, task.command, task.contract.priority, task.deadline_at)
+            )
+        if keep:
+            _log.debug("%s tasks parked until running work finishes", len(keep))
+
+    async def _isolate(self, batch: list[Waiting], err: KernelError) -> None:
+        """Fail the task the kernel refused; place the others again."""
+        if len(batch) > 1:
+            for task in batch:
+                await self._place([task])
+            return
+        task = batch[0]
+        _log.warning("task %s refused by the kernel: %s", task.task_id, err)
+        await self.store.fail(task.task_id, f"refused by the placement kernel: {err}")
+        if self._waiting.pop(task.task_id, None) is not None:
+            self.metrics.move(task.state, "failed")
+
+    @staticmethod
+    def _contract(task: Waiting, now: float) -> TaskContract:
+        """Return the contract with its deadline counted from now (it was from submission)."""
+        if math.isinf(task.deadline_at):
+            return task.contract
+        left = max(task.deadline_at - now, 1e-9)
+        req = dataclasses.replace(task.contract.requirements, deadline_s=left)
+        return dataclasses.replace(task.contract, requirements=req)
+
+    @staticmethod
+    def _transient(decision: Decision) -> bool:
+        """Whether every rejection could go away once running work finishes."""
+        reasons = decision.rejections()
+        return bool(reasons) and set(reasons) <= TRANSIENT
+
+    def _emulated(self, task: Waiting, decision: Decision) -> bool:
+        """Whether the task's run will be emulated (an emulated device, or nothing to run)."""
+        if not decision.placed or task.command is not None:
+            return False
+        index = decision.device_indices[0]
+        return bool(self.placer.devices[index].emulated or decision.task.model is None)

@@ -1,0 +1,210 @@
+"""One running agent: store, fleet, placer, scheduler, executor and metrics, wired together."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from edge_agent import __version__
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.executor import Executor, Job, Outcome
+from edge_agent.agent.fleet import Fleet, build_fleet
+from edge_agent.agent.intake import Intake
+from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.store import NewTask, Store
+from edge_agent.errors import InvalidInput
+from edge_agent.placement import Placer, Policy
+
+_log = logging.getLogger(__name__)
+
+#: States a task may be cancelled from.
+CANCELLABLE = ("queued", "interrupted", "placed")
+
+
+class Agent:
+    """The daemon's state and background work; ``start`` then ``stop``, once each."""
+
+    def __init__(self, config: AgentConfig) -> None:
+        self.config = config
+        self.store = Store(config.db_path)
+        self.metrics = AgentMetrics()
+        self.intake = Intake(
+            [config.data_dir / "models", config.model_dir], config.command_allowlist
+        )
+        self.policy = Policy.template(config.policy)
+        self.started_at = time.monotonic()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._jobs: dict[str, Job] = {}
+        self.failure: str | None = None
+        self.fleet: Fleet
+        self.placer: Placer
+        self.scheduler: Scheduler
+        self.executor: Executor
+
+    async def start(self) -> None:
+        """Open the store, find the devices, resume waiting work, start the loops."""
+        await asyncio.to_thread(self.store.open)
+        try:
+            self.fleet = await asyncio.to_thread(build_fleet, self.config.profile)
+            self.placer = Placer(self.fleet.devices, self.policy)
+            self.executor = Executor(
+                self.fleet,
+                self.placer,
+                self._started,
+                self._finished,
+                self.config.emulation_jitter,
+            )
+            self.scheduler = Scheduler(
+                self.placer,
+                self.store,
+                self.metrics,
+                self._dispatch,
+                self._busy,
+                self.config.batch_size,
+            )
+            await self.store.accept_policy(self.policy.to_dict())
+            recovered = await self.store.recover()
+            self.metrics.load_counts(await self.store.counts())
+        except BaseException:
+            await asyncio.to_thread(self.store.close)
+            raise
+        ex = self.executor
+        self.metrics.watch(
+            self.scheduler.depth,
+            ex.backlog,
+            self.fleet.devices,
+            ex.busy_s.__getitem__,
+            lambda d: ex.current[d] is not None,
+            lambda: time.monotonic() - self.started_at,
+        )
+        for row in recovered:
+            self.scheduler.add(waiting_from_row(row))
+        if recovered:
+            _log.info("resuming %s waiting tasks", len(recovered))
+        ex.start()
+        self._spawn(self.scheduler.run(), "agent-scheduler")
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            self.failure = f"{task.get_name()} stopped: {task.exception()!r}"
+            _log.error("%s", self.failure, exc_info=task.exception())
+
+    async def stop(self) -> None:
+        """Stop placing, let running tasks finish (up to the grace time), close the store."""
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.executor.stop(self.config.shutdown_grace_s)
+        await asyncio.to_thread(self.store.close)
+
+    # --- requests -------------------------------------------------------------------
+    async def submit(self, tasks: list[NewTask]) -> list[tuple[dict[str, Any], bool]]:
+        """Persist ``tasks`` (committed on return) and queue the new ones."""
+        stored = await self.store.submit(tasks)
+        for row, created in stored:
+            if created:
+                self.metrics.move(None, "queued")
+                self.scheduler.add(waiting_from_row(row))
+        return stored
+
+    async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:
+        """Cancel a task that has not started; return (row, state before) or None if unknown."""
+        found = await self.store.cancel(task_id, CANCELLABLE)
+        if found is None:
+            return None
+        row, before = found
+        if before in CANCELLABLE:
+            self.metrics.move(before, "cancelled")
+            self.scheduler.remove(task_id)
+            job = self._jobs.pop(task_id, None)
+            if job is not None and not job.cancelled:
+                job.cancelled = True
+                self.placer.release(job.decision)
+        return row, before
+
+    def health(self) -> dict[str, Any]:
+        """Return the agent's health document."""
+        return {
+            "status": "degraded" if self.failure else "ok",
+            "problem": self.failure,
+            "version": __version__,
+            "uptime_s": round(time.monotonic() - self.started_at, 3),
+            "schema_version": self.store.db.schema_version,
+            "fleet": {
+                "mode": self.fleet.mode,
+                "devices": len(self.fleet.devices),
+                "profile": self.config.profile,
+            },
+            "policy": f"{self.policy.name}@{self.policy.version}",
+            "queue_depth": self.scheduler.depth(),
+            "backlog": self.executor.backlog(),
+            "hub": None,  # no hub configured: the agent works on its own
+        }
+
+    def devices(self) -> list[dict[str, Any]]:
+        """Return every device with its capability, live state and current task."""
+        out = []
+        for device in self.fleet.devices:
+            job = self.executor.current.get(device.id)
+            out.append(
+                {
+                    **device.summary(),
+                    "live": self.placer.live(device.id),
+                    "running_task": job.task_id if job else None,
+                    "busy_s": round(self.executor.busy_s[device.id], 6),
+                }
+            )
+        return out
+
+    # --- executor hooks -------------------------------------------------------------
+    def _busy(self) -> int:
+        return self.executor.backlog() + len(self.scheduler.placing)
+
+    def _dispatch(self, job: Job) -> None:
+        self._jobs[job.task_id] = job
+        self.executor.submit(job)
+
+    async def _started(self, job: Job) -> bool:
+        if job.cancelled or not await self.store.started(job.task_id):
+            return False
+        self.metrics.move("placed", "running")
+        return True
+
+    async def _finished(self, job: Job, outcome: Outcome) -> None:
+        self._jobs.pop(job.task_id, None)
+        d = job.decision
+        try:
+            if outcome.ok:
+                self.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9))
+            else:
+                self.placer.release(d)
+        except InvalidInput as err:
+            _log.warning("feedback for task %s refused: %s", job.task_id, err)
+            self.placer.release(d)
+        state = "done" if outcome.ok else "failed"
+        telemetry = {
+            "kind": "task",
+            "device": d.device_id,
+            "task_class": d.task.task_class,
+            "latency_s": outcome.latency_s,
+            "estimate_s": d.service_s,
+            "emulated": int(outcome.emulated),
+        }
+        await self.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
+        self.metrics.move("running", state)
+        if outcome.ok:
+            self.metrics.service_seconds.labels(str(outcome.emulated).lower()).observe(
+                outcome.latency_s
+            )
+        if outcome.result and outcome.result.get("over_estimate"):
+            self.metrics.over_estimate.inc()
+        self.scheduler.poke()

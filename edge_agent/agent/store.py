@@ -1,0 +1,292 @@
+"""The agent's durable state: tasks, decisions, telemetry, hub outbox, policy and model versions.
+
+Writes go through ``db.Database`` (one writer thread); a submit resolves only after its
+commit, so an accepted task survives ``kill -9``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from edge_agent.agent.db import Database
+from edge_agent.agent.schema import MIGRATIONS
+from edge_agent.errors import InvalidInput
+from edge_agent.tasks.contract import TaskContract
+
+#: Task states; ``WAITING`` ones are the scheduler's, ``FINAL`` ones never change again.
+STATES = ("queued", "placed", "running", "done", "failed", "cancelled", "interrupted")
+WAITING = ("queued", "interrupted")
+FINAL = ("done", "failed", "cancelled")
+#: Rows kept in the hub outbox (oldest dropped first).
+OUTBOX_LIMIT = 10_000
+_JSON_COLUMNS = ("contract", "command", "result")
+
+
+class IdempotencyConflict(InvalidInput):
+    """An Idempotency-Key was reused with a different request body."""
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A validated submission, ready to be stored."""
+
+    contract: TaskContract
+    request_hash: str
+    idempotency_key: str | None = None
+    command: tuple[str, ...] | None = None
+
+
+def _row(row: dict[str, Any]) -> dict[str, Any]:
+    """Return a task row with its JSON columns decoded."""
+    for key in _JSON_COLUMNS:
+        if row.get(key) is not None:
+            row[key] = json.loads(row[key])
+    row["emulated"] = bool(row.get("emulated"))
+    return row
+
+
+def _outbox(db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float) -> None:
+    cur = db.execute(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        (kind, json.dumps(payload), now),
+    )
+    if cur.lastrowid is not None and cur.lastrowid % 100 == 0:
+        db.execute("DELETE FROM outbox WHERE seq <= ?", (cur.lastrowid - OUTBOX_LIMIT,))
+
+
+class Store:
+    """Task and decision records over one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = Database(path, MIGRATIONS)
+
+    def open(self) -> None:
+        """Open and migrate the database (blocking)."""
+        self.db.open()
+
+    def close(self) -> None:
+        """Flush queued writes and close (blocking)."""
+        self.db.close()
+
+    # --- writes ---------------------------------------------------------------------
+    async def submit(self, tasks: list[NewTask]) -> list[tuple[dict[str, Any], bool]]:
+        """Store ``tasks`` atomically; return (task row, created) each (created False: a retry)."""
+
+        def op(db: sqlite_utils.Database) -> list[tuple[dict[str, Any], bool]]:
+            now = time.time()
+            out = []
+            for task in tasks:
+                if task.idempotency_key is not None:
+                    found = list(
+                        db.table("tasks").rows_where("idempotency_key = ?", [task.idempotency_key])
+                    )
+                    if found:
+                        if found[0]["request_hash"] != task.request_hash:
+                            raise IdempotencyConflict(
+                                f"Idempotency-Key {task.idempotency_key!r} was already used "
+                                "with a different request"
+                            )
+                        out.append((_row(found[0]), False))
+                        continue
+                c = task.contract
+                deadline = c.requirements.deadline_s
+                row = {
+                    "id": uuid.uuid4().hex,
+                    "idempotency_key": task.idempotency_key,
+                    "request_hash": task.request_hash,
+                    "contract": json.dumps(c.to_dict()),
+                    "command": None if task.command is None else json.dumps(list(task.command)),
+                    "state": "queued",
+                    "priority": c.priority,
+                    "tenant": c.tenant,
+                    "deadline_at": now + deadline if deadline > 0 else None,
+                    "submitted_at": now,
+                    "attempts": 0,
+                    "emulated": 0,
+                }
+                columns = ", ".join(row)
+                marks = ", ".join("?" for _ in row)
+                db.execute(f"INSERT INTO tasks ({columns}) VALUES ({marks})", list(row.values()))
+                out.append((_row(row), True))
+            return out
+
+        return await self.db.write(op)
+
+    async def placed(self, entries: list[tuple[str, dict[str, Any], bool]]) -> None:
+        """Record (task id, decision row, emulated?); placed tasks move on, the others fail."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            now = time.time()
+            for task_id, decision, emulated in entries:
+                db.table("decisions").insert({"task_id": task_id, "decided_at": now, **decision})
+                if decision["placed"]:
+                    db.execute(
+                        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, "
+                        "emulated = ?, attempts = attempts + 1 "
+                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
+                        (now, decision["device"], int(emulated), task_id),
+                    )
+                else:
+                    db.execute(
+                        "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
+                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
+                        (now, decision["summary"], task_id),
+                    )
+                    _outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+
+        await self.db.write(op)
+
+    async def fail(self, task_id: str, error: str) -> None:
+        """Fail a waiting task that cannot be placed."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            now = time.time()
+            db.execute(
+                "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
+                "WHERE id = ? AND state IN ('queued', 'interrupted')",
+                (now, error, task_id),
+            )
+            _outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+
+        await self.db.write(op)
+
+    async def started(self, task_id: str) -> bool:
+        """Mark a placed task running; False if it is no longer placed (cancelled)."""
+
+        def op(db: sqlite_utils.Database) -> bool:
+            cur = db.execute(
+                "UPDATE tasks SET state = 'running', started_at = ? "
+                "WHERE id = ? AND state = 'placed'",
+                (time.time(), task_id),
+            )
+            return cur.rowcount == 1
+
+        return await self.db.write(op)
+
+    async def finished(
+        self,
+        task_id: str,
+        state: str,
+        result: dict[str, Any] | None,
+        error: str | None,
+        telemetry: dict[str, Any] | None,
+    ) -> None:
+        """Record a task's outcome, its telemetry sample and an outbox entry for the hub."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            now = time.time()
+            db.execute(
+                "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? WHERE id = ?",
+                (state, now, None if result is None else json.dumps(result), error, task_id),
+            )
+            if telemetry is not None:
+                db.table("telemetry").insert({"ts": now, "task_id": task_id, **telemetry})
+            _outbox(db, "task", {"id": task_id, "state": state, "result": result}, now)
+
+        await self.db.write(op)
+
+    async def cancel(
+        self, task_id: str, states: tuple[str, ...]
+    ) -> tuple[dict[str, Any], str] | None:
+        """Cancel the task if its state is one of ``states``; return (row, state before)."""
+
+        def op(db: sqlite_utils.Database) -> tuple[dict[str, Any], str] | None:
+            rows = list(db.table("tasks").rows_where("id = ?", [task_id]))
+            if not rows:
+                return None
+            before = str(rows[0]["state"])
+            if before in states:
+                now = time.time()
+                db.execute(
+                    "UPDATE tasks SET state = 'cancelled', finished_at = ? WHERE id = ?",
+                    (now, task_id),
+                )
+                rows[0].update(state="cancelled", finished_at=now)
+                _outbox(db, "task", {"id": task_id, "state": "cancelled"}, now)
+            return _row(rows[0]), before
+
+        return await self.db.write(op)
+
+    async def recover(self) -> list[dict[str, Any]]:
+        """Mark placed/running tasks interrupted; return every waiting task, oldest first."""
+
+        def op(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+            db.execute(
+                "UPDATE tasks SET state = 'interrupted' WHERE state IN ('placed', 'running')"
+            )
+            where = "state IN ('queued', 'interrupted')"
+            return [_row(r) for r in db.table("tasks").rows_where(where, order_by="rowid")]
+
+        return await self.db.write(op)
+
+    async def accept_policy(self, document: dict[str, Any]) -> None:
+        """Record ``document`` as the policy in force unless it already is."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            last = list(db.table("policy_versions").rows_where(order_by="id desc", limit=1))
+            text = json.dumps(document, sort_keys=True)
+            if not last or last[0]["document"] != text:
+                db.table("policy_versions").insert(
+                    {
+                        "name": document["name"],
+                        "version": document["version"],
+                        "document": text,
+                        "accepted_at": time.time(),
+                    }
+                )
+
+        await self.db.write(op)
+
+    async def model_added(self, name: str, sha256: str, path: str, size: int) -> None:
+        """Record an uploaded model version."""
+        row = {"sha256": sha256, "name": name, "path": path, "size": size, "added_at": time.time()}
+        await self.db.write(lambda db: db.table("model_versions").upsert(row, pk="sha256"))
+
+    # --- reads ----------------------------------------------------------------------
+    async def get(self, task_id: str) -> dict[str, Any] | None:
+        """Return the task row, or None."""
+        rows = await self.db.read(
+            lambda db: list(db.table("tasks").rows_where("id = ?", [task_id]))
+        )
+        return _row(rows[0]) if rows else None
+
+    async def list(self, state: str | None, limit: int) -> list[dict[str, Any]]:
+        """Return up to ``limit`` tasks (of ``state``), newest first."""
+        where, args = ("state = ?", [state]) if state else (None, [])
+        rows = await self.db.read(
+            lambda db: list(
+                db.table("tasks").rows_where(where, args, order_by="rowid desc", limit=limit)
+            )
+        )
+        return [_row(r) for r in rows]
+
+    async def decision(self, task_id: str) -> dict[str, Any] | None:
+        """Return the task's latest decision row with JSON columns decoded, or None."""
+        rows = await self.db.read(
+            lambda db: list(
+                db.table("decisions").rows_where(
+                    "task_id = ?", [task_id], order_by="id desc", limit=1
+                )
+            )
+        )
+        if not rows:
+            return None
+        row = rows[0]
+        for key in ("devices", "components", "rejections", "why_not"):
+            row[key] = json.loads(row[key]) if row[key] is not None else None
+        row["placed"] = bool(row["placed"])
+        return row
+
+    async def counts(self) -> dict[str, int]:
+        """Return the number of tasks in each state."""
+        rows = await self.db.read(
+            lambda db: db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
+        )
+        return {state: 0 for state in STATES} | {str(s): int(n) for s, n in rows}

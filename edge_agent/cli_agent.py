@@ -1,0 +1,254 @@
+"""``edge-agent init / run / submit / tasks / status / explain``: the daemon and its local clients.
+
+``register(cli)`` adds the commands to a ``CommandLine``; the clients speak HTTP to the local
+agent (``--url``, else the address the running agent recorded, else the configured one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from edge_agent.clikit import CommandLine, columns, positive_int
+from edge_agent.errors import HetmeshError, InvalidInput
+
+TIMEOUT_S = 30.0
+
+
+class AgentUnreachable(HetmeshError):
+    """No agent answered at the address; start one with ``edge-agent run``."""
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from edge_agent.agent.config import load_config
+
+    return load_config(args.config)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="FILE", help="agent config (TOML)")
+
+
+def _client(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--url", metavar="URL", help="agent base URL (default: the local agent)")
+    parser.add_argument("--json", action="store_true", help="print the raw JSON answer")
+
+
+def _base_url(args: argparse.Namespace) -> str:
+    """Return --url, else the address in the running agent's agent.json, else the config's."""
+    if args.url:
+        return str(args.url).rstrip("/")
+    config = _config(args)
+    try:
+        state = json.loads(config.state_path.read_text(encoding="utf-8"))
+        return f"http://{config.host}:{int(state['port'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return str(config.url)
+
+
+def request(
+    base: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> Any:
+    """Call the agent; return the JSON answer, raise InvalidInput with its error message."""
+    data = None
+    hdrs = dict(headers or {})
+    if isinstance(body, bytes):
+        data, hdrs["Content-Type"] = body, "application/octet-stream"
+    elif body is not None:
+        data, hdrs["Content-Type"] = json.dumps(body).encode(), "application/json"
+    req = urllib.request.Request(base + path, data=data, method=method, headers=hdrs)
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.loads(err.read()).get("error", err.reason)
+        except ValueError:
+            message = err.reason
+        raise InvalidInput(f"agent answered {err.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise AgentUnreachable(f"no agent at {base} ({err}); start one: edge-agent run") from None
+
+
+def _init_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--path", type=Path, metavar="FILE", help="where to write the config")
+    parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+
+
+def _init(args: argparse.Namespace) -> int:
+    """Write a commented config file."""
+    from edge_agent.agent.config import default_config_path, render_default
+
+    path: Path = args.path or default_config_path()
+    if path.exists() and not args.force:
+        raise InvalidInput(f"{path} exists; pass --force to overwrite it")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_default(), encoding="utf-8")
+    print(f"wrote {path}")
+    return 0
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--host", metavar="ADDR", help="listen address")
+    parser.add_argument("--port", type=int, metavar="N", help="listen port (0: any free port)")
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
+    parser.add_argument("--profile", metavar="NAME", help="emulate the board of profile NAME")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the agent daemon until SIGTERM / SIGINT."""
+    import logging
+
+    from edge_agent.agent import daemon
+
+    logging.getLogger("edge_agent").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    config = _config(args).replace(
+        host=args.host, port=args.port, data_dir=args.data_dir, profile=args.profile
+    )
+    return daemon.run(config)
+
+
+def _submit_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("model", metavar="MODEL", help="a model name or a local .onnx file")
+    parser.add_argument("--max-latency-ms", type=float, metavar="MS", help="latency bound")
+    parser.add_argument("--precision", metavar="P", help="run at precision P (int8, fp16, ...)")
+    parser.add_argument("--kinds", metavar="K,K", help="allowed device kinds (npu,gpu,cpu)")
+    parser.add_argument("--priority", type=int, default=0, help="higher runs first")
+    parser.add_argument("--idempotency-key", metavar="KEY", help="make retries safe")
+
+
+def _submit(args: argparse.Namespace) -> int:
+    """Submit a model to the local agent; print the task id."""
+    base, model = _base_url(args), args.model
+    local = Path(model)
+    if model.endswith(".onnx") and local.is_file():
+        name = urllib.parse.quote(local.stem)
+        model = request(base, "POST", f"/v1/models?name={name}", local.read_bytes())["model"]
+    requirements: dict[str, Any] = {}
+    if args.max_latency_ms is not None:
+        requirements["max_latency_s"] = args.max_latency_ms / 1e3
+    if args.precision:
+        requirements["precision"] = args.precision
+    if args.kinds:
+        requirements["kinds"] = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    body = {"model": model, "requirements": requirements, "priority": args.priority}
+    headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
+    doc = request(base, "POST", "/v1/tasks", body, headers)
+    print(json.dumps(doc, indent=2) if args.json else doc["task"]["id"])
+    return 0
+
+
+def _tasks_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("--state", metavar="STATE", help="only tasks in STATE")
+    parser.add_argument("--limit", type=positive_int, default=20, metavar="N")
+
+
+def _task_rows(tasks: list[dict[str, Any]]) -> list[str]:
+    rows = [("ID", "STATE", "CLASS", "DEVICE", "EMU", "ERROR")]
+    for t in tasks:
+        rows.append(
+            (
+                t["id"],
+                t["state"],
+                t["contract"].get("task_class", "-"),
+                t.get("device") or "-",
+                "yes" if t.get("emulated") else "no",
+                (t.get("error") or "")[:60],
+            )
+        )
+    return columns(rows)
+
+
+def _tasks(args: argparse.Namespace) -> int:
+    """List the agent's tasks, newest first."""
+    query = f"?limit={args.limit}" + (
+        f"&state={urllib.parse.quote(args.state)}" if args.state else ""
+    )
+    doc = request(_base_url(args), "GET", "/v1/tasks" + query)
+    print(json.dumps(doc, indent=2) if args.json else "\n".join(_task_rows(doc["tasks"])))
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    """Show health, devices, queue and recent decisions."""
+    base = _base_url(args)
+    health = request(base, "GET", "/v1/health")
+    devices = request(base, "GET", "/v1/devices")["devices"]
+    recent = request(base, "GET", "/v1/tasks?limit=5")["tasks"]
+    if args.json:
+        print(json.dumps({"health": health, "devices": devices, "recent": recent}, indent=2))
+        return 0
+    print(
+        f"agent {health['version']} at {base}: {health['status']}, policy {health['policy']}, "
+        f"queue {health['queue_depth']}, on devices {health['backlog']}"
+    )
+    rows = [("DEVICE", "KIND", "EMU", "QUEUED S", "RUNNING")]
+    for d in devices:
+        rows.append(
+            (
+                d["id"],
+                d["kind"],
+                "yes" if d["emulated"] else "no",
+                f"{d['live']['queued_s']:.4f}",
+                d["running_task"] or "-",
+            )
+        )
+    print("\n".join(columns(rows, right={3})))
+    print("recent tasks:")
+    print("\n".join(_task_rows(recent)))
+    return 0
+
+
+def _explain_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("task_id", metavar="TASK_ID")
+    parser.add_argument("--device", metavar="ID", help="only why not this device")
+
+
+def _explain(args: argparse.Namespace) -> int:
+    """Explain a task's placement: why here, why not elsewhere."""
+    path = f"/v1/tasks/{urllib.parse.quote(args.task_id)}/explain"
+    if args.device:
+        path += f"?device={urllib.parse.quote(args.device)}"
+    doc = request(_base_url(args), "GET", path)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+    elif args.device:
+        print(doc["why"])
+    else:
+        print(f"{doc['task_id']} ({doc['state']}): {doc['why_here']}")
+        print(f"policy {doc['policy']}, kernel {doc['backend']}")
+        for why in doc["why_not"].values():
+            print(f"  {why}")
+    return 0
+
+
+def register(cli: CommandLine) -> None:
+    """Add the agent's commands to ``cli``."""
+    cli.command("init", "write a commented agent config file", _init_options)(_init)
+    cli.command("run", "run the agent daemon (HTTP API, scheduler, executor)", _run_options)(_run)
+    cli.command("submit", "submit a model to the local agent", _submit_options)(_submit)
+    cli.command("tasks", "list the local agent's tasks", _tasks_options)(_tasks)
+    cli.command("status", "show the local agent: devices, queue, recent tasks", _client)(_status)
+    cli.command("explain", "why a task went where it went", _explain_options)(_explain)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``edge-agent`` (this module is registered by edge_agent.cli; kept for ``-m``)."""
+    from edge_agent.cli import main as edge_agent_main
+
+    return edge_agent_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

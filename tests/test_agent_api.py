@@ -1,0 +1,223 @@
+"""The agent's HTTP API through aiohttp's test client: real SQLite, real onnxruntime runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+from aiohttp.test_utils import TestClient
+from onnx import TensorProto, helper, numpy_helper
+
+from edge_agent.agent.api import make_app
+from edge_agent.agent.config import AgentConfig
+
+pytestmark = pytest.mark.asyncio
+
+Client = TestClient[Any, Any]
+
+
+def tiny_model(path: Path) -> Path:
+    """Write a 1x4 MatMul-Relu ONNX model to ``path``."""
+    weights = numpy_helper.from_array(np.eye(4, dtype=np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"]), helper.make_node("Relu", ["y"], ["z"])],
+        "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4])],
+        [weights],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 7
+    onnx.save(model, path)
+    return path
+
+
+def config(tmp_path: Path, **changes: Any) -> AgentConfig:
+    """Return a config in ``tmp_path`` with a model dir holding ``tiny.onnx``."""
+    models = tmp_path / "models"
+    models.mkdir(exist_ok=True)
+    tiny_model(models / "tiny.onnx")
+    base = AgentConfig(
+        data_dir=tmp_path / "data",
+        model_dir=models,
+        port=0,
+        shutdown_grace_s=0.0,
+        max_body_bytes=64 * 1024,
+    )
+    return base.replace(**changes)
+
+
+async def start(aiohttp_client: Any, tmp_path: Path, **changes: Any) -> Client:
+    client: Client = await aiohttp_client(make_app(config(tmp_path, **changes)))
+    return client
+
+
+async def wait_for(client: Client, task_id: str, states: set[str]) -> dict[str, Any]:
+    """Poll the task until its state is one of ``states`` (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        doc = await (await client.get(f"/v1/tasks/{task_id}")).json()
+        if doc["task"]["state"] in states or time.monotonic() > deadline:
+            return dict(doc["task"])
+        await asyncio.sleep(0.005)
+
+
+async def submit(client: Client, body: Any, key: str | None = None) -> dict[str, Any]:
+    headers = {"Idempotency-Key": key} if key else {}
+    resp = await client.post("/v1/tasks", json=body, headers=headers)
+    assert resp.status == 202, await resp.text()
+    return dict(await resp.json())
+
+
+async def test_onnx_task_runs_in_onnxruntime_and_explains(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path)
+    doc = await submit(client, {"model": "tiny", "requirements": {"max_latency_s": 5}})
+    assert doc["created"] and doc["task"]["state"] == "queued"
+    task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
+    assert task["state"] == "done", task
+    assert task["emulated"] is False and task["device"]
+    assert task["result"]["execution_provider"] == "CPUExecutionProvider"
+    assert task["result"]["outputs"] == [[1, 4]]
+    assert task["result"]["latency_s"] > 0
+    explain = await (await client.get(f"/v1/tasks/{task['id']}/explain")).json()
+    assert explain["placed"] and explain["devices"] == [task["device"]]
+    assert task["device"] in explain["why_here"]
+    assert explain["why_not"][task["device"]] == f"{task['device']} was chosen"
+    one = await client.get(f"/v1/tasks/{task['id']}/explain", params={"device": "nope"})
+    assert one.status == 404
+
+
+async def test_emulated_board_batch_and_metrics(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    body = {"tasks": [{"model": "tiny"}, {"semantics": {"gflops": 0.1}, "priority": 5}]}
+    resp = await client.post("/v1/tasks:batch", json=body)
+    assert resp.status == 202, await resp.text()
+    ids = [t["id"] for t in (await resp.json())["tasks"]]
+    for task_id in ids:
+        task = await wait_for(client, task_id, {"done", "failed"})
+        assert task["state"] == "done" and task["emulated"] is True
+        assert task["device"].startswith("rk3588/")
+    devices = (await (await client.get("/v1/devices")).json())["devices"]
+    assert {d["id"] for d in devices} == {"rk3588/cpu", "rk3588/npu"}
+    assert all(d["emulated"] for d in devices)
+    health = await (await client.get("/v1/health")).json()
+    assert health["status"] == "ok" and health["hub"] is None
+    text = await (await client.get("/metrics")).text()
+    for name in (
+        "hetmesh_agent_placement_seconds_bucket",
+        "hetmesh_agent_queue_depth",
+        'hetmesh_agent_tasks{state="done"} 2.0',
+        "hetmesh_agent_decisions_total",
+        'emulated="true"',
+        "hetmesh_agent_device_utilization",
+    ):
+        assert name in text, name
+    spec = await (await client.get("/v1/openapi.json")).json()
+    assert "/v1/tasks/{task_id}/explain" in spec["paths"]
+
+
+async def test_idempotency_key_never_makes_a_second_task(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    body = {"semantics": {"gflops": 1.0}}
+    first = await submit(client, body, key="k-1")
+    again = await asyncio.gather(*(submit(client, body, key="k-1") for _ in range(5)))
+    assert {d["task"]["id"] for d in again} == {first["task"]["id"]}
+    assert not any(d["created"] for d in again)
+    listed = (await (await client.get("/v1/tasks")).json())["tasks"]
+    assert len(listed) == 1
+    conflict = await client.post(
+        "/v1/tasks", json={"semantics": {"gflops": 2.0}}, headers={"Idempotency-Key": "k-1"}
+    )
+    assert conflict.status == 409
+    assert "different request" in (await conflict.json())["error"]
+
+
+async def test_cancel_placed_task_and_refuse_running(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    slow = {"semantics": {"gflops": 1e6}, "requirements": {"kinds": ["cpu"]}}
+    running = (await submit(client, slow))["task"]["id"]
+    await wait_for(client, running, {"running"})
+    queued = (await submit(client, slow))["task"]["id"]
+    await wait_for(client, queued, {"placed"})
+    resp = await client.post(f"/v1/tasks/{queued}:cancel")
+    assert resp.status == 200 and (await resp.json())["task"]["state"] == "cancelled"
+    resp = await client.post(f"/v1/tasks/{running}:cancel")
+    assert resp.status == 409 and "running" in (await resp.json())["error"]
+    resp = await client.post(f"/v1/tasks/{'0' * 32}:cancel")
+    assert resp.status == 404
+
+
+BAD = [
+    ("malformed", b"{not json", "malformed JSON"),
+    ("empty", b"", "empty"),
+    ("array", b"[1, 2]", "expected a JSON object"),
+    ("nan", b'{"semantics": {"gflops": NaN}}', "NaN"),
+    ("unknown field", b'{"semantics": {"gflops": 1}, "colour": "red"}', "colour"),
+    ("wrong type", b'{"semantics": {"gflops": "lots"}}', "semantics.gflops"),
+    ("bad priority", b'{"semantics": {"gflops": 1}, "priority": 1.5}', "priority"),
+    ("huge priority", b'{"semantics": {"gflops": 1}, "priority": 1' + b"0" * 30 + b"}", "priority"),
+    (
+        "huge config",
+        b'{"semantics": {"gflops": 1}, "requirements": {"config_id": 1e40}}',
+        "config_id",
+    ),
+    ("outside", b'{"model": "../../etc/passwd"}', "outside the model directory"),
+    ("absolute", b'{"model": "/etc/passwd"}', "outside the model directory"),
+    ("unknown model", b'{"model": "nope"}', "not found"),
+    ("model type", b'{"model": 7}', "model"),
+    ("command", b'{"command": ["/bin/sh", "-c", "true"]}', "command_allowlist"),
+    ("precision", b'{"model": "tiny", "requirements": {"precision": "fp7"}}', "precision"),
+]
+
+
+@pytest.mark.parametrize(("label", "body", "needle"), BAD, ids=[b[0] for b in BAD])
+async def test_bad_submissions_are_4xx_naming_the_problem(
+    aiohttp_client: Any, tmp_path: Path, label: str, body: bytes, needle: str
+) -> None:
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    resp = await client.post("/v1/tasks", data=body, headers={"Content-Type": "application/json"})
+    doc = await resp.json()
+    assert 400 <= resp.status < 500, doc
+    assert doc["ok"] is False and doc["status"] == resp.status
+    assert needle in doc["error"], doc["error"]
+
+
+async def test_other_bad_requests(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    cases = [
+        (client.post("/v1/tasks", data=b"x" * 70_000), 413, "too large"),
+        (client.post("/v1/models", params={"name": "junk"}, data=b"not onnx"), 400, "ONNX"),
+        (client.post("/v1/models", params={"name": "../x"}, data=b"x"), 400, "name"),
+        (client.get("/v1/tasks", params={"state": "odd"}), 400, "state"),
+        (client.get("/v1/tasks", params={"limit": "-1"}), 400, "limit"),
+        (client.get("/v1/nothing"), 404, "no such endpoint"),
+        (client.delete("/v1/tasks"), 405, "not allowed"),
+        (client.post("/v1/tasks:batch", json={"tasks": []}), 400, "1..1000"),
+        (
+            client.post("/v1/tasks:batch", json={"tasks": [{"model": "tiny"}, {"x": 1}]}),
+            400,
+            "tasks[1]",
+        ),
+        (client.get(f"/v1/tasks/{'a' * 32}"), 404, "no task"),
+    ]
+    for call, status, needle in cases:
+        resp = await call
+        doc = await resp.json()
+        assert resp.status == status, doc
+        assert needle in doc["error"] and doc["ok"] is False
+    assert (await (await client.get("/v1/tasks")).json())["tasks"] == []
+
+
+async def test_model_upload_then_submit_by_name(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await start(aiohttp_client, tmp_path)
+    data = tiny_model(tmp_path / "mine.onnx").read_bytes()
+    resp = await client.post("/v1/models", params={"name": "mine"}, data=data)
+    assert resp.status == 201, await resp.text()
+    doc = await submit(client, {"model": "mine"})
+    task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
+    assert task["state"] == "done" and task["result"]["outputs"] == [[1, 4]]

@@ -1,0 +1,79 @@
+"""Agent configuration: defaults, TOML, environment overrides, errors, and ``init``."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
+from edge_agent.cli_agent import main
+
+
+def test_defaults_work_without_a_file(tmp_path: Path) -> None:
+    config = load_config(env={"EDGE_AGENT_CONFIG": str(tmp_path / "none.toml")})
+    assert config.host == "127.0.0.1" and config.port == 8470
+    assert config.profile is None and config.policy == "balanced"
+    assert config.command_allowlist == () and config.data_dir.name == "hetmesh"
+
+
+def test_toml_then_env_overrides(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text('[agent]\nprofile = "rk3588"\n[api]\nport = 9000\n')
+    env = {
+        "EDGE_AGENT_PORT": "9100",
+        "EDGE_AGENT_DATA_DIR": str(tmp_path / "d"),
+        "EDGE_AGENT_COMMAND_ALLOWLIST": "/bin/true, /bin/echo",
+    }
+    config = load_config(path, env)
+    assert config.profile == "rk3588" and config.port == 9100
+    assert config.data_dir == tmp_path / "d"
+    assert config.command_allowlist == ("/bin/true", "/bin/echo")
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "needle"),
+    [
+        ("[api]\nprot = 1\n", {}, "unknown key 'prot'"),
+        ("[ap]\n", {}, "unknown section [ap]"),
+        ("[api]\nport = 'x'\n", {}, "expected an integer"),
+        ("[api]\nport = 70000\n", {}, "port must be 0..65535"),
+        ("[agent]\npolicy = 'fastest'\n", {}, "policy must be one of"),
+        ("port = = 1", {}, "not valid TOML"),
+        ("", {"EDGE_AGENT_PORT": "eighty"}, "$EDGE_AGENT_PORT"),
+        ("", {"EDGE_AGENT_EMULATION_JITTER": "-1"}, "emulation_jitter"),
+    ],
+)
+def test_bad_config_names_the_problem(
+    tmp_path: Path, text: str, env: dict[str, str], needle: str
+) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path, env)
+    assert needle in str(err.value)
+
+
+def test_missing_explicit_file_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.toml", {})
+
+
+def test_rendered_default_loads_back(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text(render_default(AgentConfig(data_dir=tmp_path, command_allowlist=("/x",))))
+    assert "# " in path.read_text()
+    tomllib.loads(path.read_text())
+    config = load_config(path, {})
+    assert config.data_dir == tmp_path and config.command_allowlist == ("/x",)
+    assert config == AgentConfig(data_dir=tmp_path, command_allowlist=("/x",))
+
+
+def test_init_writes_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "etc" / "agent.toml"
+    assert main(["init", "--path", str(path)]) == 0
+    assert path.is_file() and str(path) in capsys.readouterr().out
+    assert main(["init", "--path", str(path)]) == 2
+    assert "--force" in capsys.readouterr().err
+    assert main(["init", "--path", str(path), "--force"]) == 0

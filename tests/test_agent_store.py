@@ -1,0 +1,111 @@
+"""The agent's SQLite store: migrations, WAL, group commit, idempotency, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from edge_agent.agent.db import Database, StoreClosed, StoreError
+from edge_agent.agent.store import IdempotencyConflict, NewTask, Store
+from edge_agent.placement import Semantics, TaskContract
+
+pytestmark = pytest.mark.asyncio
+
+
+def new(key: str | None = None, gflops: float = 1.0) -> NewTask:
+    return NewTask(TaskContract(Semantics(gflops)), f"hash-{gflops}", key)
+
+
+async def opened(path: Path) -> Store:
+    store = Store(path)
+    await asyncio.to_thread(store.open)
+    return store
+
+
+async def test_schema_wal_and_reopen(tmp_path: Path) -> None:
+    store = await opened(tmp_path / "a.db")
+    assert store.db.schema_version == 1
+    await asyncio.to_thread(store.close)
+    conn = sqlite3.connect(tmp_path / "a.db")
+    assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {
+        "tasks",
+        "decisions",
+        "telemetry",
+        "outbox",
+        "policy_versions",
+        "model_versions",
+        "schema_migrations",
+    } <= tables
+    conn.close()
+    store = await opened(tmp_path / "a.db")  # migrations are not applied twice
+    assert store.db.schema_version == 1
+    await asyncio.to_thread(store.close)
+
+
+async def test_newer_schema_is_refused(tmp_path: Path) -> None:
+    store = await opened(tmp_path / "a.db")
+    await asyncio.to_thread(store.close)
+    conn = sqlite3.connect(tmp_path / "a.db")
+    conn.execute("INSERT INTO schema_migrations VALUES (99, 'future', 0)")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer than this agent"):
+        await opened(tmp_path / "a.db")
+
+
+async def test_idempotency_and_atomic_batches(tmp_path: Path) -> None:
+    store = await opened(tmp_path / "a.db")
+    [(first, created)] = await store.submit([new("k")])
+    assert created
+    results = await asyncio.gather(*(store.submit([new("k")]) for _ in range(20)))
+    assert {r[0][0]["id"] for r in results} == {first["id"]}
+    assert not any(r[0][1] for r in results)
+    with pytest.raises(IdempotencyConflict):
+        await store.submit([new("other"), new("k", gflops=2.0)])  # the whole batch rolls back
+    assert (await store.counts())["queued"] == 1
+    await asyncio.to_thread(store.close)
+
+
+async def test_one_failing_op_does_not_undo_its_group(tmp_path: Path) -> None:
+    db = Database(tmp_path / "g.db", [(1, "t", lambda d: d.execute("CREATE TABLE t (x)"))])
+    await asyncio.to_thread(db.open)
+
+    def insert(value: int) -> None:
+        def op(d: sqlite_utils.Database) -> None:
+            d.execute("INSERT INTO t VALUES (?)", (value,))
+            if value == 3:
+                raise ValueError("bad op")
+
+        return op  # type: ignore[return-value]
+
+    futures = [db.write(insert(i)) for i in range(6)]  # queued together: one group commit
+    results = await asyncio.gather(*futures, return_exceptions=True)
+    assert isinstance(results[3], ValueError)
+    rows = await db.read(lambda d: [r[0] for r in d.execute("SELECT x FROM t").fetchall()])
+    assert sorted(rows) == [0, 1, 2, 4, 5]
+    await asyncio.to_thread(db.close)
+    with pytest.raises(StoreClosed):
+        await db.write(insert(7))
+
+
+async def test_recover_marks_interrupted_and_returns_waiting(tmp_path: Path) -> None:
+    store = await opened(tmp_path / "a.db")
+    rows = [r for r, _ in await store.submit([new(None, g) for g in (1.0, 2.0, 3.0)])]
+    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
+    await store.placed([(rows[0]["id"], decision, False), (rows[1]["id"], decision, False)])
+    assert await store.started(rows[1]["id"])
+    await asyncio.to_thread(store.close)  # as if the agent died here
+    store = await opened(tmp_path / "a.db")
+    waiting = await store.recover()
+    assert [r["id"] for r in waiting] == [r["id"] for r in rows]
+    assert [r["state"] for r in waiting] == ["interrupted", "interrupted", "queued"]
+    found = await store.cancel(rows[2]["id"], ("queued",))
+    assert found is not None and found[0]["state"] == "cancelled" and found[1] == "queued"
+    assert await store.cancel("missing", ("queued",)) is None
+    await asyncio.to_thread(store.close)
