@@ -36,11 +36,13 @@ def spawn(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     data = tmp_path / "data"
     state = data / "agent.json"
     (tmp_path / "agent.toml").touch()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "EDGE_AGENT_CONFIG": str(tmp_path / "agent.toml")}
+    # the child imports edge_agent exactly as this test process does (installed package, or
+    # the source tree when PYTHONPATH points there)
+    env = {**os.environ, "EDGE_AGENT_CONFIG": str(tmp_path / "agent.toml")}
     cmd = [
         sys.executable,
         "-m",
-        "edge_agent.cli_agent",
+        "edge_agent.cli",
         "run",
         "--port",
         "0",
