@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+import edge_agent
+
 N_TASKS = 24
 #: ~65 ms each on the emulated RK3588 CPU: the kill lands while most are unfinished.
 SLOW = {"semantics": {"gflops": 5.0}, "requirements": {"kinds": ["cpu"]}}
@@ -38,7 +39,12 @@ def spawn(tmp_path: Path) -> tuple[subprocess.Popen[bytes], int]:
     (tmp_path / "agent.toml").touch()
     # the child imports edge_agent exactly as this test process does (installed package, or
     # the source tree when PYTHONPATH points there)
-    env = {**os.environ, "EDGE_AGENT_CONFIG": str(tmp_path / "agent.toml")}
+    package_root = str(Path(edge_agent.__file__).resolve().parents[1])
+    env = {
+        **os.environ,
+        "PYTHONPATH": package_root,
+        "EDGE_AGENT_CONFIG": str(tmp_path / "agent.toml"),
+    }
     cmd = [
         sys.executable,
         "-m",
