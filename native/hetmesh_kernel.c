@@ -121,7 +121,8 @@ static int estimate(const double *dev, const double *task, double work, double m
     double latency, energy, frag, max_lat, deadline;
     if (link > 0.0 && dev[HM_DEV_LINK_BW] > 0.0)
         link = link + task[HM_TASK_IN_BYTES] / (dev[HM_DEV_LINK_BW] * 1e9);
-    latency = queue + reconf + link + service_eff;
+    /* an input transfer overlaps the wait for the device */
+    latency = (link > queue ? link : queue) + reconf + service_eff;
     energy = dev[HM_DEV_MAX_W] * (service + reconf);
     if (queue == 0.0 && dev[HM_DEV_MEM_FREE] >= dev[HM_DEV_MEM_TOTAL])
         frag = 1.0; /* placing here breaks an untouched device */

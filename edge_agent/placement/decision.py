@@ -68,7 +68,7 @@ class Decision:
 
     @property
     def latency_s(self) -> float:
-        """Return the estimated completion latency: queue + reconfig + link + service."""
+        """Return the estimated completion latency: max(queue, link) + reconfig + service."""
         return self._row[L.OUT_EST + L.EST_LATENCY_S]
 
     @property

@@ -38,6 +38,8 @@ LIVE_NAMES = {
     DEV_QUEUE_S: "queued_s",
     DEV_PRED_UTIL: "predicted_utilization",
     DEV_HEALTH: "health",
+    DEV_LINK_S: "link_latency_s",
+    DEV_LINK_BW: "link_bw_gbs",
 }
 
 # --- task row ------------------------------------------------------------------------

@@ -184,6 +184,55 @@ class Placer:
             dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - charge)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
+    def export_corrections(self) -> dict[str, dict[str, float]]:
+        """Return the learned factors as {task class: {device id: factor}} (JSON-ready)."""
+        ws = self._ws
+        return {
+            cls: dict(zip(self.device_ids, ws.corrections[idx].tolist(), strict=True))
+            for cls, idx in self._classes.items()
+        }
+
+    def import_corrections(self, table: dict[str, dict[str, float]]) -> int:
+        """Adopt learned factors (e.g. saved, or from a peer); return how many were set.
+
+        Devices this fleet does not have are skipped; factors are clamped to the learning
+        range. A non-finite or non-positive factor raises and changes nothing.
+        """
+        updates: list[tuple[str, int, float]] = []
+        for cls, row in table.items():
+            if not isinstance(cls, str) or not isinstance(row, dict):
+                raise InvalidInput("import_corrections: expected {task class: {device: factor}}")
+            for device_id, factor in row.items():
+                if isinstance(factor, bool) or not isinstance(factor, (int, float)):
+                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: not a number")
+                if not (math.isfinite(factor) and factor > 0):
+                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: must be > 0")
+                if device_id in self._index:
+                    clamped = min(CORRECTION_MAX, max(CORRECTION_MIN, float(factor)))
+                    updates.append((cls, self._index[device_id], clamped))
+        for cls, d, factor in updates:
+            idx = self.class_index(cls)
+            self._ws.corrections[idx, d] = factor
+        return len(updates)
+
+    def preview(self, task: TaskContract | PreparedTask) -> Decision:
+        """Return what ``place_one`` would decide now, committing nothing."""
+        saved = self._ws.devices.copy()
+        try:
+            return self.place_one(task)
+        finally:
+            self._ws.devices[:] = saved
+
+    def feasibility(self, task: TaskContract | PreparedTask) -> dict[str, str]:
+        """Return, for every device, "ok" or the hard constraint that rejects ``task``."""
+        decision = self.preview(task)
+        if decision.reasons is None:
+            raise InvalidInput("feasibility needs a Placer built with keep_reasons=True")
+        return {
+            device_id: L.REASON_NAMES[code]
+            for device_id, code in zip(self.device_ids, decision.reasons, strict=True)
+        }
+
     def correction(self, task_class: str, device_id: str) -> float:
         """Return the learned factor (measured / roofline) for a class on a device."""
         idx = self._classes.get(task_class)
@@ -205,8 +254,14 @@ class Placer:
         queued_s: float | None = None,
         memory_free_bytes: float | None = None,
         health: Health | None = None,
+        link_latency_s: float | None = None,
+        link_bw_gbs: float | None = None,
     ) -> None:
-        """Overwrite a device's live state; a bad value raises and changes nothing."""
+        """Overwrite a device's live state; a bad value raises and changes nothing.
+
+        ``link_latency_s`` / ``link_bw_gbs`` re-home a device relative to the origin of
+        the next placements (0 latency = local), e.g. when one Placer serves many boxes.
+        """
         dev = self._ws.devices[self._device(device_id)]
         updates = (
             (L.DEV_UTIL, utilization, 1.0),
@@ -214,6 +269,8 @@ class Placer:
             (L.DEV_QUEUE_S, queued_s, math.inf),
             (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
             (L.DEV_HEALTH, None if health is None else float(health), 2.0),
+            (L.DEV_LINK_S, link_latency_s, math.inf),
+            (L.DEV_LINK_BW, link_bw_gbs, math.inf),
         )
         for col, value, top in updates:
             bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)
@@ -227,7 +284,11 @@ class Placer:
                 dev[col] = value
 
     def advance(self, seconds: float) -> None:
-        """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time."""
+        """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time.
+
+        For callers that model time without releasing tasks (a simulator clock). Do not mix
+        it with ``feedback``/``release`` for the same work: both would drain one charge.
+        """
         if not (math.isfinite(seconds) and seconds >= 0):
             raise InvalidInput("advance: seconds must be a finite number >= 0")
         q = self._ws.devices[:, L.DEV_QUEUE_S]

@@ -137,7 +137,7 @@ def _estimate(
     if link > 0.0 and dev[L.DEV_LINK_BW] > 0.0:
         link = link + task[L.TASK_IN_BYTES] / (dev[L.DEV_LINK_BW] * 1e9)
     queue = dev[L.DEV_QUEUE_S]
-    latency = queue + reconf + link + service_eff
+    latency = (link if link > queue else queue) + reconf + service_eff  # transfer overlaps wait
     energy = dev[L.DEV_MAX_W] * (service + reconf)
     if queue == 0.0 and dev[L.DEV_MEM_FREE] >= dev[L.DEV_MEM_TOTAL]:
         frag = 1.0  # placing here breaks an untouched device
