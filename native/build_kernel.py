@@ -9,25 +9,18 @@ from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
 
-CDEF = """
-int hm_abi_version(void);
-int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
-                   const double *weights, const double *corrections, int32_t n_classes,
-                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index);
-typedef struct {
-    double *devices;
-    int32_t n_dev;
-    const double *tasks;
-    const double *weights;
-    const double *corrections;
-    int32_t n_classes;
-    double *scratch;
-    double *out;
-    uint8_t *reasons;
-    int32_t bad_index;
-} hm_call;
-int hm_place_bound(hm_call *call, int32_t n_task);
-"""
+HEADER = HERE / "hetmesh_kernel.h"
+
+
+def api_declarations(header: Path = HEADER) -> str:
+    """Return the header's public declarations (between cffi:begin and cffi:end)."""
+    text = header.read_text()
+    start = text.index("/* cffi:begin")
+    start = text.index("*/", start) + 2
+    return text[start : text.index("/* cffi:end */")]
+
+
+CDEF = api_declarations()
 
 ffibuilder = FFI()
 ffibuilder.cdef(CDEF)

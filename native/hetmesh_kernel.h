@@ -127,6 +127,7 @@
 #define HM_ST_BAD_POLICY 4
 #define HM_ST_BAD_CORRECTION 5
 
+/* cffi:begin -- native/build_kernel.py hands the declarations up to cffi:end to cffi */
 int hm_abi_version(void);
 
 /* Place n_task tasks (in array order) over n_dev devices.
@@ -163,5 +164,6 @@ typedef struct {
 } hm_call;
 
 int hm_place_bound(hm_call *call, int32_t n_task);
+/* cffi:end */
 
 #endif

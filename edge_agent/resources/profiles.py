@@ -8,7 +8,6 @@ and source. The files live in ``firmware_profiles/`` (installed as the package d
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import InvalidInput, ProfileError
+from edge_agent.package_data import package_data_dir
 from edge_agent.resources.device import Capability, Device
 from edge_agent.resources.profile_schema import (
     FIGURE_STATUSES,
@@ -138,15 +138,7 @@ class FirmwareProfile:
 
 def profiles_dir() -> Path:
     """Return the folder of shipped profiles: the installed package data, else the checkout's."""
-    try:
-        spec = importlib.util.find_spec(_PACKAGE)
-    except ModuleNotFoundError:
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            if Path(location).is_dir():
-                return Path(location)
-    return Path(__file__).resolve().parents[2] / "firmware_profiles"
+    return package_data_dir(_PACKAGE, "firmware_profiles")
 
 
 def list_profiles(directory: str | Path | None = None) -> list[str]:

@@ -2,23 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
+
+from edge_agent.package_data import package_data_dir
 
 _PACKAGE = "edge_agent.models"
 
 
 def models_dir() -> Path:
     """Return the folder of example models: the installed package data, else the checkout's."""
-    try:
-        spec = importlib.util.find_spec(_PACKAGE)
-    except ModuleNotFoundError:
-        spec = None
-    if spec is not None and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            if Path(location).is_dir():
-                return Path(location)
-    return Path(__file__).resolve().parents[2] / "models"
+    return package_data_dir(_PACKAGE, "models")
 
 
 def example_models() -> list[str]:
