@@ -55,7 +55,7 @@ class PreparedTask:
 
     contract: TaskContract
     row: tuple[float, ...]
-    bound: tuple[object, npt.NDArray[np.float64]] | None = None  # (placer token, row)
+    bound: tuple[object, npt.NDArray[np.float64], int] | None = None  # (placer, row, class)
 
 
 def prepare(contract: TaskContract) -> PreparedTask:

@@ -77,8 +77,9 @@ class Placer:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
         plain = prepare(contract)
         row = np.array(plain.row, dtype=np.float64)
-        row[L.TASK_CLASS] = self.class_index(contract.task_class)
-        return PreparedTask(contract, plain.row, (self._token, row))
+        cls = self.class_index(contract.task_class)
+        row[L.TASK_CLASS] = cls
+        return PreparedTask(contract, plain.row, (self._token, row, cls))
 
     def class_index(self, task_class: str) -> int:
         """Return the correction row for ``task_class``, adding one when new."""
@@ -112,14 +113,17 @@ class Placer:
         if bound is not None and bound[0] is self._token:  # class index already in the row
             ws = self._ws
             ws.tasks[0] = bound[1]
-            cls = int(bound[1][L.TASK_CLASS])
+            cls = bound[2]
         else:
             cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
-        kernel.check(*self._call(1))
-        return self._decision(prepared.contract, 0, cls)
+        status, bad = self._call(1)
+        if status:
+            kernel.check(status, bad)
+        reasons = ws.reasons[0].tobytes() if ws.keep_reasons else None
+        return Decision(prepared.contract, ws.out[0].tolist(), self._ctx, reasons, cls)
 
     def place(self, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
         """Place a batch in priority order (higher first, then earlier deadline).
@@ -144,11 +148,6 @@ class Placer:
             reasons = ws.reasons[slot].tobytes() if keep else None
             out[i] = Decision(prepared[i].contract, rows[slot], self._ctx, reasons, classes[i])
         return [d for d in out if d is not None]
-
-    def _decision(self, contract: TaskContract, slot: int, cls: int) -> Decision:
-        ws = self._ws
-        reasons = ws.reasons[slot].tobytes() if ws.keep_reasons else None
-        return Decision(contract, ws.out[slot].tolist(), self._ctx, reasons, cls)
 
     # --- feedback --------------------------------------------------------------------
     def feedback(
