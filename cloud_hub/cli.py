@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cloud_hub.hub import cli as hub_cli
 from cloud_hub.simulator import cli as simulate_cli
 from edge_agent import __version__
 from edge_agent.clikit import CommandLine, columns, parse_blend, policy_line, positive_int
@@ -19,6 +20,7 @@ from edge_agent.placement import OBJECTIVE_NAMES, TEMPLATES, Policy
 
 cli = CommandLine("cloud-hub", "hetmesh cloud hub", __version__)
 cli.group("policy", "show, validate and list scheduling policies")
+hub_cli.register(cli)  # run, policy set, policy history
 
 
 def _show_options(parser: argparse.ArgumentParser) -> None:

@@ -157,7 +157,7 @@ def test_hub_policy_validate(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     good = tmp_path / "good.json"
     good.write_text(json.dumps({"name": "mine", "version": 2, "template": "energy-first"}))
     assert hub(["policy", "validate", str(good)]) == 0
-    assert capsys.readouterr().out.startswith("ok: mine@2: energy 0.7")
+    assert capsys.readouterr().out.startswith("ok: mine@2: energy 0.5")
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"weights": {"latency": 1, "speed": 1}}))
     err = fails(capsys, hub, ["policy", "validate", str(bad)])

@@ -6,7 +6,8 @@ decision the engine's committed work is pushed into the deciding Placer with
 ``update_live(queued_s=...)`` — the remaining estimated seconds (the charges of the
 decisions that placed the work, minus elapsed run time), as peers would gossip it, here
 exact and instantaneous. On completion the deciding agent calls ``feedback`` with the true
-service time, so each agent learns its own (task class, device) corrections.
+service time, so each agent learns its own (task class, device) corrections, from cold
+unless a corrections table is imported at start (``Placer.import_corrections``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,8 @@ def feasibility(fleet: Fleet, types: list[TaskType]) -> dict[TaskType, list[int]
     probe = Placer(fleet.devices_from(0), Policy.template("balanced"))
     out: dict[TaskType, list[int]] = {}
     for tt in types:
-        decision = probe.place_one(model_info(tt[0]).contract(tt[1]))
-        codes = decision.reasons or b""
-        out[tt] = [d for d, code in enumerate(codes) if code == 0]
-        if decision.placed:
-            probe.release(decision)
+        verdict = probe.feasibility(model_info(tt[0]).contract(tt[1]))
+        out[tt] = [d for d, device_id in enumerate(probe.device_ids) if verdict[device_id] == "ok"]
     return out
 
 
@@ -46,6 +44,7 @@ class AgentChooser:
         *,
         admission: bool = False,
         backend: Backend | None = None,
+        corrections: dict[str, dict[str, float]] | None = None,
     ) -> None:
         self.name = policy.name
         self.fleet = fleet
@@ -54,7 +53,10 @@ class AgentChooser:
             Placer(fleet.devices_from(b), policy, keep_reasons=False, backend=backend)
             for b in range(len(fleet.boxes))
         ]
-        self._prepared: dict[tuple[str, str, float, int, str], PreparedTask] = {}
+        for placer in self.placers:  # e.g. profiled speeds, as Gavel assumes
+            if corrections:
+                placer.import_corrections(corrections)
+        self._prepared: dict[tuple[str, str, float, int, str, float], PreparedTask] = {}
         self._open: dict[int, tuple[Placer, Decision]] = {}
         self._charge: dict[int, float] = {}
         self.place_s = 0.0  # wall time inside Placer.place_one only
@@ -62,13 +64,15 @@ class AgentChooser:
 
     def _contract(self, task: Task) -> PreparedTask:
         bound = task.max_latency_s if self.admission else 0.0
-        key = (task.model, task.precision, bound, task.priority, task.tenant)
+        key = (task.model, task.precision, bound, task.priority, task.tenant, task.work)
         prepared = self._prepared.get(key)
         if prepared is None:
             contract = model_info(task.model).contract(
-                task.precision, bound, task.priority, task.tenant
+                task.precision, bound, task.priority, task.tenant, task.work
             )
-            prepared = self._prepared[key] = prepare(contract)
+            prepared = prepare(contract)
+            if task.work == 1.0:  # per-job work (training steps) is rarely repeated
+                self._prepared[key] = prepared
         return prepared
 
     def _queued(self, state: FleetState, dev: int, now: float) -> float:

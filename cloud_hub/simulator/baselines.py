@@ -20,6 +20,7 @@ STATIC_MAP: dict[str, tuple[str, ...]] = {
     "classification": ("npu", "fpga", "gpu_nvidia", "cpu_arm", "cpu_x86"),
     "detection": ("gpu_nvidia", "npu", "fpga", "cpu_arm", "cpu_x86"),
     "transformer": ("gpu_nvidia", "cpu_x86", "cpu_arm", "npu"),
+    "training": ("gpu_nvidia", "gpu_other", "cpu_x86"),
 }
 
 

@@ -19,7 +19,9 @@ def render_svg(doc: dict[str, Any], title: str = "hetmesh what-if") -> str:
     """Return an SVG document with one row per policy: latency bars and an energy bar."""
     pols: dict[str, dict[str, Any]] = doc["policies"]
     names = list(pols)
-    lats = [pols[n]["latency_ms"][k] for n in names for k in ("mean", "p99")]
+    top_ms = max(pols[n]["latency_ms"]["p99"] for n in names)
+    unit, per = ("h", 3.6e6) if top_ms > 3.6e6 else ("s", 1e3) if top_ms > 1e4 else ("ms", 1.0)
+    lats = [pols[n]["latency_ms"][k] / per for n in names for k in ("mean", "p99")]
     lo = 10 ** math.floor(math.log10(max(min(lats), 1e-3)))
     hi = 10 ** math.ceil(math.log10(max(max(lats), lo * 10)))
     e_max = max(pols[n]["energy_j"] for n in names) or 1.0
@@ -29,7 +31,7 @@ def render_svg(doc: dict[str, Any], title: str = "hetmesh what-if") -> str:
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{height}" '
         'font-family="sans-serif" font-size="12">',
         f'<text x="10" y="20" font-size="15" font-weight="bold">{escape(title)}</text>',
-        f'<text x="{_LEFT}" y="45">latency, ms (log scale): mean (dark), p99 (light)</text>',
+        f'<text x="{_LEFT}" y="45">latency, {unit} (log scale): mean (dark), p99 (light)</text>',
         f'<text x="{_LEFT + _PANEL + 40}" y="45">task energy, J · SLO attainment</text>',
     ]
     decade = lo
@@ -45,14 +47,15 @@ def render_svg(doc: dict[str, Any], title: str = "hetmesh what-if") -> str:
         y = top + i * 2 * _ROW
         out.append(f'<text x="{_LEFT - 8}" y="{y + _ROW}" text-anchor="end">{escape(name)}</text>')
         for j, key in enumerate(("mean", "p99")):
-            w = _log_x(m["latency_ms"][key], lo, hi)
+            value = m["latency_ms"][key] / per
+            w = _log_x(value, lo, hi)
             out.append(
                 f'<rect x="{_LEFT}" y="{y + j * _ROW * 0.9:.1f}" width="{w:.1f}" '
                 f'height="{_ROW * 0.85:.1f}" fill="{_COLORS[key]}"/>'
             )
             out.append(
                 f'<text x="{_LEFT + w + 4:.1f}" y="{y + j * _ROW * 0.9 + 14:.1f}">'
-                f"{m['latency_ms'][key]:.3g}</text>"
+                f"{value:.3g}</text>"
             )
         ex = _LEFT + _PANEL + 40
         ew = (_W - ex - 120) * m["energy_j"] / e_max

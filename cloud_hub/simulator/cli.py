@@ -6,8 +6,9 @@ import argparse
 import dataclasses
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from cloud_hub.simulator.baselines import BASELINES
 from cloud_hub.simulator.chart import render_svg
@@ -52,7 +53,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the full JSON document")
     parser.add_argument("--chart", type=Path, metavar="OUT.svg", help="write an SVG chart")
-    parser.add_argument("--progress", action="store_true", help="show progress on stderr")
+    parser.add_argument(
+        "--progress",
+        action="store_true",
+        help="show progress on stderr even when it is not a terminal (always on a terminal)",
+    )
 
 
 def _policy(spec: str) -> Policy:
@@ -83,13 +88,33 @@ def _baselines(spec: str) -> list[str]:
     return names
 
 
-def _progress(name: str, done: int, total: int) -> None:
-    width = 30
-    filled = width * done // max(total, 1)
-    sys.stderr.write(f"\r{name:>14} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
-    if done >= total:
-        sys.stderr.write("\n")
-    sys.stderr.flush()
+def progress_printer(
+    stream: TextIO, *, force: bool = False, width: int = 30
+) -> Callable[[str, int, int], None] | None:
+    """Return a progress bar writer for ``stream``: on a TTY, or anywhere when ``force``.
+
+    On a terminal the bar redraws in place; elsewhere (``--progress`` into a file) it
+    writes one line per policy at each tenth of the tasks.
+    """
+    tty = stream.isatty()
+    if not (tty or force):
+        return None
+    last: dict[str, int] = {}
+
+    def show(name: str, done: int, total: int) -> None:
+        filled = width * done // max(total, 1)
+        bar = f"{name:>24} [{'#' * filled}{'.' * (width - filled)}] {done}/{total}"
+        if tty:
+            stream.write("\r" + bar + ("\n" if done >= total else ""))
+        else:
+            tenth = 10 * done // max(total, 1)
+            if last.get(name) == tenth:
+                return
+            last[name] = tenth
+            stream.write(bar + "\n")
+        stream.flush()
+
+    return show
 
 
 def table(doc: dict[str, Any]) -> str:
@@ -130,7 +155,7 @@ def run(args: argparse.Namespace) -> int:
         sigma=args.noise,
         baselines=_baselines(args.baselines),
         admission=args.admission,
-        progress=_progress if args.progress else None,
+        progress=progress_printer(sys.stderr, force=args.progress),
     )
     if args.chart is not None:
         args.chart.write_text(render_svg(doc, f"{fleet.name}: {workload.path}"), encoding="utf-8")

@@ -54,7 +54,7 @@ class FleetState:
         """Return (start, finish, service) the task would truly get if committed to ``dev`` now."""
         tt = (task.model, task.precision)
         ready = now + self.fleet.transfer_s(task.origin, dev, self.truth.input_bytes(tt))
-        service = self.truth.service_s(task.index, tt, dev)
+        service = self.truth.service_s(task.index, tt, dev) * task.work
         start = max(self.free_at[dev], ready)
         return start, start + service, service
 
@@ -96,6 +96,7 @@ def simulate(
     heapq.heapify(events)
     by_index = {t.index: t for t in tasks}
     done = reported = 0
+    step = max(1, n // 100)  # report about every 1% of the tasks
     clock = time.perf_counter
     while events:
         now, kind, key = heapq.heappop(events)
@@ -125,7 +126,7 @@ def simulate(
                 out.service_s[key] = service
                 out.energy_j[key] = state.truth.energy_j(dev, service)
                 heapq.heappush(events, (finish, _DONE, dev))
-        if progress is not None and done != reported and (done % 500 == 0 or done == n):
+        if progress is not None and done != reported and (done % step == 0 or done == n):
             progress(done)
             reported = done
     return out

@@ -11,12 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from cloud_hub.simulator.errors import SimulationInputError
+from cloud_hub.simulator.inline import InlineDevice, parse_inline
 from edge_agent.errors import InvalidInput
 from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import FirmwareProfile, load_profile
 
 SCHEMA = "hetmesh.sim.fleet/1"
-_BOX_KEYS = {"id", "profile", "count", "carbon_g_per_kwh", "links_ms", "slowdown"}
+_BOX_KEYS = {"id", "profile", "devices", "count", "carbon_g_per_kwh", "links_ms", "slowdown"}
 _TOP_KEYS = {"schema", "name", "note", "default_link_ms", "link_gbit_s", "boxes"}
 
 
@@ -29,7 +30,8 @@ class SimDevice:
     local_id: str  # the device's id within its profile ("npu")
     slowdown: float  # true service time / published figure (1 = as published)
     device: Device  # as seen from its own box (no link cost)
-    profile: FirmwareProfile
+    profile: FirmwareProfile | None  # None for a device described inline
+    rates: Mapping[str, float] = dataclasses.field(default_factory=dict)  # model -> units/s
 
 
 @dataclass(frozen=True)
@@ -127,21 +129,16 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
             raise SimulationInputError(
                 where, f"{field}.count", f"expected an integer 1..1000, got {count!r}"
             )
-        try:
-            profile = load_profile(str(box.get("profile")))
-        except InvalidInput as err:
-            raise SimulationInputError(where, f"{field}.profile", str(err)) from None
+        specs = _box_devices(box, gid, where, field)
         carbon = _num(box, "carbon_g_per_kwh", where, f"{field}.carbon_g_per_kwh", 0.0)
         slow = box.get("slowdown", {})
         if not isinstance(slow, Mapping):
             raise SimulationInputError(where, f"{field}.slowdown", "expected {device id: factor}")
-        local_ids = [str(s["id"]) for s in profile.device_specs]
+        local_ids = [i.local_id for i in specs[1]]
         for key in slow:
             if key not in local_ids:
                 raise SimulationInputError(
-                    where,
-                    f"{field}.slowdown.{key}",
-                    f"profile {profile.id} has devices {', '.join(local_ids)}",
+                    where, f"{field}.slowdown.{key}", f"the box has devices {', '.join(local_ids)}"
                 )
             _num(slow, key, where, f"{field}.slowdown.{key}", 1.0, low=1e-3)
         names.append(gid)
@@ -150,16 +147,17 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
             iid = gid if count == 1 else f"{gid}-{k + 1}"
             b = len(instances)
             instances.append((iid, g))
-            for dev in profile.devices(emulated=True, id_prefix=iid):
-                local = dev.id.split("/", 1)[1]
+            profile, mine = specs if iid == gid else _box_devices(box, iid, where, field)
+            for spec in mine:
                 devices.append(
                     SimDevice(
                         len(devices),
                         b,
-                        local,
-                        float(slow.get(local, 1.0)),
-                        dataclasses.replace(dev, carbon_g_per_kwh=carbon),
+                        spec.local_id,
+                        float(slow.get(spec.local_id, 1.0)),
+                        dataclasses.replace(spec.device, carbon_g_per_kwh=carbon),
                         profile,
+                        spec.rates,
                     )
                 )
     links = _links(groups, names, where, default_link)
@@ -200,3 +198,30 @@ def _links(
             given[pair] = ms
             table[g][o] = table[o][g] = ms
     return table
+
+
+def _box_devices(
+    box: Mapping[str, Any], iid: str, where: str, field: str
+) -> tuple[FirmwareProfile | None, list[InlineDevice]]:
+    """Return a box instance's profile (None when inline) and its devices, ids under ``iid``."""
+    if ("profile" in box) == ("devices" in box):
+        raise SimulationInputError(where, field, "give exactly one of profile or devices")
+    if "devices" in box:
+        raw = box["devices"]
+        if not isinstance(raw, list) or not raw:
+            raise SimulationInputError(where, f"{field}.devices", "expected a non-empty list")
+        out = [
+            d
+            for i, r in enumerate(raw)
+            for d in parse_inline(r, iid, where, f"{field}.devices[{i}]")
+        ]
+        ids = [d.local_id for d in out]
+        if len(set(ids)) != len(ids):
+            raise SimulationInputError(where, f"{field}.devices", "device ids must be unique")
+        return None, out
+    try:
+        profile = load_profile(str(box.get("profile")))
+    except InvalidInput as err:
+        raise SimulationInputError(where, f"{field}.profile", str(err)) from None
+    devs = profile.devices(emulated=True, id_prefix=iid)
+    return profile, [InlineDevice(d.id.split("/", 1)[1], d, {}) for d in devs]

@@ -31,7 +31,7 @@ class ModelInfo:
     gops: float
     params_m: float
     input_hwc: tuple[int, int, int]
-    task_type: str  # classification | detection | transformer
+    task_type: str  # classification | detection | transformer | training
     operators: tuple[str, ...]
     source: str
     aliases: tuple[str, ...] = ()  # profile latency keys that measure the same network
@@ -41,13 +41,18 @@ class ModelInfo:
         return (self.name, *self.aliases)
 
     def contract(
-        self, precision: str, max_latency_s: float = 0.0, priority: int = 0, tenant: str = "default"
+        self,
+        precision: str,
+        max_latency_s: float = 0.0,
+        priority: int = 0,
+        tenant: str = "default",
+        work: float = 1.0,
     ) -> TaskContract:
-        """Return the contract of one inference of this model (any model format)."""
+        """Return the contract of ``work`` units (inferences, training steps) of this model."""
         bytes_per = 1.0 if precision in ("int8", "int4") else 2.0 if precision != "fp32" else 4.0
         h, w, c = self.input_hwc
         sem = Semantics(
-            gflops=self.gops,
+            gflops=self.gops * work,
             param_bytes=self.params_m * 1e6 * bytes_per,
             activation_bytes=h * w * c * bytes_per,  # the input tensor; others not modelled
             input_bytes=float(h * w * c),  # one uint8 image
@@ -134,3 +139,46 @@ def model_info(name: str) -> ModelInfo:
         return MODELS[name]
     except KeyError:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(sorted(MODELS))}") from None
+
+
+#: Gavel's job families: (GOPs of one training step per sample, params M, source). A
+#: training step is taken as 3x the forward pass (forward + backward), 2 ops per MAC.
+#: These are rough priors for the kernel's roofline (order of magnitude), never ground
+#: truth: the simulator times Gavel jobs from Gavel's measured throughputs only.
+_PRIOR = "rough prior for the kernel, not a measurement: "
+TRAINING: dict[str, tuple[float, float, str]] = {
+    "ResNet-18": (3.3, 11.2, _PRIOR + "ResNet-18 on CIFAR-10, 0.56 GMAC forward per image"),
+    "ResNet-50": (24.6, 25.5, _PRIOR + "ResNet-50 on ImageNet 224x224, 8.19 GOPs forward"),
+    "Transformer": (10.0, 65.0, _PRIOR + "Transformer-base, 2 x 65M ops/token, ~26 tokens"),
+    "LM": (1.5, 13.0, _PRIOR + "2-layer LSTM word LM, 35-token BPTT, 33k-word softmax"),
+    "Recommendation": (0.15, 24.0, _PRIOR + "autoencoder over ML-20M's ~20k items"),
+    "A3C": (0.1, 1.0, _PRIOR + "A3C Atari conv net, one rollout step"),
+    "CycleGAN": (700.0, 28.3, _PRIOR + "CycleGAN 256x256: 2 generators + 2 critics, fwd+bwd"),
+}
+TRAINING_OPS = ("conv", "gemm", "recurrent", "norm", "elementwise", "reshape", "pool")
+
+
+def training_job(name: str) -> ModelInfo:
+    """Return the catalogue entry of a Gavel job type ("ResNet-18 (batch size 32)")."""
+    family, _, rest = name.partition(" (batch size ")
+    if family not in TRAINING or (rest and not rest.rstrip(")").isdigit()):
+        raise KeyError(name)
+    batch = int(rest.rstrip(")")) if rest else 1
+    gops, params, src = TRAINING[family]
+    return ModelInfo(
+        name, gops * batch, params, (1, 1, 1), "training", TRAINING_OPS, f"{src}; batch {batch}"
+    )
+
+
+_BATCHES = {
+    "ResNet-18": (16, 32, 64, 128, 256),
+    "ResNet-50": (16, 32, 64, 128),
+    "Transformer": (16, 32, 64, 128, 256),
+    "LM": (5, 10, 20, 40, 80),
+    "Recommendation": (512, 1024, 2048, 4096, 8192),
+}
+for _name in [f"{f} (batch size {b})" for f, bs in _BATCHES.items() for b in bs] + [
+    "A3C",
+    "CycleGAN",
+]:
+    MODELS[_name] = training_job(_name)

@@ -63,10 +63,17 @@ def prepare_run(
 
 
 def choosers(
-    fleet: Fleet, policies: Sequence[Policy], baselines: Sequence[str], seed: int, admission: bool
+    fleet: Fleet,
+    policies: Sequence[Policy],
+    baselines: Sequence[str],
+    seed: int,
+    admission: bool,
+    corrections: dict[str, dict[str, float]] | None = None,
 ) -> list[Chooser]:
     """Return the hetmesh agents for each policy, then the named baselines."""
-    out: list[Chooser] = [AgentChooser(fleet, p, admission=admission) for p in policies]
+    out: list[Chooser] = [
+        AgentChooser(fleet, p, admission=admission, corrections=corrections) for p in policies
+    ]
     return out + [BASELINES[name](seed) for name in baselines]
 
 
@@ -80,12 +87,17 @@ def run(
     baselines: Sequence[str] = tuple(BASELINES),
     admission: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
+    corrections: dict[str, dict[str, float]] | None = None,
 ) -> dict[str, Any]:
-    """Simulate every policy and baseline on the same tasks; return the metrics document."""
+    """Simulate every policy and baseline on the same tasks; return the metrics document.
+
+    ``corrections`` ({task class: {device id: factor}}) are imported into every agent's
+    Placer before the run (agents learn from cold without them).
+    """
     tasks, truth, feasible, cap = prepare_run(fleet, workload, seed, sigma)
     memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in truth.types}
     results: dict[str, Any] = {}
-    for chooser in choosers(fleet, policies, baselines, seed, admission):
+    for chooser in choosers(fleet, policies, baselines, seed, admission, corrections):
         state = FleetState(fleet, truth, feasible, memory)
         hook = None if progress is None else _hook(progress, chooser.name, len(tasks))
         out = simulate(tasks, state, chooser, hook)
@@ -108,6 +120,7 @@ def run(
         },
         "seed": seed,
         "admission_control": admission,
+        "imported_corrections": bool(corrections),
         "policies": results,
     }
 

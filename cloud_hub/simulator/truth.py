@@ -1,6 +1,7 @@
 """Ground-truth service times: an emulation built from published per-model latencies.
 
-For a (model, precision) on a device the base time is the firmware profile's published
+For a (model, precision) on a device the base time is, for a device described inline
+with ``rates``, 1 / its measured rate (Gavel's steps/s); else the firmware profile's published
 latency (``published_latency_ms``) at that precision; else its published latency at any
 other precision (a real figure for the same network on the same unit, e.g. a CPU's fp32
 row for an int8 task); else the datasheet roofline with the device's efficiency (the
@@ -37,7 +38,12 @@ def roofline_s(sd: SimDevice, model: str, precision: str) -> float:
 
 
 def published_s(sd: SimDevice, model: str, precision: str) -> tuple[float, str] | None:
-    """Return (seconds, label) of the profile's published latency, this precision first."""
+    """Return (seconds, label) of a measured rate or the profile's published latency."""
+    rate = sd.rates.get(model)
+    if rate is not None:
+        return (1.0 / rate, "measured-rate") if rate > 0 else (math.inf, "measured-rate")
+    if sd.profile is None:
+        return None
     for want in (precision, None):
         for key in model_info(model).latency_keys():
             ms = sd.profile.published_latency_ms(sd.local_id, key, want)

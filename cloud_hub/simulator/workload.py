@@ -18,7 +18,16 @@ from cloud_hub.simulator.models import MODELS
 from edge_agent.resources.vocab import Precision, parse_name
 
 SCHEMA = "hetmesh.sim.workload/1"
-TRACE_FIELDS = ("t", "model", "precision", "max_latency_ms", "priority", "tenant", "origin")
+TRACE_FIELDS = (
+    "t",
+    "model",
+    "precision",
+    "max_latency_ms",
+    "priority",
+    "tenant",
+    "origin",
+    "work",
+)
 MIX_FIELDS = ("model", "precision", "weight", "max_latency_ms", "priority", "tenant")
 
 
@@ -34,6 +43,7 @@ class Task:
     priority: int
     tenant: str
     origin: int  # box instance index
+    work: float = 1.0  # units of the model (inferences, training steps)
 
 
 @dataclass(frozen=True)
@@ -81,7 +91,9 @@ def _row(
         raise _fail(path, f"{where}precision", str(err), line) from None
     out["precision"] = str(prec).lower()
     numeric: list[tuple[str, float | None, float]] = [("max_latency_ms", None, 1e-9)]
-    numeric += [("t", None, 0.0)] if "t" in fields else [("weight", 1.0, 1e-12)]
+    numeric += (
+        [("t", None, 0.0), ("work", 1.0, 1e-9)] if "t" in fields else [("weight", 1.0, 1e-12)]
+    )
     for key, default, low in numeric:
         value = raw.get(key, default)
         try:
@@ -214,6 +226,7 @@ def materialize(
                     r["priority"],
                     r["tenant"],
                     origin,
+                    r["work"],
                 )
             )
         return out

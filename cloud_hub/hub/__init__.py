@@ -1,0 +1,1 @@
+"""The cloud hub: fleet registry, signed heartbeats, outbox sync, liveness, policies, dashboard."""

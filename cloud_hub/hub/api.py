@@ -1,0 +1,297 @@
+"""The hub's HTTP API (aiohttp): enrol, signed heartbeat and outbox sync, fleet views, policies.
+
+Every error is ``{"ok": false, "error": "<what to fix>", "status": <code>}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import math
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from cloud_hub.hub import protocol, wire
+from cloud_hub.hub.clock import Clock
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.openapi import document
+from cloud_hub.hub.policies import NotFound
+from cloud_hub.hub.service import Hub
+from cloud_hub.hub.stream import events
+from edge_agent.agent.db import StoreError
+from edge_agent.errors import InvalidInput
+
+_log = logging.getLogger(__name__)
+
+HUB = web.AppKey("hub", Hub)
+DASHBOARD = Path(__file__).with_name("dashboard")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """An HTTP error with a message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """Return the one JSON error shape."""
+    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as err:
+        return error_response(err.status, str(err))
+    except NotFound as err:
+        return error_response(404, str(err))
+    except InvalidInput as err:
+        return error_response(400, str(err))
+    except web.HTTPRequestEntityTooLarge as err:
+        return error_response(413, f"request body too large: {err.text}")
+    except web.HTTPNotFound:
+        return error_response(404, f"no such endpoint: {request.method} {request.path}")
+    except web.HTTPMethodNotAllowed as err:
+        allowed = ", ".join(sorted(err.allowed_methods))
+        return error_response(405, f"{request.method} not allowed on {request.path}; {allowed}")
+    except web.HTTPException as err:
+        if err.status < 400:
+            raise
+        return error_response(err.status, err.reason)
+    except StoreError as err:
+        return error_response(503, f"the hub cannot store data now: {err}")
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        _log.exception("unhandled error in %s %s", request.method, request.path)
+        return error_response(500, "internal error; see the hub's log")
+
+
+def _parse(body: bytes) -> Any:
+    if not body.strip():
+        raise ApiError(400, "request body is empty: expected a JSON object")
+    try:
+        return json.loads(body)
+    except UnicodeDecodeError:
+        raise ApiError(400, "malformed JSON: body is not UTF-8") from None
+    except json.JSONDecodeError as err:
+        raise ApiError(400, f"malformed JSON: {err}") from None
+
+
+async def _signed(request: web.Request) -> tuple[str, bytes]:
+    """Return (agent id, body) of a request signed with that agent's key; 401 otherwise."""
+    hub, body = request.app[HUB], await request.read()
+    agent_id = request.match_info["agent_id"]
+    given = request.headers.get(protocol.SIGNATURE_HEADER)
+    stamp = request.headers.get(protocol.TIME_HEADER, "")
+    problem, reason = None, ""
+    key = hub.store.key(agent_id)
+    if request.headers.get(protocol.AGENT_HEADER) != agent_id or not given:
+        problem, reason = "unsigned", f"sign the request as {agent_id} (see docs/hub-protocol.md)"
+    elif key is None:
+        problem, reason = "unknown", f"agent {agent_id} is not enrolled; enrol with the join token"
+    else:
+        try:
+            skew = abs(hub.clock() - float(stamp))
+        except ValueError:
+            skew = math.inf
+        if not skew <= hub.config.max_clock_skew_s:
+            problem = "clock"
+            reason = f"{protocol.TIME_HEADER} is missing or more than "
+            reason += (
+                f"{hub.config.max_clock_skew_s:g} s from the hub's clock; check the agent's clock"
+            )
+        elif not protocol.verify(key, request.method, request.path, stamp, body, given):
+            problem, reason = "signature", "bad signature: re-enrol if the fleet credential changed"
+    if problem is not None:
+        hub.metrics.auth_failures.labels(problem).inc()
+        raise ApiError(401, reason)
+    return agent_id, body
+
+
+def _admin(request: web.Request) -> None:
+    token = request.app[HUB].admin_token
+    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+    if not given or not hmac.compare_digest(given.encode(), token.encode()):
+        raise ApiError(
+            401, "policy edits need 'Authorization: Bearer <admin token>' (secrets.json)"
+        )
+
+
+async def _enrol(request: web.Request) -> web.Response:
+    hub = request.app[HUB]
+    e = wire.enrolment(_parse(await request.read()))
+    if not hmac.compare_digest(e.join_token.encode(), hub.join_token.encode()):
+        hub.metrics.auth_failures.labels("join_token").inc()
+        raise ApiError(401, "wrong join token: ask the hub operator for the fleet's join token")
+    key = await hub.store.enrol(e, hub.clock())
+    _log.debug("agent %s enrolled (board %s)", e.agent_id, e.board)
+    return web.json_response(
+        {
+            "ok": True,
+            "agent_id": e.agent_id,
+            "key": key,
+            "heartbeat_interval_s": hub.config.heartbeat_interval_s,
+        },
+        status=201,
+    )
+
+
+async def _heartbeat(request: web.Request) -> web.Response:
+    hub, started = request.app[HUB], time.perf_counter()
+    agent_id, body = await _signed(request)
+    hb = wire.heartbeat(_parse(body))
+    desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
+    reply: dict[str, Any] = {
+        "ok": True,
+        "heartbeat_interval_s": hub.config.heartbeat_interval_s,
+        "desired_policy": None,
+        "policy": None,
+    }
+    if desired is not None:
+        reply["desired_policy"] = f"{desired['name']}@{desired['version']}"
+        if hb.policy != (desired["name"], desired["version"]):
+            reply["policy"] = desired
+    hub.metrics.heartbeats.inc()
+    hub.metrics.heartbeat_seconds.observe(time.perf_counter() - started)
+    return web.json_response(reply)
+
+
+async def _sync(request: web.Request) -> web.Response:
+    hub = request.app[HUB]
+    agent_id, body = await _signed(request)
+    batch = wire.sync_batch(_parse(body))
+    result = await hub.store.sync(agent_id, batch, hub.clock())
+    for outcome, key in (("applied", "applied"), ("duplicate", "duplicates"), ("lost", "lost")):
+        if result[key]:
+            hub.metrics.sync_records.labels(outcome).inc(result[key])
+    return web.json_response({"ok": True, **result})
+
+
+async def _sync_state(request: web.Request) -> web.Response:
+    agent_id, _ = await _signed(request)
+    state = await request.app[HUB].store.sync_state(agent_id)
+    return web.json_response({"ok": True, "acked": state["acked_seq"]})
+
+
+async def _fleet(request: web.Request) -> web.Response:
+    return web.json_response(await request.app[HUB].snapshot())
+
+
+def _part(key: str) -> Handler:
+    async def handler(request: web.Request) -> web.Response:
+        return web.json_response({"ok": True, key: (await request.app[HUB].snapshot())[key]})
+
+    return handler
+
+
+async def _put_policy(request: web.Request) -> web.Response:
+    _admin(request)
+    stored = await request.app[HUB].policies.put(_parse(await request.read()))
+    return web.json_response({"ok": True, **stored}, status=201)
+
+
+async def _policies(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "policies": await request.app[HUB].policies.heads()})
+
+
+async def _history(request: web.Request) -> web.Response:
+    rows = await request.app[HUB].policies.history(request.match_info["name"])
+    return web.json_response({"ok": True, "versions": rows})
+
+
+async def _start_rollout(request: web.Request) -> web.Response:
+    _admin(request)
+    doc = _parse(await request.read())
+    if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
+        raise ApiError(400, "body.name: expected the policy's name")
+    version, selector = doc.get("version"), doc.get("selector", {})
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ApiError(400, "body.version: expected the policy version (an integer)")
+    if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
+        raise ApiError(400, 'body.selector: expected {"label": "value", "board": "..."}')
+    fraction, misses = doc.get("canary_fraction", 1.0), doc.get("max_slo_misses", 0)
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        raise ApiError(400, "body.canary_fraction: expected a number, 0 < x <= 1")
+    if isinstance(misses, bool) or not isinstance(misses, int):
+        raise ApiError(400, "body.max_slo_misses: expected an integer >= 0")
+    hub = request.app[HUB]
+    rollout = await hub.policies.start(doc["name"], version, selector, float(fraction), misses)
+    return web.json_response({"ok": True, "rollout": rollout}, status=201)
+
+
+async def _rollouts(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "rollouts": await request.app[HUB].policies.rollouts()})
+
+
+async def _health(request: web.Request) -> web.Response:
+    hub = request.app[HUB]
+    return web.json_response({"ok": True, "status": "ok", "agents": hub.store.agent_count()})
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    return web.json_response(document())
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    hub = request.app[HUB]
+    await hub.snapshot()  # refreshes the agents-by-state gauge
+    return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _index(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(
+        DASHBOARD / "index.html",
+        headers={"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"},
+    )
+
+
+def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
+    """Return the hub's aiohttp application; the hub starts and stops with it."""
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors])
+
+    async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
+        hub = Hub(config, clock)
+        await hub.start()
+        app[HUB] = hub
+        yield
+        await hub.stop()
+
+    async def close_streams(app: web.Application) -> None:
+        app[HUB].stream.close()
+
+    app.cleanup_ctx.append(hub_ctx)
+    app.on_shutdown.append(close_streams)
+    r = app.router
+    agent = "/v1/agents/{agent_id:[A-Za-z0-9._-]{1,64}}"
+    r.add_post("/v1/enrol", _enrol)
+    r.add_post(f"{agent}/heartbeat", _heartbeat)
+    r.add_post(f"{agent}/sync", _sync)
+    r.add_get(f"{agent}/sync", _sync_state)
+    r.add_get("/v1/fleet", _fleet)
+    r.add_get("/v1/agents", _part("agents"))
+    r.add_get("/v1/devices", _part("devices"))
+    r.add_get("/v1/decisions", _part("decisions"))
+    r.add_get("/v1/policies", _policies)
+    r.add_post("/v1/policies", _put_policy)
+    r.add_get("/v1/policies/{name}", _history)
+    r.add_get("/v1/rollouts", _rollouts)
+    r.add_post("/v1/rollouts", _start_rollout)
+    r.add_get("/v1/events", events(HUB))
+    r.add_get("/v1/health", _health)
+    r.add_get("/v1/openapi.json", _openapi)
+    r.add_get("/metrics", _metrics)
+    r.add_get("/", _index)
+    r.add_static("/dashboard/", DASHBOARD, append_version=False)
+    return app

@@ -1,0 +1,174 @@
+"""``cloud-hub run`` and ``cloud-hub policy set / history`` (the latter talk to a running hub).
+
+``register(cli)`` adds the commands to the ``cloud-hub`` ``CommandLine``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from edge_agent.clikit import CommandLine, columns
+from edge_agent.errors import HetmeshError, InvalidInput, PolicyError
+
+TIMEOUT_S = 30.0
+
+
+class HubUnreachable(HetmeshError):
+    """No hub answered at the address; start one with ``cloud-hub run``."""
+
+
+def request(base: str, method: str, path: str, body: Any = None, headers: Any = None) -> Any:
+    """Call the hub; return its JSON answer, InvalidInput carrying its error message."""
+    data = None if body is None else json.dumps(body).encode()
+    hdrs = {"Content-Type": "application/json", **(headers or {})}
+    req = urllib.request.Request(base + path, data=data, method=method, headers=hdrs)
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.loads(err.read()).get("error", err.reason)
+        except ValueError:
+            message = err.reason
+        raise InvalidInput(f"hub answered {err.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise HubUnreachable(f"no hub at {base} ({err}); start one: cloud-hub run") from None
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from cloud_hub.hub.config import load_config
+
+    return load_config(args.config)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, metavar="FILE", help="hub config (TOML)")
+
+
+def _client(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--url", metavar="URL", help="hub base URL (default: the local hub)")
+
+
+def _base_url(args: argparse.Namespace) -> str:
+    if args.url:
+        return str(args.url).rstrip("/")
+    config = _config(args)
+    try:
+        state = json.loads(config.state_path.read_text(encoding="utf-8"))
+        return f"http://{config.host}:{int(state['port'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return f"http://{config.host}:{config.port}"
+
+
+def _admin_token(args: argparse.Namespace) -> str:
+    if args.token:
+        return str(args.token)
+    config = _config(args)
+    if config.admin_token:
+        return str(config.admin_token)
+    try:
+        return str(json.loads(config.secrets_path.read_text(encoding="utf-8"))["admin_token"])
+    except (OSError, ValueError, KeyError) as err:
+        raise InvalidInput(f"no admin token: pass --token or run the hub once ({err})") from None
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--host", metavar="ADDR", help="listen address")
+    parser.add_argument("--port", type=int, metavar="N", help="listen port (0: any free port)")
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
+
+
+def _run(args: argparse.Namespace) -> int:
+    """Run the hub until SIGTERM / SIGINT."""
+    from cloud_hub.hub import server
+
+    logging.getLogger("cloud_hub").setLevel(logging.DEBUG if args.verbose else logging.INFO)
+    config = _config(args).replace(host=args.host, port=args.port, data_dir=args.data_dir)
+    return server.run(config)
+
+
+def _set_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("file", type=Path, metavar="FILE", help="a JSON policy document")
+    parser.add_argument("--token", metavar="T", help="admin token (default: the hub's secrets)")
+    parser.add_argument(
+        "--rollout", metavar="SELECTOR", help='roll it out: "" for all, or "site=lab,board=rk3588"'
+    )
+    parser.add_argument("--canary", type=float, default=1.0, metavar="F", help="canary share")
+    parser.add_argument("--max-slo-misses", type=int, default=0, metavar="N", help="health gate")
+
+
+def _selector(text: str) -> dict[str, str]:
+    pairs = {}
+    for item in filter(None, (s.strip() for s in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"--rollout: expected LABEL=VALUE pairs, got {item!r}")
+        pairs[key.strip()] = value.strip()
+    return pairs
+
+
+def _set(args: argparse.Namespace) -> int:
+    """Store FILE as the policy's next version on the hub; optionally roll it out."""
+    try:
+        doc = json.loads(Path(args.file).read_text(encoding="utf-8"))
+    except OSError as err:
+        raise InvalidInput(f"cannot read policy file {args.file}: {err}") from None
+    except ValueError as err:
+        raise PolicyError(f"{args.file}: not valid JSON: {err}") from None
+    base, auth = _base_url(args), {"Authorization": f"Bearer {_admin_token(args)}"}
+    stored = request(base, "POST", "/v1/policies", doc, auth)
+    print(f"stored {stored['name']}@{stored['version']}")
+    if args.rollout is not None:
+        body = {
+            "name": stored["name"],
+            "version": stored["version"],
+            "selector": _selector(args.rollout),
+            "canary_fraction": args.canary,
+            "max_slo_misses": args.max_slo_misses,
+        }
+        rollout = request(base, "POST", "/v1/rollouts", body, auth)["rollout"]
+        print(
+            f"rollout {rollout['id']}: {rollout['state']}, {rollout['agents']} agents, "
+            f"canaries: {', '.join(rollout['canaries'])}"
+        )
+    return 0
+
+
+def _history_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("name", metavar="NAME", help="policy name")
+
+
+def _history(args: argparse.Namespace) -> int:
+    """Print every version of a policy, newest first."""
+    import time
+
+    versions = request(_base_url(args), "GET", f"/v1/policies/{args.name}")["versions"]
+    rows = [("VERSION", "CREATED", "WEIGHTS")]
+    for v in versions:
+        weights = v["document"]["weights"]
+        top = sorted(((w, o) for o, w in weights.items() if w > 0), reverse=True)
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v["created_at"]))
+        rows.append((str(v["version"]), created, ", ".join(f"{o} {w:.3g}" for w, o in top)))
+    print("\n".join(columns(rows, right=[0])))
+    return 0
+
+
+def register(cli: CommandLine) -> None:
+    """Add ``run`` and ``policy set / history`` to the ``cloud-hub`` command line."""
+    cli.command("run", "run the cloud hub (API, dashboard, liveness, rollouts)", _run_options)(_run)
+    if "policy" not in cli.groups:
+        cli.group("policy", "show, validate, store and roll out scheduling policies")
+    cli.command(
+        "policy set", "store a policy version on the hub, optionally roll it out", _set_options
+    )(_set)
+    cli.command("policy history", "list a policy's versions on the hub", _history_options)(_history)

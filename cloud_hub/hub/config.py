@@ -1,0 +1,169 @@
+"""Hub configuration: a frozen dataclass from TOML, then ``CLOUD_HUB_*`` environment overrides.
+
+This is the only module of the hub that reads ``os.environ``. Every setting has a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from edge_agent.errors import InvalidInput
+
+ENV_PREFIX = "CLOUD_HUB_"
+DEFAULT_PORT = 8480
+
+
+class ConfigError(InvalidInput):
+    """The configuration file or an environment variable is invalid; names which."""
+
+
+def default_data_dir() -> Path:
+    """Return ``~/.local/share/hetmesh-hub``."""
+    return Path.home() / ".local" / "share" / "hetmesh-hub"
+
+
+@dataclass(frozen=True)
+class HubConfig:
+    """Every setting of the hub, validated once at start."""
+
+    data_dir: Path = dataclasses.field(default_factory=default_data_dir)
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    join_token: str = ""  # "": generated on first start, kept in <data_dir>/secrets.json
+    admin_token: str = ""  # "": generated likewise; guards policy edits
+    max_body_bytes: int = 4 * 2**20
+    heartbeat_interval_s: float = 5.0  # what agents are told; liveness is judged against it
+    stale_heartbeats: float = 3.0  # data older than this many intervals is never "healthy"
+    push_interval_s: float = 1.0  # most often the dashboard stream sends a fresh snapshot
+    max_clock_skew_s: float = 300.0  # signed requests older or newer than this are refused
+
+    @property
+    def db_path(self) -> Path:
+        """Return the SQLite database file."""
+        return self.data_dir / "hub.db"
+
+    @property
+    def secrets_path(self) -> Path:
+        """Return the file holding generated join and admin tokens."""
+        return self.data_dir / "secrets.json"
+
+    @property
+    def state_path(self) -> Path:
+        """Return the file where a running hub records its pid and address."""
+        return self.data_dir / "hub.json"
+
+    @property
+    def stale_after_s(self) -> float:
+        """Return the age after which an agent's data no longer counts as current."""
+        return self.heartbeat_interval_s * self.stale_heartbeats
+
+    def replace(self, **changes: Any) -> HubConfig:
+        """Return a copy with ``changes`` applied and validated (None values are ignored)."""
+        fields = {k: v for k, v in changes.items() if v is not None}
+        return _validated(dataclasses.replace(self, **fields), "override")
+
+
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "hub": ("data_dir", "join_token", "admin_token"),
+    "api": ("host", "port", "max_body_bytes", "max_clock_skew_s"),
+    "liveness": ("heartbeat_interval_s", "stale_heartbeats", "push_interval_s"),
+}
+_KINDS: dict[str, type] = {
+    "data_dir": Path,
+    "join_token": str,
+    "admin_token": str,
+    "host": str,
+    "port": int,
+    "max_body_bytes": int,
+    "max_clock_skew_s": float,
+    "heartbeat_interval_s": float,
+    "stale_heartbeats": float,
+    "push_interval_s": float,
+}
+
+
+def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> HubConfig:
+    """Return the config from ``path`` (default ``$CLOUD_HUB_CONFIG`` if set) plus env overrides."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    given = env.get(f"{ENV_PREFIX}CONFIG")
+    file = path if path is not None else (Path(given).expanduser() if given else None)
+    if file is not None:
+        values.update(_read_toml(file))
+    for name in _KINDS:
+        raw = env.get(ENV_PREFIX + name.upper())
+        if raw is not None:
+            values[name] = _coerce(name, _from_env(name, raw), f"${ENV_PREFIX}{name.upper()}")
+    return _validated(HubConfig(**values), "config")
+
+
+def _read_toml(file: Path) -> dict[str, Any]:
+    try:
+        doc = tomllib.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {file}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config file {file}: {err}") from err
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"{file}: not valid TOML: {err}") from None
+    values: dict[str, Any] = {}
+    for section, table in doc.items():
+        if section not in SECTIONS or not isinstance(table, dict):
+            raise ConfigError(f"{file}: unknown section [{section}]; known: {', '.join(SECTIONS)}")
+        for key, value in table.items():
+            if key not in SECTIONS[section]:
+                known = ", ".join(SECTIONS[section])
+                raise ConfigError(f"{file}: [{section}] unknown key {key!r}; known: {known}")
+            values[key] = _coerce(key, value, f"{file}: [{section}] {key}")
+    return values
+
+
+def _from_env(name: str, raw: str) -> Any:
+    kind = _KINDS[name]
+    if kind in (int, float):
+        try:
+            return kind(raw)
+        except ValueError:
+            return raw  # _coerce reports it with the variable's name
+    return raw
+
+
+def _coerce(name: str, value: Any, where: str) -> Any:
+    kind = _KINDS[name]
+    if kind is Path or kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{where}: expected a string, got {value!r}")
+        if kind is Path:
+            return Path(value).expanduser() if value else default_data_dir()
+        return value
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (kind is int and not isinstance(value, int))
+    ):
+        raise ConfigError(f"{where}: expected {'an integer' if kind is int else 'a number'}")
+    return kind(value)
+
+
+def _validated(config: HubConfig, where: str) -> HubConfig:
+    checks = (
+        ("port", 0 <= config.port <= 65535, "must be 0..65535 (0: any free port)"),
+        ("max_body_bytes", config.max_body_bytes >= 1024, "must be >= 1024"),
+        ("host", bool(config.host), "must not be empty"),
+        ("stale_heartbeats", config.stale_heartbeats >= 1, "must be >= 1"),
+    )
+    for name, ok, problem in checks:
+        if not ok:
+            raise ConfigError(f"{where}: {name} {problem}, got {getattr(config, name)!r}")
+    for name in ("heartbeat_interval_s", "push_interval_s", "max_clock_skew_s"):
+        value = getattr(config, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+    return config

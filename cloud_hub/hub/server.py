@@ -1,0 +1,58 @@
+"""``cloud-hub run``: serve the hub until SIGTERM or SIGINT; record its address in hub.json."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+
+from aiohttp import web
+
+from cloud_hub.hub.api import make_app
+from cloud_hub.hub.config import HubConfig
+
+_log = logging.getLogger(__name__)
+
+
+async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
+    """Run the hub until ``stop`` is set or SIGTERM/SIGINT arrives."""
+    stop = stop or asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    runner = web.AppRunner(make_app(config), handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, config.host, config.port, shutdown_timeout=2.0)
+        await site.start()
+        port = next((int(a[1]) for a in runner.addresses if isinstance(a, tuple)), config.port)
+        await asyncio.to_thread(_write_state, config, port)
+        _log.warning(
+            "hetmesh hub listening on http://%s:%s/ (dashboard); join token in %s",
+            config.host,
+            port,
+            config.secrets_path if not config.join_token else "the configuration",
+        )
+        await stop.wait()
+    finally:
+        with contextlib.suppress(OSError):
+            config.state_path.unlink()
+        await runner.cleanup()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def _write_state(config: HubConfig, port: int) -> None:
+    doc = {"pid": os.getpid(), "host": config.host, "port": port}
+    tmp = config.state_path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(doc), encoding="utf-8")
+    os.replace(tmp, config.state_path)
+
+
+def run(config: HubConfig) -> int:
+    """Run the hub in a fresh event loop; 0 after a graceful stop."""
+    asyncio.run(serve(config))
+    return 0

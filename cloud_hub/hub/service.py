@@ -1,0 +1,133 @@
+"""The hub service: store, secrets, liveness, and the snapshot the dashboard stream pushes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import time
+from typing import Any
+
+from cloud_hub.hub import liveness
+from cloud_hub.hub.clock import Clock
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.metrics import HubMetrics
+from cloud_hub.hub.policies import PolicyBook
+from cloud_hub.hub.store import HubStore
+from cloud_hub.hub.stream import Broadcaster
+
+_log = logging.getLogger(__name__)
+
+#: Recent decisions the snapshot carries.
+RECENT_DECISIONS = 25
+
+
+def load_secrets(config: HubConfig) -> tuple[str, str]:
+    """Return (join token, admin token): configured, else generated once into secrets.json."""
+    stored: dict[str, str] = {}
+    with contextlib.suppress(FileNotFoundError):
+        stored = json.loads(config.secrets_path.read_text(encoding="utf-8"))
+    join = config.join_token or stored.get("join_token") or secrets.token_urlsafe(24)
+    admin = config.admin_token or stored.get("admin_token") or secrets.token_urlsafe(24)
+    if not config.join_token or not config.admin_token:
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        tmp = config.secrets_path.with_suffix(".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump({"join_token": join, "admin_token": admin}, f)
+        os.replace(tmp, config.secrets_path)
+    return join, admin
+
+
+class Hub:
+    """The running hub: owns the store and the background task that watches liveness."""
+
+    def __init__(self, config: HubConfig, clock: Clock = time.time) -> None:
+        self.config = config
+        self.clock = clock
+        self.store = HubStore(config.db_path)
+        self.policies = PolicyBook(self.store.db, clock)
+        self.metrics = HubMetrics()
+        self.stream = Broadcaster()
+        self.join_token = ""
+        self.admin_token = ""
+        self.last_snapshot = ""
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Open the store, load secrets, start watching liveness."""
+        await asyncio.to_thread(self.store.open)
+        self.join_token, self.admin_token = await asyncio.to_thread(load_secrets, self.config)
+        self._task = asyncio.create_task(self._watch(), name="hub-liveness")
+
+    async def stop(self) -> None:
+        """Stop the watcher and close the store."""
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await asyncio.to_thread(self.store.close)
+
+    async def snapshot(self) -> dict[str, Any]:
+        """Return the fleet as the dashboard shows it; stale data is never marked current."""
+        now = self.clock()
+        stale = self.config.stale_after_s
+        agents = await self.store.agents()
+        states = liveness.states(agents, now, stale)
+        counts = dict.fromkeys(liveness.STATES, 0)
+        for row in agents:
+            row["state"] = states[row["id"]]
+            counts[row["state"]] += 1
+        self.metrics.set_states(counts)
+        devices = await self.store.devices()
+        for d in devices:
+            d["current"] = states.get(d["agent_id"]) in liveness.CURRENT and liveness.fresh(
+                d["updated_at"], now, stale
+            )
+        decisions = [
+            {"agent_id": r["agent_id"], "seq": r["seq"], "received_at": r["received_at"]}
+            | r["payload"]
+            for r in await self.store.records("decision", RECENT_DECISIONS)
+        ]
+        return {
+            "ok": True,
+            "now": now,
+            "heartbeat_interval_s": self.config.heartbeat_interval_s,
+            "stale_after_s": stale,
+            "counts": counts,
+            "agents": agents,
+            "devices": devices,
+            "decisions": decisions,
+            "policies": await self.policies.heads(),
+        }
+
+    async def _watch(self) -> None:
+        """Every ``push_interval_s``, while anyone watches, push the snapshot if it changed."""
+        while True:
+            await asyncio.sleep(self.config.push_interval_s)
+            try:
+                for rollout in await self.policies.evaluate():
+                    _log.warning(
+                        "rollout %s of %s@%s: %s %s",
+                        rollout["id"],
+                        rollout["name"],
+                        rollout["version"],
+                        rollout["state"],
+                        rollout.get("reason") or "",
+                    )
+            except Exception:  # a failing gate must not stop liveness tracking
+                _log.exception("cannot evaluate policy rollouts")
+            if not len(self.stream):
+                continue
+            try:
+                snap = await self.snapshot()
+            except Exception:  # a failing read must not stop the stream
+                _log.exception("cannot build the fleet snapshot")
+                continue
+            text = json.dumps({k: v for k, v in snap.items() if k != "now"}, sort_keys=True)
+            if text != self.last_snapshot:
+                self.last_snapshot = text
+                self.stream.publish(json.dumps(snap))

@@ -1,0 +1,204 @@
+"""The hub's durable state over one SQLite file (WAL, one writer thread): agents, devices, records.
+
+Outbox sync is exactly once: each record is keyed by (agent, seq), so a duplicate is ignored,
+and ``acked_seq`` is the highest seq up to which the hub holds every record (or the agent
+declared it dropped). Agents resume from ``acked_seq + 1``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import sqlite_utils
+
+from cloud_hub.hub.protocol import new_key
+from cloud_hub.hub.schema import MIGRATIONS
+from cloud_hub.hub.wire import Enrolment, Heartbeat, SyncBatch
+from edge_agent.agent.db import Database
+
+
+def _rows(
+    db: sqlite_utils.Database, sql: str, params: tuple[Any, ...] = ()
+) -> list[dict[str, Any]]:
+    cur = db.execute(sql, params)
+    names = [c[0] for c in cur.description]
+    return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+
+class HubStore:
+    """Agents, their devices and synced records; keys are cached in memory for signature checks."""
+
+    def __init__(self, path: Path) -> None:
+        self.db = Database(path, MIGRATIONS)
+        self._keys: dict[str, str] = {}
+
+    def open(self) -> None:
+        """Open and migrate the database, load the agents' keys (blocking)."""
+        self.db.open()
+        conn = sqlite3.connect(self.db.path)
+        try:
+            self._keys = {str(a): str(k) for a, k in conn.execute("SELECT id, key FROM agents")}
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        """Flush queued writes and close (blocking)."""
+        self.db.close()
+
+    def key(self, agent_id: str) -> str | None:
+        """Return the agent's fleet credential, or None when it never enrolled."""
+        return self._keys.get(agent_id)
+
+    def agent_count(self) -> int:
+        """Return how many agents are enrolled."""
+        return len(self._keys)
+
+    async def enrol(self, e: Enrolment, now: float) -> str:
+        """Register (or re-register) an agent with a fresh key; return the key."""
+        key = new_key()
+
+        def op(db: sqlite_utils.Database) -> None:
+            db.execute(
+                "INSERT INTO agents (id, key, labels, board, hostname, enrolled_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET key = excluded.key, "
+                "labels = excluded.labels, board = excluded.board, hostname = excluded.hostname, "
+                "enrolled_at = excluded.enrolled_at",
+                (e.agent_id, key, json.dumps(e.labels), e.board, e.hostname, now),
+            )
+            db.execute(
+                "INSERT OR IGNORE INTO sync VALUES (?, 0, 0, 0, 0)",
+                (e.agent_id,),
+            )
+
+        await self.db.write(op)
+        self._keys[e.agent_id] = key
+        return key
+
+    async def heartbeat(self, agent_id: str, hb: Heartbeat, now: float) -> dict[str, Any] | None:
+        """Record a heartbeat (health, peers, policy, devices); return the policy assigned to it."""
+        policy = None if hb.policy is None else f"{hb.policy[0]}@{hb.policy[1]}"
+
+        def op(db: sqlite_utils.Database) -> dict[str, Any] | None:
+            db.execute(
+                "UPDATE agents SET last_seen = ?, status = ?, problem = ?, version = ?, peers = ?, "
+                "policy = ?, queue_depth = ?, outbox_pending = ?, outbox_dropped = ?, "
+                "slo_misses = ?, heartbeats = heartbeats + 1 WHERE id = ?",
+                (
+                    now,
+                    hb.status,
+                    hb.problem,
+                    hb.version,
+                    json.dumps(hb.peers),
+                    policy,
+                    hb.queue_depth,
+                    hb.outbox_pending,
+                    hb.outbox_dropped,
+                    hb.slo_misses,
+                    agent_id,
+                ),
+            )
+            db.execute("DELETE FROM devices WHERE agent_id = ?", (agent_id,))
+            db.conn.executemany(
+                "INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    (agent_id, d.id, d.kind, d.name, d.utilization, d.queued_s, d.health, now)
+                    for d in hb.devices
+                ],
+            )
+            # until the agent reports its assigned version, the health gate's count restarts
+            db.execute(
+                "UPDATE assignments SET hb_base = (SELECT heartbeats FROM agents WHERE id = ?), "
+                "slo_base = ? WHERE agent_id = ? AND name || '@' || version IS NOT ?",
+                (agent_id, hb.slo_misses, agent_id, policy),
+            )
+            row = db.execute(
+                "SELECT p.document FROM assignments a JOIN policies p "
+                "ON p.name = a.name AND p.version = a.version WHERE a.agent_id = ?",
+                (agent_id,),
+            ).fetchone()
+            return None if row is None else dict(json.loads(row[0]))
+
+        return await self.db.write(op)
+
+    async def sync(self, agent_id: str, batch: SyncBatch, now: float) -> dict[str, int]:
+        """Apply a batch exactly once; return acked, applied, duplicates, lost (this batch)."""
+        return await self.db.write(lambda db: _apply(db, agent_id, batch, now))
+
+    async def sync_state(self, agent_id: str) -> dict[str, Any]:
+        """Return the agent's sync counters (acked_seq, applied, duplicates, lost)."""
+        rows = await self.db.read(
+            lambda db: _rows(db, "SELECT * FROM sync WHERE agent_id = ?", (agent_id,))
+        )
+        return rows[0] if rows else {"agent_id": agent_id, "acked_seq": 0}
+
+    async def agents(self) -> list[dict[str, Any]]:
+        """Return every agent (key omitted) with its sync counters and desired policy."""
+        sql = (
+            "SELECT a.*, s.acked_seq, s.applied, s.duplicates, s.lost, "
+            "p.name AS desired_name, p.version AS desired_version FROM agents a "
+            "LEFT JOIN sync s ON s.agent_id = a.id LEFT JOIN assignments p ON p.agent_id = a.id "
+            "ORDER BY a.id"
+        )
+        rows = await self.db.read(lambda db: _rows(db, sql))
+        for row in rows:
+            del row["key"]
+            row["labels"] = json.loads(row["labels"])
+            row["peers"] = json.loads(row["peers"])
+        return rows
+
+    async def devices(self) -> list[dict[str, Any]]:
+        """Return every agent's devices as last reported."""
+        sql = "SELECT * FROM devices ORDER BY agent_id, device_id"
+        return await self.db.read(lambda db: _rows(db, sql))
+
+    async def records(self, kind: str, limit: int) -> list[dict[str, Any]]:
+        """Return the most recently received records of ``kind``, payload decoded."""
+        sql = "SELECT * FROM records WHERE kind = ? ORDER BY received_at DESC, seq DESC LIMIT ?"
+        rows = await self.db.read(lambda db: _rows(db, sql, (kind, limit)))
+        for row in rows:
+            row["payload"] = json.loads(row["payload"])
+        return rows
+
+
+def _apply(
+    db: sqlite_utils.Database, agent_id: str, batch: SyncBatch, now: float
+) -> dict[str, int]:
+    """Insert new records, skip duplicates, advance ``acked_seq`` over what is now contiguous."""
+    (acked,) = db.execute("SELECT acked_seq FROM sync WHERE agent_id = ?", (agent_id,)).fetchone()
+    lost = 0
+    if batch.dropped_through > acked:
+        (held,) = db.execute(
+            "SELECT count(*) FROM records WHERE agent_id = ? AND seq > ? AND seq <= ?",
+            (agent_id, acked, batch.dropped_through),
+        ).fetchone()
+        lost = batch.dropped_through - acked - held
+        acked = batch.dropped_through
+    applied = duplicates = 0
+    for r in batch.records:
+        if r.seq <= acked:
+            duplicates += 1
+            continue
+        cur = db.execute(
+            "INSERT OR IGNORE INTO records VALUES (?, ?, ?, ?, ?, ?)",
+            (agent_id, r.seq, r.kind, r.payload, r.created_at, now),
+        )
+        if cur.rowcount:
+            applied += 1
+        else:
+            duplicates += 1
+    ahead = db.execute(
+        "SELECT seq FROM records WHERE agent_id = ? AND seq > ? ORDER BY seq", (agent_id, acked)
+    )
+    for (seq,) in ahead:
+        if seq != acked + 1:
+            break
+        acked = seq
+    db.execute(
+        "UPDATE sync SET acked_seq = ?, applied = applied + ?, duplicates = duplicates + ?, "
+        "lost = lost + ? WHERE agent_id = ?",
+        (acked, applied, duplicates, lost, agent_id),
+    )
+    return {"acked": acked, "applied": applied, "duplicates": duplicates, "lost": lost}

@@ -1,0 +1,1 @@
+"""Server side of federated learning: ServerApp, model registry, evaluation harness."""

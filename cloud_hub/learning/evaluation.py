@@ -1,0 +1,138 @@
+"""Evaluation harness: FedAvg vs local-only vs centralized vs naive baselines, MAE per site."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from cloud_hub.learning.localgrid import LocalGrid
+from cloud_hub.learning.serverapp import RoundSettings, train_federated
+from cloud_hub.learning.traces import Site
+from edge_agent.predictor import baselines
+from edge_agent.predictor.clientapp import app as client_app
+from edge_agent.predictor.features import make_dataset, split_point
+from edge_agent.predictor.model import LoadModel, TrainConfig, model_for
+
+FloatArray = NDArray[np.float64]
+log = logging.getLogger(__name__)
+FIRST_NODE_ID = 101  # clear of Flower's SUPERLINK_NODE_ID (1)
+NAIVE = ("last_value", "ewma", "seasonal_naive")
+
+
+@dataclass
+class SiteData:
+    """A site's windows split chronologically into train and test."""
+
+    name: str
+    x: FloatArray
+    y: FloatArray
+    level: FloatArray
+    cut: int
+
+    def test_truth(self) -> FloatArray:
+        """Test targets in the site's own units."""
+        return self.y[self.cut :] * self.level[self.cut :]
+
+
+@dataclass
+class Report:
+    """MAE per method per site (site units) and mean relative MAE per method."""
+
+    sites: list[str]
+    mae: dict[str, dict[str, float]] = field(default_factory=dict)
+    rel_mae: dict[str, float] = field(default_factory=dict)
+
+    def local_only_sites_won(self) -> int:
+        """Sites where FedAvg's MAE is lower than the local-only model's."""
+        return sum(self.mae["fedavg"][s] < self.mae["local_only"][s] for s in self.sites)
+
+    def best_naive(self) -> str:
+        """The naive baseline with the lowest mean relative MAE."""
+        return min(NAIVE, key=lambda m: self.rel_mae[m])
+
+
+def prepare(sites: list[Site], settings: RoundSettings) -> list[SiteData]:
+    """Windows and chronological split for every site."""
+    out = []
+    for s in sites:
+        spec = replace(settings.spec, bucket_s=s.bucket_s)
+        x, y, level = make_dataset(s.series, s.t0, spec)
+        out.append(SiteData(s.name, x, y, level, split_point(x.shape[0], settings.holdout)))
+    return out
+
+
+def _model_preds(model: LoadModel, d: SiteData) -> FloatArray:
+    """The model's test forecasts in site units (clipped at zero like the runtime)."""
+    return np.maximum(model.predict(d.x[d.cut :]) * d.level[d.cut :], 0.0)
+
+
+def _naive_preds(d: SiteData, settings: RoundSettings, season: int) -> dict[str, FloatArray]:
+    """Each naive baseline's test forecasts in site units."""
+    w = d.x[d.cut :, : settings.spec.window] * d.level[d.cut :, None]
+    return {
+        "last_value": baselines.last_value(w),
+        "ewma": baselines.ewma(w),
+        "seasonal_naive": baselines.seasonal_naive(w, season, settings.spec.horizon),
+    }
+
+
+def run_fedavg(
+    sites: list[Site],
+    settings: RoundSettings,
+    offline: set[int] | None = None,
+    workdir: Path | None = None,
+) -> LoadModel:
+    """FedAvg through the real Flower strategy and ClientApp, sites as in-process nodes."""
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        configs: dict[int, dict[str, object]] = {}
+        for i, s in enumerate(sites, start=FIRST_NODE_ID):
+            path = Path(tmp) / f"site{i}.npz"
+            np.savez(path, t0=s.t0, series=s.series)
+            configs[i] = {"series-npz": str(path)}
+        grid = LocalGrid(client_app, configs)
+        grid.offline = set(offline or ())
+        model, _ = train_federated(grid, settings)
+    return model
+
+
+def evaluate(sites: list[Site], settings: RoundSettings) -> Report:
+    """Every method on every site; models see each site's train part only."""
+    data = prepare(sites, settings)
+    spec = settings.spec
+    season = round(spec.period_s / sites[0].bucket_s)
+    epochs = settings.num_rounds * settings.local_epochs
+    cfg = TrainConfig(epochs=epochs, lr=settings.lr, seed=settings.seed)
+    preds: dict[str, dict[str, FloatArray]] = {
+        m: {} for m in (*NAIVE, "local_only", "centralized", "fedavg")
+    }
+    fed = run_fedavg(sites, settings)
+    central = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
+    central.fit(
+        np.concatenate([d.x[: d.cut] for d in data]),
+        np.concatenate([d.y[: d.cut] for d in data]),
+        cfg,
+    )
+    for d in data:
+        local = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
+        local.fit(d.x[: d.cut], d.y[: d.cut], cfg)
+        preds["local_only"][d.name] = _model_preds(local, d)
+        preds["centralized"][d.name] = _model_preds(central, d)
+        preds["fedavg"][d.name] = _model_preds(fed, d)
+        for m, p in _naive_preds(d, settings, season).items():
+            preds[m][d.name] = p
+    report = Report([d.name for d in data])
+    for method, by_site in preds.items():
+        report.mae[method] = {}
+        rel = []
+        for d in data:
+            truth = d.test_truth()
+            mae = float(np.mean(np.abs(by_site[d.name] - truth)))
+            report.mae[method][d.name] = mae
+            rel.append(mae / max(float(np.mean(np.abs(truth))), spec.floor))
+        report.rel_mae[method] = float(np.mean(rel))
+    return report

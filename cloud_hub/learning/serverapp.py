@@ -1,0 +1,161 @@
+"""Flower ServerApp: FedAvg rounds of the load model that finish with nodes offline."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message
+from flwr.serverapp import Grid, ServerApp
+from flwr.serverapp.strategy import FedAvg, Result
+
+from cloud_hub.learning.registry import ModelRegistry, ModelVersion
+from edge_agent.errors import HetmeshError
+from edge_agent.predictor.clientapp import spec_from_config
+from edge_agent.predictor.features import FeatureSpec
+from edge_agent.predictor.model import LoadModel, model_for
+from edge_agent.predictor.onnx_export import spec_metadata, to_onnx
+
+log = logging.getLogger(__name__)
+
+POLL_S = 0.2  # how often a starting round re-checks connected nodes
+
+
+class RunCannotStart(HetmeshError):
+    """Too few nodes connected before the start deadline; the run is stopped, not left waiting."""
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """What a training run does: rounds, node minimum, timeouts and local training."""
+
+    spec: FeatureSpec
+    num_rounds: int = 5
+    min_nodes: int = 2
+    round_timeout_s: float = 60.0
+    start_timeout_s: float = 30.0
+    local_epochs: int = 2
+    lr: float = 0.02
+    hidden: int = 16
+    holdout: float = 0.3
+    seed: int = 0
+
+    def train_config(self) -> ConfigRecord:
+        """The config record each train/evaluate message carries."""
+        return ConfigRecord(
+            {
+                "window": self.spec.window,
+                "horizon": self.spec.horizon,
+                "bucket-s": self.spec.bucket_s,
+                "period-s": self.spec.period_s,
+                "local-epochs": self.local_epochs,
+                "lr": self.lr,
+                "hidden": self.hidden,
+                "holdout": self.holdout,
+            }
+        )
+
+
+def settings_from_config(cfg: Mapping[str, object]) -> RoundSettings:
+    """RoundSettings from a Flower run config (keys as in RoundSettings, dashed)."""
+
+    def get(key: str, default: float) -> float:
+        return float(cast(float, cfg.get(key, default)))
+
+    return RoundSettings(
+        spec=spec_from_config(cfg),
+        num_rounds=int(get("num-rounds", 5)),
+        min_nodes=int(get("min-nodes", 2)),
+        round_timeout_s=get("round-timeout-s", 60.0),
+        start_timeout_s=get("start-timeout-s", 30.0),
+        local_epochs=int(get("local-epochs", 2)),
+        lr=get("lr", 0.02),
+        hidden=int(get("hidden", 16)),
+        holdout=get("holdout", 0.3),
+    )
+
+
+class GuardedFedAvg(FedAvg):
+    """FedAvg that gives up after start_timeout_s instead of waiting forever for nodes."""
+
+    def __init__(self, min_nodes: int, start_timeout_s: float) -> None:
+        """Train and evaluate need min_nodes replies-worth of connected nodes."""
+        super().__init__(
+            min_train_nodes=min_nodes, min_evaluate_nodes=min_nodes, min_available_nodes=min_nodes
+        )
+        self.start_timeout_s = start_timeout_s
+        self._wake = threading.Event()
+
+    def _await_nodes(self, grid: Grid) -> None:
+        """Return once enough nodes are connected; raise RunCannotStart at the deadline."""
+        deadline = time.monotonic() + self.start_timeout_s
+        while (n := len(list(grid.get_node_ids()))) < self.min_available_nodes:
+            if time.monotonic() >= deadline:
+                raise RunCannotStart(
+                    f"{n} of {self.min_available_nodes} required nodes connected after "
+                    f"{self.start_timeout_s:.0f} s; run stopped"
+                )
+            self._wake.wait(POLL_S)
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Check nodes with a deadline, then sample as FedAvg does."""
+        self._await_nodes(grid)
+        return super().configure_train(server_round, arrays, config, grid)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Check nodes with a deadline, then sample as FedAvg does."""
+        self._await_nodes(grid)
+        return super().configure_evaluate(server_round, arrays, config, grid)
+
+
+def train_federated(grid: Grid, settings: RoundSettings) -> tuple[LoadModel, Result]:
+    """Run FedAvg rounds over the grid; the final global model and Flower's result."""
+    spec = settings.spec
+    model = model_for(spec.n_features, spec.window, hidden=settings.hidden, seed=settings.seed)
+    strategy = GuardedFedAvg(settings.min_nodes, settings.start_timeout_s)
+    result = strategy.start(
+        grid=grid,
+        initial_arrays=ArrayRecord(model.get_weights()),
+        num_rounds=settings.num_rounds,
+        timeout=settings.round_timeout_s,
+        train_config=settings.train_config(),
+        evaluate_config=settings.train_config(),
+    )
+    if len(result.arrays) > 0:
+        model.set_weights(result.arrays.to_numpy_ndarrays())
+    return model, result
+
+
+def publish(
+    model: LoadModel, result: Result, settings: RoundSettings, registry: ModelRegistry
+) -> ModelVersion:
+    """Export the global model to ONNX and register it with its last evaluation metrics."""
+    metrics: dict[str, float] = {"rounds": float(settings.num_rounds)}
+    if result.evaluate_metrics_clientapp:
+        last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
+        metrics.update({k: float(cast(float, v)) for k, v in last.items()})
+    data = to_onnx(model, metadata=spec_metadata(settings.spec))
+    entry = registry.add(data, metrics)
+    log.info("registered load model v%s (%s)", entry.version, metrics)
+    return entry
+
+
+app = ServerApp()
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    """Train per the run config, then export and register the model (run config registry-dir)."""
+    settings = settings_from_config(dict(context.run_config))
+    model, result = train_federated(grid, settings)
+    registry_dir = str(context.run_config.get("registry-dir", "hub-models"))
+    publish(model, result, settings, ModelRegistry(Path(registry_dir)))

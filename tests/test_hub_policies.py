@@ -1,0 +1,129 @@
+"""Policy versions and rollout through the hub API: canary, health gate, promotion, rollback."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from cloud_hub.hub import policies
+from cloud_hub.hub.agent_client import HubClient
+from cloud_hub.hub.api import HUB, make_app
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.sim_agent import SimulatedAgent
+
+pytestmark = pytest.mark.asyncio
+Client = TestClient[Any, Any]
+ADMIN = {"Authorization": "Bearer adm"}
+
+
+async def setup(aiohttp_client: Any, tmp_path: Path, n: int = 4) -> tuple[Client, list[Any]]:
+    config = HubConfig(data_dir=tmp_path, port=0, join_token="t", admin_token="adm")
+    client: Client = await aiohttp_client(make_app(config))
+    agents = []
+    for i in range(n):
+        hc = HubClient(str(client.make_url("")), f"a{i}", client.session)
+        await hc.enrol("t", {"site": "lab" if i < n - 1 else "field"}, board="rk3588")
+        agents.append(SimulatedAgent(hc, devices=[]))
+    return client, agents
+
+
+async def put(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
+    resp = await client.post("/v1/policies", json=doc, headers=ADMIN)
+    assert resp.status == 201, await resp.text()
+    return dict(await resp.json())
+
+
+async def test_versions_are_numbered_by_the_hub_and_validated(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client, _ = await setup(aiohttp_client, tmp_path, 1)
+    assert (await put(client, {"name": "p", "template": "balanced"}))["version"] == 1
+    assert (await put(client, {"name": "p", "template": "energy-first", "version": 9}))[
+        "version"
+    ] == 2
+    bad = await client.post("/v1/policies", json={"name": "p", "weights": {"x": 1}}, headers=ADMIN)
+    body = await bad.json()
+    assert bad.status == 400 and body["ok"] is False and "weights" in body["error"]
+    history = (await (await client.get("/v1/policies/p")).json())["versions"]
+    assert [v["version"] for v in history] == [2, 1]
+    assert history[0]["document"]["weights"]["energy"] > history[1]["document"]["weights"]["energy"]
+    assert (await client.get("/v1/policies/nope")).status == 404
+
+
+async def test_canary_promotes_after_the_gate(aiohttp_client: Any, tmp_path: Path) -> None:
+    client, agents = await setup(aiohttp_client, tmp_path)
+    hub = client.app[HUB]
+    await put(client, {"name": "p", "template": "latency-first"})
+    resp = await client.post(
+        "/v1/rollouts",
+        json={"name": "p", "version": 1, "selector": {"site": "lab"}, "canary_fraction": 0.3},
+        headers=ADMIN,
+    )
+    rollout = (await resp.json())["rollout"]
+    assert rollout["state"] == "canary" and rollout["agents"] == 3
+    [canary] = rollout["canaries"]
+    by_id = {a.client.agent_id: a for a in agents}
+    for a in agents:
+        await a.beat()
+    assert by_id[canary].policy is not None and by_id[canary].policy["version"] == 1
+    assert all(a.policy is None for a in agents if a.client.agent_id != canary)
+    for _ in range(policies.GATE_HEARTBEATS):
+        assert await hub.policies.evaluate() == []
+        await by_id[canary].beat()  # acknowledges p@1 and stays healthy
+    [done] = await hub.policies.evaluate()
+    assert done["state"] == "complete"
+    for a in agents:
+        await a.beat()
+    applied = {a.client.agent_id: a.policy and a.policy["version"] for a in agents}
+    assert applied == {"a0": 1, "a1": 1, "a2": 1, "a3": None}  # a3 is site=field
+
+
+async def test_canary_missing_slos_rolls_back(aiohttp_client: Any, tmp_path: Path) -> None:
+    client, agents = await setup(aiohttp_client, tmp_path)
+    hub = client.app[HUB]
+    await put(client, {"name": "p", "template": "balanced"})
+    await put(client, {"name": "p", "template": "energy-first"})
+    await client.post(
+        "/v1/rollouts", json={"name": "p", "version": 1, "selector": {}}, headers=ADMIN
+    )
+    for a in agents:
+        await a.beat()
+    resp = await client.post(
+        "/v1/rollouts",
+        json={
+            "name": "p",
+            "version": 2,
+            "selector": {},
+            "canary_fraction": 0.25,
+            "max_slo_misses": 2,
+        },
+        headers=ADMIN,
+    )
+    [canary] = (await resp.json())["rollout"]["canaries"]
+    sick = next(a for a in agents if a.client.agent_id == canary)
+    await sick.beat()
+    assert sick.policy is not None and sick.policy["version"] == 2
+    sick.slo_misses += 3
+    await sick.beat()
+    [rolled] = await hub.policies.evaluate()
+    assert rolled["state"] == "rolled_back" and canary in rolled["reason"]
+    await sick.beat()
+    assert sick.policy["version"] == 1  # handed the previous version back in one step
+    heads = (await (await client.get("/v1/policies")).json())["policies"]
+    assert heads[0]["rollout"]["state"] == "rolled_back"
+
+
+async def test_rollout_needs_admin_and_a_known_version(aiohttp_client: Any, tmp_path: Path) -> None:
+    client, _ = await setup(aiohttp_client, tmp_path, 1)
+    doc = {"name": "p", "version": 1, "selector": {}}
+    assert (await client.post("/v1/rollouts", json=doc)).status == 401
+    missing = await client.post("/v1/rollouts", json=doc, headers=ADMIN)
+    assert missing.status == 404 and "p@1" in (await missing.json())["error"]
+    await put(client, {"name": "p", "template": "balanced"})
+    nobody = await client.post(
+        "/v1/rollouts", json={**doc, "selector": {"site": "mars"}}, headers=ADMIN
+    )
+    assert nobody.status == 400 and "matches no" in (await nobody.json())["error"]

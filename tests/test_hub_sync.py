@@ -1,0 +1,180 @@
+"""Hub protocol through a real aiohttp server and SQLite file: enrol, signed heartbeat, sync."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from cloud_hub.hub.agent_client import HubClient, HubRejected
+from cloud_hub.hub.api import make_app
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.protocol import signed_headers
+from cloud_hub.hub.sim_agent import SimulatedAgent
+
+pytestmark = pytest.mark.asyncio
+Client = TestClient[Any, Any]
+TOKEN = "join-me"
+
+
+async def hub(aiohttp_client: Any, tmp_path: Path, **changes: Any) -> Client:
+    config = HubConfig(data_dir=tmp_path / "hub", port=0, join_token=TOKEN, admin_token="adm")
+    client: Client = await aiohttp_client(make_app(config.replace(**changes)))
+    return client
+
+
+async def agent(client: Client, agent_id: str = "a1") -> HubClient:
+    hc = HubClient(str(client.make_url("")), agent_id, client.session)
+    await hc.enrol(TOKEN, {"site": "lab"}, board="rk3588")
+    return hc
+
+
+def rec(seq: int, kind: str = "task") -> dict[str, Any]:
+    return {"seq": seq, "kind": kind, "payload": {"id": f"t{seq}"}, "created_at": 1.0}
+
+
+def stored_seqs(tmp_path: Path, agent_id: str) -> list[int]:
+    conn = sqlite3.connect(tmp_path / "hub" / "hub.db")
+    try:
+        rows = conn.execute("SELECT seq FROM records WHERE agent_id = ? ORDER BY seq", (agent_id,))
+        return [int(s) for (s,) in rows]
+    finally:
+        conn.close()
+
+
+async def test_enrol_with_wrong_token_is_401_in_the_error_shape(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    resp = await client.post("/v1/enrol", json={"agent_id": "a1", "join_token": "nope"})
+    assert resp.status == 401
+    body = await resp.json()
+    assert body["ok"] is False and body["status"] == 401 and "join token" in body["error"]
+
+
+async def test_enrol_then_signed_heartbeat_is_recorded(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    assert len(hc.key or "") == 64
+    dev = {"id": "rk3588/npu", "kind": "npu", "utilization": 0.25, "health": "online"}
+    answer = await hc.heartbeat({"status": "ok", "devices": [dev], "peers": []})
+    assert answer["ok"] is True and answer["policy"] is None
+    fleet = await (await client.get("/v1/fleet")).json()
+    [row] = fleet["agents"]
+    assert row["id"] == "a1" and row["state"] == "online" and row["board"] == "rk3588"
+    assert "key" not in row and row["labels"] == {"site": "lab"}
+    [device] = fleet["devices"]
+    assert device["utilization"] == 0.25 and device["current"] is True
+
+
+@pytest.mark.parametrize("tamper", ["signature", "body", "agent", "time", "unenrolled"])
+async def test_bad_signature_is_401_with_json_error(
+    aiohttp_client: Any, tmp_path: Path, tamper: str
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    assert hc.key is not None
+    path, body = "/v1/agents/a1/heartbeat", json.dumps({"status": "ok"}).encode()
+    now = time.time() - (1000 if tamper == "time" else 0)
+    headers = signed_headers("a1", hc.key, "POST", path, body, now)
+    if tamper == "signature":
+        headers["X-Hetmesh-Signature"] = "0" * 64
+    elif tamper == "body":
+        body = json.dumps({"status": "degraded"}).encode()
+    elif tamper == "agent":
+        path = "/v1/agents/a2/heartbeat"
+    elif tamper == "unenrolled":
+        headers = signed_headers("ghost", hc.key, "POST", "/v1/agents/ghost/heartbeat", body, now)
+        path = "/v1/agents/ghost/heartbeat"
+    resp = await client.post(path, data=body, headers=headers)
+    doc = await resp.json()
+    assert resp.status == 401, doc
+    assert set(doc) == {"ok", "error", "status"} and doc["ok"] is False and doc["status"] == 401
+    fleet = await (await client.get("/v1/fleet")).json()
+    assert fleet["agents"][0]["last_seen"] is None  # nothing from a forged request was kept
+
+
+async def test_duplicate_batches_apply_once(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    batch = [rec(1), rec(2, "decision"), rec(3)]
+    first = await hc.sync(batch)
+    assert (first["acked"], first["applied"], first["duplicates"]) == (3, 3, 0)
+    again = await hc.sync(batch)
+    assert (again["acked"], again["applied"], again["duplicates"]) == (3, 0, 3)
+    assert stored_seqs(tmp_path, "a1") == [1, 2, 3]
+
+
+async def test_out_of_order_batches_hold_the_ack_until_the_gap_fills(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    ahead = await hc.sync([rec(4), rec(5)])
+    assert ahead["acked"] == 0 and ahead["applied"] == 2  # kept, but 1..3 are missing
+    assert await hc.acked() == 0
+    filled = await hc.sync([rec(1), rec(2), rec(3), rec(4)])
+    assert filled["acked"] == 5 and filled["applied"] == 3 and filled["duplicates"] == 1
+    assert stored_seqs(tmp_path, "a1") == [1, 2, 3, 4, 5]
+
+
+async def test_resume_after_gap_counts_only_what_the_agent_dropped(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    sim = SimulatedAgent(await agent(client), devices=[], outbox_limit=5)
+    for i in range(3):
+        sim.record("task", {"i": i}, 1.0)
+    assert await sim.flush() == 3
+    for i in range(10):  # hub unreachable meanwhile: the bounded outbox drops seq 4..8
+        sim.record("task", {"i": 3 + i}, 2.0)
+    assert sim.dropped == 5 and sim.dropped_through == 8
+    assert await sim.flush() == 13
+    state = await (await client.get("/v1/fleet")).json()
+    [row] = state["agents"]
+    assert (row["acked_seq"], row["applied"], row["lost"], row["duplicates"]) == (13, 8, 5, 0)
+    assert stored_seqs(tmp_path, "a1") == [1, 2, 3, 9, 10, 11, 12, 13]
+
+
+async def test_bad_record_rejects_the_whole_batch_and_names_it(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    with pytest.raises(HubRejected) as err:
+        await hc.sync([rec(1), {"seq": 2, "kind": "gossip", "payload": {}}])
+    assert err.value.status == 400 and "records[1].kind" in str(err.value)
+    assert stored_seqs(tmp_path, "a1") == []
+    assert (await hc.sync([rec(1)]))["acked"] == 1
+
+
+async def test_state_survives_a_hub_restart(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    await hc.sync([rec(1), rec(2)])
+    await client.close()
+    client2 = await hub(aiohttp_client, tmp_path)
+    hc.session, hc.base_url = client2.session, str(client2.make_url("")).rstrip("/")
+    assert await hc.acked() == 2  # the key and the ack were both persisted
+    assert (await hc.sync([rec(2), rec(3)]))["applied"] == 1
+
+
+async def test_metrics_and_openapi(aiohttp_client: Any, tmp_path: Path) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    await hc.heartbeat({"status": "ok"})
+    await hc.sync([rec(1)])
+    await hc.sync([rec(1)])
+    text = await (await client.get("/metrics")).text()
+    assert "hetmesh_hub_heartbeats_total 1.0" in text
+    assert 'hetmesh_hub_sync_records_total{outcome="duplicate"} 1.0' in text
+    assert 'hetmesh_hub_agents{state="online"} 1.0' in text
+    doc = await (await client.get("/v1/openapi.json")).json()
+    assert "/v1/agents/{agent_id}/sync" in doc["paths"]
+    missing = await client.get("/v1/nowhere")
+    assert (await missing.json())["status"] == 404

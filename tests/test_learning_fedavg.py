@@ -1,0 +1,96 @@
+"""Server side: FedAvg through Flower's strategy and the ClientApp, registry, evaluation."""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 deprecates
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import flwr.supercore.logger  # noqa: F401
+
+from cloud_hub.learning import serverapp
+from cloud_hub.learning.evaluation import NAIVE, evaluate, run_fedavg
+from cloud_hub.learning.localgrid import LocalGrid
+from cloud_hub.learning.registry import ModelRegistry
+from cloud_hub.learning.serverapp import RoundSettings, RunCannotStart, publish, train_federated
+from cloud_hub.learning.traces import Site, all_sites
+from edge_agent.errors import InvalidInput
+from edge_agent.predictor.clientapp import app as client_app
+from edge_agent.predictor.features import FeatureSpec
+from edge_agent.predictor.model import model_for
+from edge_agent.predictor.runtime import OrtPredictor
+
+SPEC = FeatureSpec(window=24, bucket_s=3600.0)  # seasonal naive needs a day of window
+
+
+def _sites() -> list[Site]:
+    """Three short non-IID sites cut from the real traces (first 400 hourly buckets)."""
+    return [Site(s.name, s.t0, s.bucket_s, s.series[:400]) for s in all_sites()[:3]]
+
+
+def test_fedavg_rounds_complete_with_a_node_offline(tmp_path: Path) -> None:
+    settings = RoundSettings(spec=SPEC, num_rounds=2, min_nodes=2, local_epochs=1)
+    start = model_for(SPEC.n_features, SPEC.window, settings.hidden).get_weights()
+    model = run_fedavg(_sites(), settings, offline={102}, workdir=tmp_path)
+    assert any(not np.allclose(a, b) for a, b in zip(model.get_weights(), start, strict=True))
+
+
+def test_run_that_cannot_start_is_stopped(tmp_path: Path) -> None:
+    npz = tmp_path / "s.npz"
+    np.savez(npz, t0=0.0, series=np.ones(100))
+    grid = LocalGrid(client_app, {101: {"series-npz": str(npz)}})
+    settings = RoundSettings(spec=SPEC, num_rounds=1, min_nodes=2, start_timeout_s=0.0)
+    with pytest.raises(RunCannotStart, match="1 of 2 required nodes"):
+        train_federated(grid, settings)
+
+
+def test_client_failure_is_an_error_reply_not_a_crash(tmp_path: Path) -> None:
+    npz = tmp_path / "s.npz"
+    np.savez(npz, t0=0.0, series=np.abs(np.sin(np.arange(300.0))))
+    grid = LocalGrid(
+        client_app,
+        {101: {"series-npz": str(npz)}, 102: {"series-npz": str(tmp_path / "missing.npz")}},
+    )
+    settings = RoundSettings(spec=SPEC, num_rounds=1, min_nodes=2)
+    _, result = train_federated(grid, settings)
+    assert sorted(set(grid.delivered)) == [101, 102]
+    assert result.train_metrics_clientapp[1]["train_mae_norm"] > 0  # the healthy node's reply
+
+
+def test_publish_registers_loadable_onnx(tmp_path: Path) -> None:
+    settings = RoundSettings(spec=SPEC, num_rounds=1, min_nodes=3, local_epochs=1)
+    with_tmp = dataclasses.replace(settings)
+    sites = _sites()
+    grid_model = run_fedavg(sites, with_tmp, workdir=tmp_path)
+    reg = ModelRegistry(tmp_path / "reg")
+    from flwr.serverapp.strategy import Result
+
+    entry = publish(grid_model, Result(), settings, reg)
+    assert reg.latest() == entry and entry.version == 1
+    ort = OrtPredictor(reg.read(entry))
+    assert ort.spec == SPEC
+    with pytest.raises(InvalidInput, match="not a valid ONNX"):
+        reg.add(b"junk", {})
+    assert [v.version for v in reg.versions()] == [1]
+
+
+def test_settings_from_run_config() -> None:
+    s = serverapp.settings_from_config(
+        {"num-rounds": 3, "min-nodes": 4, "window": 8, "round-timeout-s": 5.0}
+    )
+    assert (s.num_rounds, s.min_nodes, s.spec.window, s.round_timeout_s) == (3, 4, 8, 5.0)
+
+
+def test_evaluation_reports_every_method_per_site() -> None:
+    sites = _sites()
+    report = evaluate(sites, RoundSettings(spec=SPEC, num_rounds=2, min_nodes=3))
+    for method in (*NAIVE, "local_only", "centralized", "fedavg"):
+        assert set(report.mae[method]) == {s.name for s in sites}
+        assert np.isfinite(report.rel_mae[method])
+    assert report.best_naive() in NAIVE
+    assert 0 <= report.local_only_sites_won() <= 3
