@@ -292,3 +292,44 @@ def test_requirements_precision_overrides_semantics() -> None:
         _doc(**{"semantics.precision": "fp16", "requirements.precision": "bf16"})
     )
     assert parsed.precision() is Precision.BF16
+
+
+@pytest.mark.parametrize(
+    ("doc", "needle"),
+    [
+        ({"semantics": {"gflops": 1}, "priority": 10**6 + 1}, "contract.priority: must be within"),
+        ({"semantics": {"gflops": 1}, "priority": -(10**400)}, "contract.priority: must be within"),
+        ({"semantics": {"gflops": 10**400}}, "semantics.gflops: must be a number in [0, 1e+15)"),
+        ({"semantics": {"gflops": 1e15}}, "semantics.gflops: must be a number in [0, 1e+15)"),
+        ({"semantics": {"gflops": 1, "param_bytes": 2e300}}, "semantics.param_bytes"),
+        (
+            {"semantics": {"gflops": 1}, "requirements": {"config_id": 2**31}},
+            "requirements.config_id: expected an integer 0..2147483647",
+        ),
+        (
+            {"semantics": {"gflops": 1}, "requirements": {"deadline_s": 1e10}},
+            "requirements.deadline_s: must be a number in [0, 1e+09)",
+        ),
+        (
+            {"semantics": {"gflops": 1}, "requirements": {"min_memory_bytes": 10**30}},
+            "requirements.min_memory_bytes",
+        ),
+    ],
+)
+def test_numbers_beyond_sane_bounds_are_refused_naming_the_field(
+    doc: dict[str, Any], needle: str
+) -> None:
+    with pytest.raises(ContractError) as err:
+        TaskContract.from_dict(doc)
+    assert needle in str(err.value)
+
+
+def test_numbers_at_the_bounds_are_accepted() -> None:
+    c = TaskContract.from_dict(
+        {
+            "semantics": {"gflops": 9.99e14, "param_bytes": 10**14},
+            "requirements": {"config_id": 2**31 - 1, "max_latency_s": 9e8},
+            "priority": -(10**6),
+        }
+    )
+    assert c.priority == -(10**6) and c.requirements.config_id == 2**31 - 1

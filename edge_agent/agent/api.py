@@ -111,7 +111,10 @@ def task_doc(row: dict[str, Any]) -> dict[str, Any]:
 
 async def _submit(request: web.Request) -> web.Response:
     agent, doc, key = request.app[AGENT], await _json(request), _key(request)
-    task = await asyncio.to_thread(agent.intake.task, doc, key)
+    if isinstance(doc, dict) and "model" not in doc:
+        task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
+    else:
+        task = await asyncio.to_thread(agent.intake.task, doc, key)
     [(row, created)] = await agent.submit([task])
     return web.json_response(
         {"ok": True, "created": created, "task": task_doc(row)},

@@ -48,6 +48,7 @@ class AgentConfig:
     batch_size: int = 256  # most tasks one kernel call places
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
     shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
+    tenant_shares: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     @property
     def db_path(self) -> Path:
@@ -75,7 +76,13 @@ class AgentConfig:
 SECTIONS: dict[str, tuple[str, ...]] = {
     "agent": ("data_dir", "profile", "policy", "model_dir", "command_allowlist"),
     "api": ("host", "port", "max_body_bytes"),
-    "scheduler": ("batch_size", "emulation_jitter", "shutdown_grace_s", "telemetry_interval_s"),
+    "scheduler": (
+        "batch_size",
+        "emulation_jitter",
+        "shutdown_grace_s",
+        "telemetry_interval_s",
+        "tenant_shares",
+    ),
 }
 _KINDS: dict[str, type] = {
     "data_dir": Path,
@@ -90,6 +97,7 @@ _KINDS: dict[str, type] = {
     "telemetry_interval_s": float,
     "emulation_jitter": float,
     "shutdown_grace_s": float,
+    "tenant_shares": dict,
 }
 
 
@@ -144,6 +152,12 @@ def _from_env(name: str, raw: str) -> Any:
     kind = _KINDS[name]
     if kind is tuple:
         return [item.strip() for item in raw.split(",") if item.strip()]
+    if kind is dict:  # "tenant=weight,tenant=weight"
+        pairs = [item.partition("=") for item in raw.split(",") if item.strip()]
+        try:
+            return {k.strip(): float(v) for k, sep, v in pairs if sep}
+        except ValueError:
+            return raw  # _coerce reports it with the variable's name
     if kind in (int, float):
         try:
             return kind(raw)
@@ -163,6 +177,13 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         if kind is Path:
             return _path_or_default(name, value)
         return value
+    if kind is dict:
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and _is_number(v) and 0 < v < math.inf
+            for k, v in value.items()
+        ):
+            raise ConfigError(f"{where}: expected {{tenant = weight > 0}}, got {value!r}")
+        return {k: float(v) for k, v in value.items()}
     if kind is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{where}: expected a list of non-empty strings, got {value!r}")
@@ -174,6 +195,10 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     ):
         raise ConfigError(f"{where}: expected {'an integer' if kind is int else 'a number'}")
     return kind(value)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _path_or_default(name: str, value: str) -> Path:
@@ -208,6 +233,7 @@ def render_default(config: AgentConfig | None = None) -> str:
     """Return a commented TOML file holding ``config`` (default: the defaults)."""
     c = config or AgentConfig()
     allow = ", ".join(_q(cmd) for cmd in c.command_allowlist)
+    shares = ", ".join(f"{_q(t)} = {w}" for t, w in c.tenant_shares.items())
     return f"""\
 # hetmesh edge agent configuration. Every key is optional; EDGE_AGENT_<KEY> environment
 # variables (e.g. EDGE_AGENT_PORT=9000, EDGE_AGENT_COMMAND_ALLOWLIST=/usr/bin/true) override it.
@@ -239,8 +265,11 @@ batch_size = {c.batch_size}
 emulation_jitter = {c.emulation_jitter}
 # seconds a graceful stop waits for running tasks (the rest resume after restart)
 shutdown_grace_s = {c.shutdown_grace_s}
-# seconds between telemetry samples
+# seconds between telemetry samples (0: no periodic sampling)
 telemetry_interval_s = {c.telemetry_interval_s}
+# weighted fair share between tenants of one priority class (unnamed tenants weigh 1),
+# e.g. {{ vision = 3, batch = 1 }}
+tenant_shares = {{ {shares} }}
 """
 
 

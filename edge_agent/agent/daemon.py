@@ -21,6 +21,9 @@ from edge_agent.agent.config import AgentConfig
 
 _log = logging.getLogger(__name__)
 
+#: Pending connections the kernel holds for us (a burst of clients must not see SYN drops).
+LISTEN_BACKLOG = 2048
+
 
 async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
     """Run the agent until ``stop`` is set or SIGTERM/SIGINT arrives."""
@@ -31,7 +34,7 @@ async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
     runner = web.AppRunner(make_app(config), handle_signals=False, access_log=None)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = web.TCPSite(runner, config.host, config.port, backlog=LISTEN_BACKLOG)
         await site.start()
         port = _bound_port(runner, config.port)
         await asyncio.to_thread(_write_state, config, port)
@@ -70,5 +73,10 @@ def _write_state(config: AgentConfig, port: int) -> None:
 
 def run(config: AgentConfig) -> int:
     """Run the daemon in a fresh event loop; 0 after a graceful stop."""
-    asyncio.run(serve(config))
+    try:
+        import uvloop  # optional: a faster event loop where installed
+    except ImportError:
+        asyncio.run(serve(config))
+    else:
+        uvloop.run(serve(config))
     return 0

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
 
 from edge_agent.agent.fleet import Fleet
 from edge_agent.placement import Decision, Placer
@@ -54,6 +53,8 @@ class Job:
     priority: int
     deadline_at: float
     cancelled: bool = False
+    submitted_at: float = 0.0
+    energy_start: Any = None  # power.Reading at start, where a meter covers the device
     seq: int = field(default_factory=itertools.count().__next__)
 
 
@@ -77,6 +78,10 @@ class _Sessions:
 
     def run(self, model: str, provider: str) -> dict[str, Any]:
         """Run one inference of ``model`` (blocking); return timing and output shapes."""
+        # imported on first use: an agent that never runs a model (an emulated board, opaque
+        # or command tasks) does not carry onnxruntime's ~30 MB
+        import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
+
         note = None
         if provider not in ort.get_available_providers():
             note = f"{provider} is not available in this onnxruntime build; ran on CPU"

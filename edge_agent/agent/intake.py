@@ -12,30 +12,49 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
+from typing import Any
 
 from edge_agent.agent.store import NewTask
 from edge_agent.errors import ContractError
 from edge_agent.placement.codec import prepare
 from edge_agent.tasks.contract import Semantics, TaskContract
-from edge_agent.tasks.onnx_semantics import semantics_from_onnx
 
 #: Fields of a submission that are the agent's, not the contract's.
 AGENT_FIELDS = ("command",)
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CACHE_LIMIT = 256
-INT32 = 2**31 - 1
 
 
 def _check_ranges(contract: TaskContract) -> None:
-    """Refuse values the kernel and SQLite cannot hold (the contract parser allows them)."""
-    if not -INT32 <= contract.priority <= INT32:
-        raise ContractError(f"contract.priority: must be within +-{INT32}")
-    if contract.requirements.config_id > INT32:
-        raise ContractError(f"requirements.config_id: must be <= {INT32}")
+    """Refuse a contract whose encoded row is not finite (the parser bounds each number)."""
     if not all(math.isfinite(x) for x in prepare(contract).row):
         raise ContractError("contract: numbers too large (their sums overflow to infinity)")
+
+
+def plain(value: Any) -> Any:
+    """Return a contract as ``TaskContract.to_dict`` does, without its deep copies (fast)."""
+    names = _FIELDS.get(type(value))
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELDS[type(value)] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: plain(getattr(value, name)) for name in names}
+    if isinstance(value, tuple | list):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    return value
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _onnx_semantics(model: Path | bytes) -> Semantics:
+    """Return a model's semantics; onnx is imported on first use (it weighs ~15 MB)."""
+    from edge_agent.tasks.onnx_semantics import semantics_from_onnx
+
+    return semantics_from_onnx(model)
 
 
 class Intake:
@@ -73,7 +92,7 @@ class Intake:
         except ContractError as err:
             raise ContractError(f"{where}: {err}") from None
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-        return NewTask(contract, digest, key, command)
+        return NewTask(contract, digest, key, command, json.dumps(plain(contract)))
 
     def _command(self, value: object, where: str) -> tuple[str, ...] | None:
         """Return the argv of a command task if the allowlist permits it."""
@@ -117,7 +136,7 @@ class Intake:
         with self._lock:
             found = self._cache.get(key)
         if found is None:
-            found = semantics_from_onnx(path)
+            found = _onnx_semantics(path)
             with self._lock:
                 if len(self._cache) >= _CACHE_LIMIT:
                     self._cache.pop(next(iter(self._cache)))
@@ -130,7 +149,7 @@ class Intake:
             raise ContractError(
                 "name: expected 1-64 letters, digits, '_', '.', '-' (no path), got " + repr(name)
             )
-        sem = semantics_from_onnx(data)  # ContractError naming the problem when invalid
+        sem = _onnx_semantics(data)  # ContractError naming the problem when invalid
         root = self.model_dirs[0]
         root.mkdir(parents=True, exist_ok=True)
         path = root / f"{name.removesuffix('.onnx')}.onnx"

@@ -94,6 +94,11 @@ class AgentMetrics:
         self.over_estimate = Counter(
             "hetmesh_agent_over_estimate", "Tasks that ran far over their estimate", registry=r
         )
+        self.preemptions = Counter(
+            "hetmesh_agent_preemptions",
+            "Queued tasks taken off a device for a higher-priority task's deadline",
+            registry=r,
+        )
         for state in STATES:
             self.tasks.labels(state).set(0)
 

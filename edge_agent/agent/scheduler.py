@@ -1,17 +1,17 @@
-"""The scheduling loop: waiting tasks in priority / deadline / FIFO order, placed in batches.
+"""The scheduling loop: waiting tasks in priority / tenant fair share / deadline order, batched.
 
-Each pass pops up to ``batch_size`` waiting tasks, places them with one kernel call, persists
-the decisions (the tasks become ``placed``) and hands them to the executor. A task no device
-can take only because the devices are busy (memory, latency or deadline) is parked until
-some work finishes; one no device could ever take fails with the decision's reasons.
+Each pass takes up to ``batch_size`` waiting tasks (``fairshare.FairQueue``), places them with
+one kernel call, persists the decisions (the tasks become ``placed``) and hands them to the
+executor. A task that would miss its deadline or latency bound only because of queued
+lower-priority work preempts that work (``preempt``), which goes back to waiting. A task no
+device can take only because the devices are busy is parked until some work finishes; one
+no device could ever take fails with the decision's reasons.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import heapq
-import itertools
 import json
 import logging
 import math
@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge_agent.agent.executor import Job
+from edge_agent.agent.fairshare import FairQueue
 from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.preempt import preempt_for, wants_preemption
 from edge_agent.agent.store import Store
 from edge_agent.errors import KernelError
 from edge_agent.placement import Decision, Placer, TaskContract
@@ -94,15 +96,25 @@ class Scheduler:
         dispatch: Callable[[Job], None],
         busy: Callable[[], int],
         batch_size: int,
+        queued: Callable[[], list[Job]] = list,
+        withdraw: Callable[[Job], None] = lambda job: None,
     ) -> None:
         self.placer, self.store, self.metrics = placer, store, metrics
         self._dispatch, self._busy, self._batch = dispatch, busy, batch_size
-        self._heap: list[tuple[int, float, int, str]] = []
+        self._queued, self._withdraw = queued, withdraw
         self._waiting: dict[str, Waiting] = {}
+        self.queue = FairQueue(self._waiting.__contains__, self._shares())
         self._parked: list[Waiting] = []
-        self._order = itertools.count()
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
+
+    def _shares(self) -> dict[str, float]:
+        shares = self.placer.policy.rules.get("tenant_shares") or {}
+        return {str(k): float(v) for k, v in shares.items()}
+
+    def policy_changed(self) -> None:
+        """Take the tenant shares from the placer's (new) policy."""
+        self.queue.set_shares(self._shares())
 
     def depth(self) -> int:
         """Return the number of tasks waiting for placement."""
@@ -111,9 +123,8 @@ class Scheduler:
     def add(self, task: Waiting) -> None:
         """Make ``task`` wait for placement."""
         self._waiting[task.task_id] = task
-        heapq.heappush(
-            self._heap, (-task.contract.priority, task.deadline_at, next(self._order), task.task_id)
-        )
+        c = task.contract
+        self.queue.push(task.task_id, c.tenant, c.priority, task.deadline_at)
         self._wake.set()
 
     def remove(self, task_id: str) -> bool:
@@ -125,9 +136,10 @@ class Scheduler:
 
     def poke(self) -> None:
         """Retry parked tasks: some work finished and freed a device."""
-        for task in self._parked:
-            self.add(task)
-        self._parked.clear()
+        parked, self._parked = self._parked, []
+        for task in parked:
+            if task.task_id in self._waiting:
+                self.add(task)
         self._wake.set()
 
     async def run(self) -> None:
@@ -135,20 +147,27 @@ class Scheduler:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            while self._heap:
-                batch: list[Waiting] = []
-                while self._heap and len(batch) < self._batch:
-                    task = self._waiting.get(heapq.heappop(self._heap)[3])
-                    if task is not None and task not in self._parked and task not in batch:
-                        batch.append(task)
-                if not batch:
-                    continue
+            while batch := self._next_batch():
                 try:
                     await self._place(batch)
                 except Exception:  # keep scheduling; these tasks stay queued in the store
                     _log.exception("placing a batch of %s tasks failed", len(batch))
                     for task in batch:
                         self._waiting.pop(task.task_id, None)
+
+    def _next_batch(self) -> list[Waiting]:
+        """Take up to ``batch_size`` waiting tasks in fair order."""
+        batch: list[Waiting] = []
+        taken: set[str] = set()
+        while len(batch) < self._batch:
+            task_id = self.queue.pop()
+            if task_id is None:
+                break
+            task = self._waiting.get(task_id)
+            if task is not None and task_id not in taken and task not in self._parked:
+                batch.append(task)
+                taken.add(task_id)
+        return batch
 
     async def _place(self, batch: list[Waiting]) -> None:
         now = time.time()
@@ -160,6 +179,7 @@ class Scheduler:
             await self._isolate(batch, err)
             return
         self.metrics.kernel_seconds.observe(time.perf_counter() - start)
+        victims = self._preempt(batch, contracts, decisions)
         entries, keep = [], []
         for task, decision in zip(batch, decisions, strict=True):
             if not decision.placed and self._transient(decision) and self._busy():
@@ -170,7 +190,7 @@ class Scheduler:
             entries.append((task.task_id, decision_row(decision), emulated))
             self.placing.add(task.task_id)
         try:
-            await self.store.placed(entries)
+            await self.store.placed(entries, [job.task_id for job in victims])
         except Exception:
             for task_id, _, _ in entries:
                 self.placing.discard(task_id)
@@ -194,10 +214,53 @@ class Scheduler:
             self.metrics.move(task.state, "placed")
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
             self._dispatch(
-                Job(task.task_id, decision, task.command, task.contract.priority, task.deadline_at)
+                Job(
+                    task.task_id,
+                    decision,
+                    task.command,
+                    task.contract.priority,
+                    task.deadline_at,
+                    submitted_at=task.submitted_at,
+                )
+            )
+        for job in victims:  # back to waiting, to be placed again
+            self.metrics.move("placed", "queued")
+            self.add(
+                Waiting(
+                    job.task_id,
+                    job.decision.task,
+                    job.command,
+                    job.submitted_at,
+                    job.deadline_at,
+                    "queued",
+                )
             )
         if keep:
             _log.debug("%s tasks parked until running work finishes", len(keep))
+
+    def _preempt(
+        self, batch: list[Waiting], contracts: list[TaskContract], decisions: list[Decision]
+    ) -> list[Job]:
+        """Place urgent unplaced tasks by taking lower-priority queued jobs off their devices."""
+        victims: list[Job] = []
+        for i, decision in enumerate(decisions):
+            if not wants_preemption(decision):
+                continue
+            found = preempt_for(self.placer, contracts[i], self._queued())
+            if found is None:
+                continue
+            decisions[i], displaced = found
+            for job in displaced:
+                self._withdraw(job)
+            victims += displaced
+            self.metrics.preemptions.inc(len(displaced))
+            _log.info(
+                "task %s (priority %s) preempted %s queued lower-priority tasks",
+                batch[i].task_id,
+                contracts[i].priority,
+                len(displaced),
+            )
+        return victims
 
     async def _isolate(self, batch: list[Waiting], err: KernelError) -> None:
         """Fail the task the kernel refused; place the others again."""
@@ -222,9 +285,8 @@ class Scheduler:
 
     @staticmethod
     def _transient(decision: Decision) -> bool:
-        """Whether every rejection could go away once running work finishes."""
-        reasons = decision.rejections()
-        return bool(reasons) and set(reasons) <= TRANSIENT
+        """Whether some device refused only for a reason that goes away as work finishes."""
+        return not TRANSIENT.isdisjoint(decision.rejections())
 
     def _emulated(self, task: Waiting, decision: Decision) -> bool:
         """Whether the task's run will be emulated (an emulated device, or nothing to run)."""

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
+import math
 import time
 from typing import Any
 
@@ -13,8 +15,10 @@ from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import Fleet, build_fleet
 from edge_agent.agent.intake import Intake
 from edge_agent.agent.metrics import AgentMetrics
-from edge_agent.agent.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.power import Meters, energy_between
+from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Placer, Policy
 
@@ -34,7 +38,9 @@ class Agent:
         self.intake = Intake(
             [config.data_dir / "models", config.model_dir], config.command_allowlist
         )
-        self.policy = Policy.template(config.policy)
+        template = Policy.template(config.policy)
+        rules = {**template.rules, "tenant_shares": dict(config.tenant_shares)}
+        self.policy = dataclasses.replace(template, rules=rules)
         self.started_at = time.monotonic()
         self._tasks: set[asyncio.Task[None]] = set()
         self._jobs: dict[str, Job] = {}
@@ -43,6 +49,8 @@ class Agent:
         self.placer: Placer
         self.scheduler: Scheduler
         self.executor: Executor
+        self.meters: Meters
+        self.sampler: Sampler
 
     async def start(self) -> None:
         """Open the store, find the devices, resume waiting work, start the loops."""
@@ -50,6 +58,7 @@ class Agent:
         try:
             self.fleet = await asyncio.to_thread(build_fleet, self.config.profile)
             self.placer = Placer(self.fleet.devices, self.policy)
+            self.meters = await asyncio.to_thread(Meters.discover, self.fleet.devices)
             self.executor = Executor(
                 self.fleet,
                 self.placer,
@@ -64,6 +73,8 @@ class Agent:
                 self._dispatch,
                 self._busy,
                 self.config.batch_size,
+                self._queued_jobs,
+                self._withdraw,
             )
             await self.store.accept_policy(self.policy.to_dict())
             recovered = await self.store.recover()
@@ -86,6 +97,16 @@ class Agent:
             _log.info("resuming %s waiting tasks", len(recovered))
         ex.start()
         self._spawn(self.scheduler.run(), "agent-scheduler")
+        self.sampler = Sampler(
+            self.fleet,
+            self.placer,
+            self.store,
+            self.meters,
+            ex.busy_s.__getitem__,
+            self.config.telemetry_interval_s,
+        )
+        if self.config.telemetry_interval_s > 0:
+            self._spawn(self.sampler.run(), "agent-telemetry")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
@@ -110,10 +131,20 @@ class Agent:
     async def submit(self, tasks: list[NewTask]) -> list[tuple[dict[str, Any], bool]]:
         """Persist ``tasks`` (committed on return) and queue the new ones."""
         stored = await self.store.submit(tasks)
-        for row, created in stored:
+        for task, (row, created) in zip(tasks, stored, strict=True):
             if created:
                 self.metrics.move(None, "queued")
-                self.scheduler.add(waiting_from_row(row))
+                deadline = row["deadline_at"]
+                self.scheduler.add(
+                    Waiting(
+                        row["id"],
+                        task.contract,
+                        task.command,
+                        row["submitted_at"],
+                        math.inf if deadline is None else deadline,
+                        "queued",
+                    )
+                )
         return stored
 
     async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:
@@ -169,6 +200,20 @@ class Agent:
     def _busy(self) -> int:
         return self.executor.backlog() + len(self.scheduler.placing)
 
+    def _queued_jobs(self) -> list[Job]:
+        """Return the dispatched jobs that have not started (preemption candidates)."""
+        current = self.executor.current
+        return [
+            job
+            for job in self._jobs.values()
+            if not job.cancelled and current.get(job.decision.device_ids[0]) is not job
+        ]
+
+    def _withdraw(self, job: Job) -> None:
+        """Take a preempted job off its device queue (the scheduler places it again)."""
+        job.cancelled = True
+        self._jobs.pop(job.task_id, None)
+
     def _dispatch(self, job: Job) -> None:
         self._jobs[job.task_id] = job
         self.executor.submit(job)
@@ -176,15 +221,24 @@ class Agent:
     async def _started(self, job: Job) -> bool:
         if job.cancelled or not await self.store.started(job.task_id):
             return False
+        device = self.fleet.device(job.decision.device_ids[0])
+        if self.meters.measures(device):
+            job.energy_start = await asyncio.to_thread(self.meters.read, device)
         self.metrics.move("placed", "running")
         return True
 
     async def _finished(self, job: Job, outcome: Outcome) -> None:
         self._jobs.pop(job.task_id, None)
         d = job.decision
+        energy = None
+        if job.energy_start is not None and not outcome.emulated:
+            device = self.fleet.device(d.device_ids[0])
+            energy = energy_between(
+                job.energy_start, await asyncio.to_thread(self.meters.read, device)
+            )
         try:
             if outcome.ok:
-                self.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9))
+                self.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9), energy_j=energy)
             else:
                 self.placer.release(d)
         except InvalidInput as err:
@@ -197,6 +251,7 @@ class Agent:
             "task_class": d.task.task_class,
             "latency_s": outcome.latency_s,
             "estimate_s": d.service_s,
+            "energy_j": energy,  # None: the platform reports no power for this device
             "emulated": int(outcome.emulated),
         }
         await self.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +42,11 @@ class NewTask:
     request_hash: str
     idempotency_key: str | None = None
     command: tuple[str, ...] | None = None
+    contract_json: str = ""  # the contract as stored; computed here when empty
+
+    def stored_contract(self) -> str:
+        """Return the contract's JSON text (as ``TaskContract.to_dict`` writes it)."""
+        return self.contract_json or json.dumps(self.contract.to_dict())
 
 
 def _row(row: dict[str, Any]) -> dict[str, Any]:
@@ -50,6 +56,43 @@ def _row(row: dict[str, Any]) -> dict[str, Any]:
             row[key] = json.loads(row[key])
     row["emulated"] = bool(row.get("emulated"))
     return row
+
+
+_TASK_COLUMNS = (
+    "id",
+    "idempotency_key",
+    "request_hash",
+    "contract",
+    "command",
+    "state",
+    "priority",
+    "tenant",
+    "deadline_at",
+    "submitted_at",
+    "attempts",
+    "emulated",
+)
+_INSERT_TASK = (
+    f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})"
+)
+
+
+def _select(db: sqlite_utils.Database, where: str, value: object) -> dict[str, Any] | None:
+    """Return the one task row matching ``where`` (one ``?``), undecoded, or None."""
+    cur = db.execute(f"SELECT * FROM tasks WHERE {where}", (value,))
+    found = cur.fetchone()
+    if found is None:
+        return None
+    return dict(zip((c[0] for c in cur.description), found, strict=True))
+
+
+def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
+    """Insert ``row`` into ``table`` with plain SQL (the column names are ours, not input)."""
+    db.execute(
+        f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' for _ in row)})",
+        list(row.values()),
+    )
 
 
 def _outbox(db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float) -> None:
@@ -84,24 +127,23 @@ class Store:
             out = []
             for task in tasks:
                 if task.idempotency_key is not None:
-                    found = list(
-                        db.table("tasks").rows_where("idempotency_key = ?", [task.idempotency_key])
-                    )
-                    if found:
-                        if found[0]["request_hash"] != task.request_hash:
+                    found = _select(db, "idempotency_key = ?", task.idempotency_key)
+                    if found is not None:
+                        if found["request_hash"] != task.request_hash:
                             raise IdempotencyConflict(
                                 f"Idempotency-Key {task.idempotency_key!r} was already used "
                                 "with a different request"
                             )
-                        out.append((_row(found[0]), False))
+                        out.append((_row(found), False))
                         continue
                 c = task.contract
                 deadline = c.requirements.deadline_s
-                row = {
+                text = task.stored_contract()
+                row: dict[str, Any] = {
                     "id": uuid.uuid4().hex,
                     "idempotency_key": task.idempotency_key,
                     "request_hash": task.request_hash,
-                    "contract": json.dumps(c.to_dict()),
+                    "contract": text,
                     "command": None if task.command is None else json.dumps(list(task.command)),
                     "state": "queued",
                     "priority": c.priority,
@@ -111,21 +153,33 @@ class Store:
                     "attempts": 0,
                     "emulated": 0,
                 }
-                columns = ", ".join(row)
-                marks = ", ".join("?" for _ in row)
-                db.execute(f"INSERT INTO tasks ({columns}) VALUES ({marks})", list(row.values()))
-                out.append((_row(row), True))
+                db.execute(_INSERT_TASK, list(row.values()))
+                row.update(contract=json.loads(text), emulated=False)
+                if task.command is not None:
+                    row["command"] = list(task.command)
+                out.append((row, True))
             return out
 
         return await self.db.write(op)
 
-    async def placed(self, entries: list[tuple[str, dict[str, Any], bool]]) -> None:
-        """Record (task id, decision row, emulated?); placed tasks move on, the others fail."""
+    async def placed(
+        self, entries: list[tuple[str, dict[str, Any], bool]], requeued: Sequence[str] = ()
+    ) -> None:
+        """Record (task id, decision row, emulated?); placed tasks move on, the others fail.
+
+        ``requeued`` tasks (preempted before they started) go back from placed to queued.
+        """
 
         def op(db: sqlite_utils.Database) -> None:
             now = time.time()
+            for task_id in requeued:
+                db.execute(
+                    "UPDATE tasks SET state = 'queued', device = NULL "
+                    "WHERE id = ? AND state = 'placed'",
+                    (task_id,),
+                )
             for task_id, decision, emulated in entries:
-                db.table("decisions").insert({"task_id": task_id, "decided_at": now, **decision})
+                _insert(db, "decisions", {"task_id": task_id, "decided_at": now, **decision})
                 if decision["placed"]:
                     db.execute(
                         "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, "
@@ -187,8 +241,18 @@ class Store:
                 (state, now, None if result is None else json.dumps(result), error, task_id),
             )
             if telemetry is not None:
-                db.table("telemetry").insert({"ts": now, "task_id": task_id, **telemetry})
+                _insert(db, "telemetry", {"ts": now, "task_id": task_id, **telemetry})
             _outbox(db, "task", {"id": task_id, "state": state, "result": result}, now)
+
+        await self.db.write(op)
+
+    async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Store one telemetry sample's rows (kind ``sample``)."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            now = time.time()
+            for row in rows:
+                _insert(db, "telemetry", {"ts": now, **row})
 
         await self.db.write(op)
 
@@ -198,10 +262,11 @@ class Store:
         """Cancel the task if its state is one of ``states``; return (row, state before)."""
 
         def op(db: sqlite_utils.Database) -> tuple[dict[str, Any], str] | None:
-            rows = list(db.table("tasks").rows_where("id = ?", [task_id]))
-            if not rows:
+            found = _select(db, "id = ?", task_id)
+            if found is None:
                 return None
-            before = str(rows[0]["state"])
+            rows = [found]
+            before = str(found["state"])
             if before in states:
                 now = time.time()
                 db.execute(

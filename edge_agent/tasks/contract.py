@@ -19,6 +19,11 @@ from edge_agent.resources.vocab import (
 
 #: Most devices one task may ask for (a gang of accelerators).
 MAX_DEVICE_COUNT = 8
+#: Bounds that keep every figure exact in the kernel's doubles and in SQLite integers.
+MAX_PRIORITY = 1_000_000  # |priority|
+MAX_CONFIG_ID = 2**31 - 1
+MAX_AMOUNT = 1e15  # gflops and byte counts (a petabyte, a peta-operation)
+MAX_SECONDS = 1e9  # latency bounds and deadlines (about 31 years)
 
 #: Kind groups a contract may name besides the exact kinds.
 KIND_GROUPS: dict[str, tuple[DeviceKind, ...]] = {
@@ -124,12 +129,18 @@ def _check_keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
         )
 
 
-def _number(doc: Mapping[str, Any], key: str, where: str, default: float = 0.0) -> float:
+def _number(
+    doc: Mapping[str, Any], key: str, where: str, default: float = 0.0, top: float = MAX_AMOUNT
+) -> float:
     value = doc.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ContractError(f"{where}.{key}: expected a number, got {value!r}")
+    if isinstance(value, int) and not 0 <= value < top:  # before float(): huge ints overflow
+        raise ContractError(f"{where}.{key}: must be a number in [0, {top:g}), got {value!r}")
     if not math.isfinite(value) or value < 0:
         raise ContractError(f"{where}.{key}: must be a finite number >= 0, got {value!r}")
+    if value >= top:
+        raise ContractError(f"{where}.{key}: must be a number in [0, {top:g}), got {value!r}")
     return float(value)
 
 
@@ -181,8 +192,8 @@ def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_DEVICE_COUNT:
         raise ContractError(f"{where}.device_count: expected an integer 1..{MAX_DEVICE_COUNT}")
     config = doc.get("config_id", 0)
-    if isinstance(config, bool) or not isinstance(config, int) or config < 0:
-        raise ContractError(f"{where}.config_id: expected an integer >= 0")
+    if isinstance(config, bool) or not isinstance(config, int) or not 0 <= config <= MAX_CONFIG_ID:
+        raise ContractError(f"{where}.config_id: expected an integer 0..{MAX_CONFIG_ID}")
     req = Requirements(
         kinds=_string_list(doc, "kinds", where) or (),
         precision=_optional_str(doc, "precision", where),
@@ -190,8 +201,8 @@ def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
         model_format=_optional_str(doc, "model_format", where) if "model_format" in doc else "onnx",
         min_memory_bytes=_number(doc, "min_memory_bytes", where),
         device_count=count,
-        max_latency_s=_number(doc, "max_latency_s", where),
-        deadline_s=_number(doc, "deadline_s", where),
+        max_latency_s=_number(doc, "max_latency_s", where, top=MAX_SECONDS),
+        deadline_s=_number(doc, "deadline_s", where, top=MAX_SECONDS),
         config_id=config,
     )
     try:
@@ -214,6 +225,10 @@ def _parse_contract(doc: Mapping[str, Any]) -> TaskContract:
     priority = doc.get("priority", 0)
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise ContractError(f"contract.priority: expected an integer, got {priority!r}")
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ContractError(
+            f"contract.priority: must be within -{MAX_PRIORITY}..{MAX_PRIORITY}, got {priority}"
+        )
     return TaskContract(
         semantics=_parse_semantics(doc["semantics"]),
         requirements=_parse_requirements(doc.get("requirements", {})),

@@ -1,0 +1,151 @@
+"""Scheduling: weighted tenant fair share and preemption of queued lower-priority work."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edge_agent.agent.api import make_app
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.executor import Job
+from edge_agent.agent.fairshare import FairQueue
+from edge_agent.agent.fleet import build_fleet
+from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.preempt import preempt_for
+from edge_agent.agent.scheduler import Scheduler, Waiting
+from edge_agent.agent.store import Store
+from edge_agent.placement import Placer, Policy, Requirements, Semantics, TaskContract
+
+#: ~65 ms on the emulated RK3588 CPU (its roofline: no published latency for an opaque task).
+CPU_TASK = {"semantics": {"gflops": 2.5}, "requirements": {"kinds": ["cpu"], "model_format": None}}
+
+
+def contract(priority: int = 0, tenant: str = "default", deadline_s: float = 0.0) -> TaskContract:
+    req = Requirements(kinds=("cpu",), model_format=None, deadline_s=deadline_s)
+    return TaskContract(Semantics(5.0), req, priority=priority, tenant=tenant)
+
+
+def test_fair_queue_weights_priority_and_no_banked_credit() -> None:
+    alive: set[str] = set()
+    q = FairQueue(alive.__contains__, {"a": 3, "b": 1, "zero": 0})
+    for i in range(40):
+        for tenant in ("a", "b"):
+            alive.add(f"{tenant}{i}")
+            q.push(f"{tenant}{i}", tenant, 0, math.inf)
+    first = [q.pop() or "" for _ in range(40)]
+    assert sum(t.startswith("a") for t in first) == 30  # 3:1
+    alive.add("urgent")
+    q.push("urgent", "b", 5, math.inf)
+    assert q.pop() == "urgent"  # priority before fairness
+    alive.discard("a35")  # cancelled: skipped
+    rest = [q.pop() for _ in range(39)]
+    assert "a35" not in rest and None not in rest and q.pop() is None
+    # a tenant idle while others were served starts level with them, not ahead by its idle time
+    alive.update({"c0", "c1", "a100", "a101"})
+    q.push("a100", "a", 0, math.inf)
+    q.push("a101", "a", 0, math.inf)
+    q.push("c0", "c", 0, math.inf)
+    q.push("c1", "c", 0, math.inf)
+    assert q.served()["c"] == q.served()["a"] < q.served()["b"]
+    assert q.share("zero") > 0 and q.share("unnamed") == 1.0
+
+
+@pytest.mark.asyncio
+async def test_scheduler_batches_follow_tenant_shares(tmp_path: Path) -> None:
+    fleet = build_fleet("rk3588")
+    rules = {**Policy.template("balanced").rules, "tenant_shares": {"vision": 3, "batch": 1}}
+    placer = Placer(fleet.devices, Policy.from_dict({"template": "balanced", "rules": rules}))
+    store = Store(tmp_path / "a.db")
+    await asyncio.to_thread(store.open)
+    jobs: list[Job] = []
+    sched = Scheduler(placer, store, AgentMetrics(), jobs.append, lambda: 0, batch_size=4)
+    rows = await store.submit([_new(contract(tenant=t)) for t in ["batch"] * 8 + ["vision"] * 8])
+    for row, _ in rows:
+        sched.add(_waiting(row))
+    runner = asyncio.create_task(sched.run())
+    try:
+        async with asyncio.timeout(5):
+            while len(jobs) < 16:
+                await asyncio.sleep(0.001)
+    finally:
+        runner.cancel()
+        await asyncio.gather(runner, return_exceptions=True)
+        await asyncio.to_thread(store.close)
+    tenants = [job.decision.task.tenant for job in jobs]
+    assert tenants[:4].count("vision") == 3 and tenants[:8].count("vision") == 6
+
+
+def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise() -> None:
+    fleet = build_fleet("rk3588")
+    placer = Placer(fleet.devices)
+    low = [placer.place_one(contract()) for _ in range(8)]
+    assert all(d.placed for d in low)
+    queued = [Job(f"low{i}", d, None, 0, math.inf) for i, d in enumerate(low)]
+    service = low[0].service_s
+    before = {d: placer.live(d) for d in placer.device_ids}
+    urgent = contract(priority=10, deadline_s=3.5 * service)
+    assert not placer.place_one(urgent).placed  # 8 tasks ahead: it would miss its deadline
+    assert {d: placer.live(d) for d in placer.device_ids} == before
+    found = preempt_for(placer, urgent, queued)
+    assert found is not None
+    decision, victims = found
+    assert decision.placed and decision.latency_s <= 3.5 * service
+    assert 4 <= len(victims) <= 6  # enough to fit, not the whole queue
+    assert [v.task_id for v in victims] == [f"low{i}" for i in range(7, 7 - len(victims), -1)]
+    # equal priority is never preempted; a failed attempt leaves every device as it was
+    placer2 = Placer(fleet.devices)
+    same = [Job(f"s{i}", placer2.place_one(contract(10)), None, 10, math.inf) for i in range(8)]
+    snapshot = {d: placer2.live(d) for d in placer2.device_ids}
+    assert preempt_for(placer2, urgent, same) is None
+    assert {d: placer2.live(d) for d in placer2.device_ids} == snapshot
+
+
+@pytest.mark.asyncio
+async def test_urgent_task_preempts_queued_work_end_to_end(aiohttp_client: Any, tmp_path: Path):
+    config = AgentConfig(
+        data_dir=tmp_path / "data",
+        port=0,
+        profile="rk3588",
+        emulation_jitter=0.0,
+        shutdown_grace_s=0.0,
+    )
+    client = await aiohttp_client(make_app(config))
+    resp = await client.post("/v1/tasks:batch", json={"tasks": [CPU_TASK] * 8})
+    assert resp.status == 202
+    lows = [t["id"] for t in (await resp.json())["tasks"]]
+    urgent_body = {**CPU_TASK, "priority": 10}
+    urgent_body["requirements"] = {**CPU_TASK["requirements"], "deadline_s": 0.25}
+    resp = await client.post("/v1/tasks", json=urgent_body)
+    assert resp.status == 202
+    urgent = (await resp.json())["task"]["id"]
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        tasks = {t["id"]: t for t in (await (await client.get("/v1/tasks")).json())["tasks"]}
+        if all(tasks[i]["state"] in ("done", "failed") for i in [*lows, urgent]):
+            break
+        await asyncio.sleep(0.01)
+    assert {tasks[i]["state"] for i in [*lows, urgent]} == {"done"}, [
+        (tasks[i]["error"], tasks[i]["state"]) for i in [*lows, urgent]
+    ][-3:]
+    assert any(tasks[i]["attempts"] == 2 for i in lows)  # preempted, placed again
+    assert tasks[urgent]["finished_at"] < max(tasks[i]["finished_at"] for i in lows)
+    metrics = await (await client.get("/metrics")).text()
+    line = next(x for x in metrics.splitlines() if x.startswith("hetmesh_agent_preemptions_total"))
+    assert float(line.split()[1]) >= 1
+
+
+def _new(c: TaskContract) -> Any:
+    from edge_agent.agent.store import NewTask
+
+    return NewTask(c, "hash")
+
+
+def _waiting(row: dict[str, Any]) -> Waiting:
+    from edge_agent.agent.scheduler import waiting_from_row
+
+    return waiting_from_row(row)
