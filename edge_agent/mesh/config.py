@@ -1,0 +1,35 @@
+"""Mesh settings: one frozen dataclass; protocol timers are fields so tests can shorten them."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+
+def new_agent_id() -> str:
+    """Return a fresh random agent id (a DNS label)."""
+    return f"agent-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass(frozen=True)
+class MeshConfig:
+    """How one node advertises, trusts, watches and offloads."""
+
+    agent_id: str = field(default_factory=new_agent_id)
+    version: str = "0.1.0"
+    interfaces: tuple[str, ...] = ("127.0.0.1",)  # addresses mDNS binds to
+    address: str = "127.0.0.1"  # the address peers reach our API on
+    heartbeat_s: float = 2.0
+    offline_after: int = 3  # missed heartbeats
+    peer_cap: int = 64
+    announce_rate_per_s: float = 5.0  # per source address
+    announce_burst: float = 10.0
+    reject_backoff_s: float = 30.0  # a failed challenge is not retried before this
+    challenge_timeout_s: float = 2.0
+    bid_timeout_s: float = 0.5
+    bid_above_s: float = 0.0  # ask for bids when the local estimate exceeds this
+    lease_min_s: float = 5.0  # a forwarded task's lease: max(min, factor * estimate)
+    lease_factor: float = 4.0
+    lease_grace_s: float = 1.0  # the origin waits this past the lease before giving up
+    cancel_timeout_s: float = 1.0
+    max_attempts: int = 3

@@ -1,0 +1,34 @@
+"""The mesh's exceptions; the class says what the caller does next."""
+
+from __future__ import annotations
+
+from edge_agent.errors import HetmeshError, InvalidInput
+
+
+class MeshError(HetmeshError):
+    """Base of every mesh error."""
+
+
+class FleetKeyError(InvalidInput):
+    """The fleet key given is unusable; the message says how to fix it."""
+
+
+class AuthError(MeshError):
+    """A signed request or response failed verification; reject it, never retry as is."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason  # a short metric label: bad_signature, stale, replay, ...
+
+
+class PeerUnavailable(MeshError):
+    """A peer could not be reached or did not answer in time; place the work elsewhere."""
+
+    def __init__(self, peer: str, message: str, *, refused: bool = False) -> None:
+        super().__init__(f"peer {peer}: {message}")
+        self.peer = peer
+        self.refused = refused  # nothing listens there: the peer process is gone
+
+
+class AdvertError(InvalidInput):
+    """An advertisement would be malformed or too large; names the field."""

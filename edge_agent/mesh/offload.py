@@ -1,0 +1,238 @@
+"""Origin side of offload: ask trusted peers for bids, forward to the best, recover once.
+
+Each task carries an idempotency key; each try is an *attempt*, recorded in the ledger
+before it starts. A forward that fails is settled before the task is placed again: the
+peer confirms it cancelled (or already finished), or its process is gone (connection
+refused), or its lease has run out (the peer abandons work past its lease on its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from edge_agent.mesh.client import MeshClient, PeerRefused
+from edge_agent.mesh.config import MeshConfig
+from edge_agent.mesh.errors import AuthError, MeshError, PeerUnavailable
+from edge_agent.mesh.ledger import Ledger
+from edge_agent.mesh.peers import Peer, PeerTable
+from edge_agent.placement import Decision, Placer, TaskContract
+
+_log = logging.getLogger(__name__)
+
+#: Peer answers after which the origin may place the task again at once.
+SETTLED = frozenset({"cancelled", "fenced", "expired", "failed", "unplaced"})
+
+RunPlaced = Callable[[TaskContract, Decision, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+@dataclass(frozen=True, slots=True)
+class Bid:
+    """A peer's offer: its own kernel estimate plus the measured link round trip."""
+
+    peer: Peer
+    placed: bool
+    latency_s: float
+    link_s: float
+    summary: str
+
+    @property
+    def total_s(self) -> float:
+        """Return the estimate as seen from the origin."""
+        return self.latency_s + self.link_s
+
+    def row(self) -> dict[str, Any]:
+        """Return the bid as a JSON-ready row."""
+        return {
+            "peer": self.peer.agent_id,
+            "placed": self.placed,
+            "estimate_ms": round(self.latency_s * 1e3, 3),
+            "link_ms": round(self.link_s * 1e3, 3),
+            "summary": self.summary,
+        }
+
+
+def step(node: str, attempt: int, decision: Decision, action: str) -> dict[str, Any]:
+    """Return one link of a task's decision chain."""
+    return {
+        "node": node,
+        "attempt": attempt,
+        "devices": list(decision.device_ids),
+        "summary": decision.summary(),
+        "action": action,
+    }
+
+
+class Offloader:
+    """Places a task here or on the best trusted peer; exactly one attempt completes."""
+
+    def __init__(
+        self,
+        config: MeshConfig,
+        placer: Placer,
+        peers: PeerTable,
+        client: MeshClient,
+        ledger: Ledger,
+        run_placed: RunPlaced,
+    ) -> None:
+        self.cfg = config
+        self.placer = placer
+        self.peers = peers
+        self.client = client
+        self.ledger = ledger
+        self.run_placed = run_placed
+
+    async def submit(
+        self, contract: TaskContract, payload: dict[str, Any] | None = None, key: str | None = None
+    ) -> dict[str, Any]:
+        """Run ``contract`` once, here or on a peer; return the result and decision chain."""
+        key = key or uuid.uuid4().hex
+        payload = payload or {}
+        chain: list[dict[str, Any]] = []
+        excluded: set[str] = set()
+        me = self.cfg.agent_id
+        for attempt in range(1, self.cfg.max_attempts + 1):
+            local = self.placer.place_one(contract)
+            bids = await self._bids(contract, local, excluded)
+            best = min((b for b in bids if b.placed), key=lambda b: b.total_s, default=None)
+            margin = float(self.placer.policy.rules.get("offload_margin", 0.2))
+            if best is not None and (
+                not local.placed or best.total_s < local.latency_s * (1.0 - margin)
+            ):
+                if local.placed:
+                    self.placer.release(local)
+                link = step(me, attempt, local, f"forward to {best.peer.agent_id}")
+                link["bids"] = [b.row() for b in bids]
+                chain.append(link)
+                out = await self._forward(key, attempt, contract, payload, best, chain)
+                if out is not None:
+                    return out
+                excluded.add(best.peer.agent_id)
+                continue
+            if not local.placed:
+                chain.append(step(me, attempt, local, "no device here or on a trusted peer"))
+                await self.ledger.begin(key, "origin", attempt, me)
+                await self.ledger.finish(key, "origin", attempt, "failed")
+                return {"key": key, "state": "failed", "ran_on": None, "chain": chain}
+            chain.append(step(me, attempt, local, "run here"))
+            await self.ledger.begin(key, "origin", attempt, me)
+            result = await self.run_placed(contract, local, payload)
+            await self.ledger.finish(key, "origin", attempt, "done", result)
+            return {"key": key, "state": "done", "ran_on": me, "result": result, "chain": chain}
+        return {
+            "key": key,
+            "state": "failed",
+            "ran_on": None,
+            "chain": chain,
+            "error": f"gave up after {self.cfg.max_attempts} attempts",
+        }
+
+    async def _bids(self, contract: TaskContract, local: Decision, excluded: set[str]) -> list[Bid]:
+        if local.placed and local.latency_s <= self.cfg.bid_above_s:
+            return []
+        allowed = self.placer.policy.rules.get("allowed_peers")
+        peers = [
+            p
+            for p in self.peers.online()
+            if p.agent_id not in excluded and (allowed is None or p.agent_id in allowed)
+        ]
+        doc = {"contract": contract.to_dict()}
+        replies = await asyncio.gather(*(self._bid(p, doc) for p in peers), return_exceptions=True)
+        return [b for b in replies if isinstance(b, Bid)]
+
+    async def _bid(self, peer: Peer, doc: dict[str, Any]) -> Bid:
+        try:
+            reply = await self.client.call(
+                peer.agent_id, peer.endpoint, "bid", doc, self.cfg.bid_timeout_s
+            )
+        except (MeshError, AuthError):
+            self.peers.missed(peer.agent_id)
+            raise
+        self.peers.seen(peer.agent_id, reply.rtt_s)
+        d = reply.doc
+        return Bid(peer, bool(d["placed"]), float(d["latency_s"]), reply.rtt_s, str(d["summary"]))
+
+    async def _forward(
+        self,
+        key: str,
+        attempt: int,
+        contract: TaskContract,
+        payload: dict[str, Any],
+        bid: Bid,
+        chain: list[dict[str, Any]],
+    ) -> dict[str, Any] | None:
+        peer = bid.peer
+        lease = max(self.cfg.lease_min_s, self.cfg.lease_factor * bid.latency_s)
+        deadline = time.monotonic() + lease + self.cfg.lease_grace_s
+        doc = {
+            "key": key,
+            "attempt": attempt,
+            "contract": contract.to_dict(),
+            "payload": payload,
+            "lease_s": lease,
+            "origin": self.cfg.agent_id,
+        }
+        await self.ledger.begin(key, "origin", attempt, peer.agent_id)
+        try:
+            reply = await self.client.call(
+                peer.agent_id, peer.endpoint, "tasks", doc, lease + self.cfg.lease_grace_s
+            )
+            answer = reply.doc
+        except (PeerUnavailable, PeerRefused, AuthError) as err:
+            _log.warning("mesh: forward of %s to %s failed: %s", key, peer.agent_id, err)
+            self.peers.missed(peer.agent_id)
+            answer = await self._settle(peer, key, attempt, err, deadline)
+        if answer.get("state") == "done":
+            chain.append({**answer.get("step", {}), "node": peer.agent_id, "attempt": attempt})
+            await self.ledger.finish(key, "origin", attempt, "done", answer.get("result"))
+            return {
+                "key": key,
+                "state": "done",
+                "ran_on": peer.agent_id,
+                "result": answer.get("result"),
+                "chain": chain,
+            }
+        state = str(answer.get("state", "lost"))
+        chain.append(
+            {
+                "node": peer.agent_id,
+                "attempt": attempt,
+                "action": f"attempt {state}",
+                "summary": str(answer.get("error", "")),
+            }
+        )
+        await self.ledger.finish(key, "origin", attempt, state)
+        return None
+
+    async def _settle(
+        self, peer: Peer, key: str, attempt: int, err: Exception, deadline: float
+    ) -> dict[str, Any]:
+        """Return the peer's final word on an attempt, or wait out its lease."""
+        refused = isinstance(err, PeerUnavailable) and err.refused
+        if not refused:
+            try:
+                reply = await self.client.call(
+                    peer.agent_id,
+                    peer.endpoint,
+                    "tasks/cancel",
+                    {"key": key, "attempt": attempt},
+                    self.cfg.cancel_timeout_s,
+                )
+                if reply.doc.get("state") == "done" or reply.doc.get("state") in SETTLED:
+                    return reply.doc
+            except PeerUnavailable as again:
+                refused = again.refused
+            except (PeerRefused, AuthError) as again:
+                _log.warning("mesh: cancel of %s on %s failed: %s", key, peer.agent_id, again)
+        if refused:
+            return {"state": "lost", "error": f"{peer.agent_id} is gone (connection refused)"}
+        wait = deadline - time.monotonic()
+        if wait > 0:  # the peer may still be running it: its lease ends before our deadline
+            _log.warning("mesh: %s unreachable; waiting %.1fs for its lease", peer.agent_id, wait)
+            await asyncio.sleep(wait)
+        return {"state": "lost", "error": f"{peer.agent_id} unreachable; its lease ran out"}

@@ -1,0 +1,69 @@
+"""Run a MeshNode on its own HTTP server, with emulated execution (tests, benchmarks, netns)."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from edge_agent.mesh.client import PREFIX
+from edge_agent.mesh.config import MeshConfig
+from edge_agent.mesh.credential import FleetKey
+from edge_agent.mesh.node import MeshNode
+from edge_agent.mesh.offload import RunPlaced
+from edge_agent.placement import Decision, Placer, Policy, TaskContract, devices_from_profiles
+
+
+async def emulated_run(
+    contract: TaskContract, decision: Decision, payload: dict[str, Any], *, time_scale: float
+) -> dict[str, Any]:
+    """Emulate running on a profile's device: sleep its estimated service time (scaled)."""
+    wall = decision.service_s * time_scale
+    await asyncio.sleep(wall)
+    return {
+        "emulated": True,
+        "devices": list(decision.device_ids),
+        "service_s": wall,
+        "task_class": contract.task_class,
+    }
+
+
+def emulated_node(
+    config: MeshConfig,
+    key: FleetKey,
+    profiles: list[str],
+    ledger_path: Path,
+    *,
+    time_scale: float = 1.0,
+    run_task: RunPlaced | None = None,
+    policy: str = "latency-first",
+) -> MeshNode:
+    """Return a node whose devices are emulated boards from firmware profiles."""
+    placer = Placer(devices_from_profiles(profiles), Policy.template(policy))
+    run = run_task or functools.partial(emulated_run, time_scale=time_scale)
+    return MeshNode(config, key, placer, run, ledger_path)
+
+
+@asynccontextmanager
+async def serve(node: MeshNode, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
+    """Serve ``node``'s endpoints on ``host:port`` and start it; yield the bound port."""
+    app = web.Application()
+    app.add_subapp(PREFIX, node.app())
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        bound = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+        await node.start(int(bound))
+        try:
+            yield int(bound)
+        finally:
+            await node.stop()
+    finally:
+        await runner.cleanup()
