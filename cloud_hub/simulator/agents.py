@@ -12,6 +12,7 @@ unless a corrections table is imported at start (``Placer.import_corrections``).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 from cloud_hub.simulator.engine import FleetState, Job
@@ -56,7 +57,7 @@ class AgentChooser:
         for placer in self.placers:  # e.g. profiled speeds, as Gavel assumes
             if corrections:
                 placer.import_corrections(corrections)
-        self._prepared: dict[tuple[str, str, float, int, str, float], PreparedTask] = {}
+        self._prepared: dict[tuple[str, str, float, int, str, float, int], PreparedTask] = {}
         self._open: dict[int, tuple[Placer, Decision]] = {}
         self._charge: dict[int, float] = {}
         self.place_s = 0.0  # wall time inside Placer.place_one only
@@ -65,15 +66,27 @@ class AgentChooser:
     def _contract(self, task: Task) -> PreparedTask:
         bound = task.max_latency_s if self.admission else 0.0
         key = (task.model, task.precision, bound, task.priority, task.tenant, task.work)
-        prepared = self._prepared.get(key)
+        prepared = self._prepared.get((*key, task.config_id))
         if prepared is None:
             contract = model_info(task.model).contract(
                 task.precision, bound, task.priority, task.tenant, task.work
             )
+            if task.config_id:  # a configuration only an FPGA can hold
+                req = dataclasses.replace(
+                    contract.requirements, config_id=task.config_id, kinds=("fpga",)
+                )
+                contract = dataclasses.replace(contract, requirements=req)
             prepared = prepare(contract)
             if task.work == 1.0:  # per-job work (training steps) is rarely repeated
-                self._prepared[key] = prepared
+                self._prepared[(*key, task.config_id)] = prepared
         return prepared
+
+    def estimate(self, task: Task) -> tuple[float, int]:
+        """Return the origin agent's (service estimate, box it would pick) for ``task``."""
+        decision = self.placers[task.origin].preview(self._contract(task))
+        if not decision.placed:
+            return float("inf"), task.origin
+        return decision.service_s, self.fleet.devices[decision.device_indices[0]].box
 
     def _queued(self, state: FleetState, dev: int, now: float) -> float:
         total = 0.0

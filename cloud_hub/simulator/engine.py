@@ -3,6 +3,9 @@
 Each device runs one task at a time, in the order tasks were committed to it; a task
 starts when the device is free and its input has arrived (origin-to-device transfer).
 Time is the event clock; choosers read the engine's state as of the event being handled.
+A task needing an FPGA configuration (``config_id``) that its device will not hold when
+the task starts first pays the device's ``reconfig_s``; the device then holds it. A
+``Holder`` may defer a task's arrival to a later release time (peak shifting).
 """
 
 from __future__ import annotations
@@ -43,20 +46,35 @@ class FleetState:
     pending: list[deque[Job]] = field(default_factory=list)
     free_at: list[float] = field(default_factory=list)
     committed_mem: list[float] = field(default_factory=list)
+    config: list[int] = field(default_factory=list)  # held after the last committed job
+    reconfigs: list[int] = field(default_factory=list)  # configuration switches per device
+    reconfig_busy_s: list[float] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         n = len(self.fleet.devices)
         self.pending = [deque() for _ in range(n)]
         self.free_at = [0.0] * n
         self.committed_mem = [0.0] * n
+        self.config = [sd.device.live.loaded_config for sd in self.fleet.devices]
+        self.reconfigs = [0] * n
+        self.reconfig_busy_s = [0.0] * n
+
+    def reconfig_s(self, task: Task, dev: int) -> float:
+        """Return the switch time ``task`` pays on ``dev`` after the work committed there."""
+        if task.config_id == 0 or self.config[dev] == task.config_id:
+            return 0.0
+        return self.fleet.devices[dev].device.capability.reconfig_s
 
     def finish_if(self, task: Task, dev: int, now: float) -> tuple[float, float, float]:
-        """Return (start, finish, service) the task would truly get if committed to ``dev`` now."""
+        """Return (start, finish, service) the task would truly get if committed to ``dev`` now.
+
+        ``finish - start`` includes any reconfiguration; ``service`` does not.
+        """
         tt = (task.model, task.precision)
         ready = now + self.fleet.transfer_s(task.origin, dev, self.truth.input_bytes(tt))
         service = self.truth.service_s(task.index, tt, dev) * task.work
         start = max(self.free_at[dev], ready)
-        return start, start + service, service
+        return start, start + self.reconfig_s(task, dev) + service, service
 
 
 class Chooser(Protocol):
@@ -69,6 +87,13 @@ class Chooser(Protocol):
 
     def finished(self, job: Job, now: float) -> None:
         """Learn from a completed job (its true service time)."""
+
+
+class Holder(Protocol):
+    """Decides when an arriving task is released to the chooser (now, or later)."""
+
+    def hold(self, task: Task, now: float, state: FleetState) -> float:
+        """Return the release time of ``task`` arriving now (``now`` = place at once)."""
 
 
 @dataclass
@@ -88,8 +113,13 @@ def simulate(
     state: FleetState,
     chooser: Chooser,
     progress: Callable[[int], None] | None = None,
+    holder: Holder | None = None,
 ) -> Outcome:
-    """Run ``tasks`` through ``chooser`` over ``state``'s fleet; every task ends exactly once."""
+    """Run ``tasks`` through ``chooser`` over ``state``'s fleet; every task ends exactly once.
+
+    With a ``holder`` every arrival is first offered to it; a task it holds arrives
+    again, once, at the release time it returned.
+    """
     n = len(tasks)
     out = Outcome([-2] * n, [0.0] * n, [0.0] * n, [0.0] * n, [0.0] * n)
     events: list[tuple[float, int, int]] = [(t.t, _ARRIVE, t.index) for t in tasks]
@@ -98,6 +128,7 @@ def simulate(
     done = reported = 0
     step = max(1, n // 100)  # report about every 1% of the tasks
     clock = time.perf_counter
+    held: set[int] = set()
     while events:
         now, kind, key = heapq.heappop(events)
         if kind == _DONE:
@@ -110,6 +141,12 @@ def simulate(
             done += 1
         else:
             task = by_index[key]
+            if holder is not None and key not in held:
+                held.add(key)
+                release = holder.hold(task, now, state)
+                if release > now:
+                    heapq.heappush(events, (release, _ARRIVE, key))
+                    continue
             t0 = clock()
             dev = chooser.choose(task, now, state)
             out.choose_s += clock() - t0
@@ -119,6 +156,11 @@ def simulate(
                 done += 1
             else:
                 start, finish, service = state.finish_if(task, dev, now)
+                switch = state.reconfig_s(task, dev)
+                if task.config_id:
+                    state.reconfigs[dev] += switch > 0
+                    state.reconfig_busy_s[dev] += switch
+                    state.config[dev] = task.config_id
                 state.free_at[dev] = finish
                 state.pending[dev].append(Job(task, dev, start, finish, service))
                 state.committed_mem[dev] += state.memory[(task.model, task.precision)]

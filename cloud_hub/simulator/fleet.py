@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from cloud_hub.simulator.carbon import Intensity, parse_site
 from cloud_hub.simulator.errors import SimulationInputError
 from cloud_hub.simulator.inline import InlineDevice, parse_inline
 from edge_agent.errors import InvalidInput
@@ -17,7 +18,16 @@ from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import FirmwareProfile, load_profile
 
 SCHEMA = "hetmesh.sim.fleet/1"
-_BOX_KEYS = {"id", "profile", "devices", "count", "carbon_g_per_kwh", "links_ms", "slowdown"}
+_BOX_KEYS = {
+    "id",
+    "profile",
+    "devices",
+    "count",
+    "carbon_g_per_kwh",
+    "carbon_series",
+    "links_ms",
+    "slowdown",
+}
 _TOP_KEYS = {"schema", "name", "note", "default_link_ms", "link_gbit_s", "boxes"}
 
 
@@ -44,6 +54,17 @@ class Fleet:
     devices: tuple[SimDevice, ...]
     link_s: tuple[tuple[float, ...], ...]  # [box][box], 0 on the diagonal
     link_gbs: float  # link bandwidth, GB/s
+    sites: tuple[Intensity, ...] = ()  # grid carbon intensity per box instance
+
+    def site(self, box: int) -> Intensity:
+        """Return box ``box``'s carbon intensity over time (its constant when none given)."""
+        if self.sites:
+            return self.sites[box]
+        return Intensity(self.devices_of(box)[0].device.carbon_g_per_kwh)
+
+    def devices_of(self, box: int) -> list[SimDevice]:
+        """Return the devices of box instance ``box``."""
+        return [sd for sd in self.devices if sd.box == box]
 
     def transfer_s(self, origin: int, dev: int, input_bytes: float) -> float:
         """Return the time to ship a task's input from ``origin`` to device ``dev``."""
@@ -116,6 +137,7 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
     names: list[str] = []
     instances: list[tuple[str, int]] = []  # (instance id, group index)
     devices: list[SimDevice] = []
+    sites: list[Intensity] = []
     for g, raw in enumerate(raw_boxes):
         field = f"boxes[{g}]"
         box = _object(raw, where, field)
@@ -131,6 +153,8 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
             )
         specs = _box_devices(box, gid, where, field)
         carbon = _num(box, "carbon_g_per_kwh", where, f"{field}.carbon_g_per_kwh", 0.0)
+        site = parse_site(box, carbon, where, field)
+        carbon = site.at_hour(0)
         slow = box.get("slowdown", {})
         if not isinstance(slow, Mapping):
             raise SimulationInputError(where, f"{field}.slowdown", "expected {device id: factor}")
@@ -147,6 +171,7 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
             iid = gid if count == 1 else f"{gid}-{k + 1}"
             b = len(instances)
             instances.append((iid, g))
+            sites.append(site)
             profile, mine = specs if iid == gid else _box_devices(box, iid, where, field)
             for spec in mine:
                 devices.append(
@@ -168,7 +193,13 @@ def parse_fleet(doc: object, where: str = "<fleet>") -> Fleet:
     name = top.get("name", Path(where).stem)
     boxes = tuple(i for i, _ in instances)
     return Fleet(
-        str(name), boxes, tuple(names[g] for _, g in instances), tuple(devices), link_s, gbs
+        str(name),
+        boxes,
+        tuple(names[g] for _, g in instances),
+        tuple(devices),
+        link_s,
+        gbs,
+        tuple(sites),
     )
 
 

@@ -27,8 +27,21 @@ TRACE_FIELDS = (
     "tenant",
     "origin",
     "work",
+    "deferrable",
+    "deadline_s",
+    "config_id",
 )
-MIX_FIELDS = ("model", "precision", "weight", "max_latency_ms", "priority", "tenant")
+MIX_FIELDS = (
+    "model",
+    "precision",
+    "weight",
+    "max_latency_ms",
+    "priority",
+    "tenant",
+    "deferrable",
+    "deadline_s",
+    "config_id",
+)
 
 
 @dataclass(frozen=True)
@@ -44,6 +57,9 @@ class Task:
     tenant: str
     origin: int  # box instance index
     work: float = 1.0  # units of the model (inferences, training steps)
+    deferrable: bool = False  # may be held and started later, finishing by the deadline
+    deadline_s: float = 0.0  # seconds after ``t`` by which a deferrable task must finish
+    config_id: int = 0  # FPGA configuration the task needs (0 = none)
 
 
 @dataclass(frozen=True)
@@ -110,9 +126,40 @@ def _row(
             path, f"{where}priority", f"expected an integer, got {raw.get('priority')!r}", line
         ) from None
     out["tenant"] = str(raw.get("tenant") or "default")
+    _extras(raw, out, path, line, where)
     if "origin" in fields:
         out["origin"] = raw.get("origin") or None
     return out
+
+
+def _extras(
+    raw: Mapping[str, Any], out: dict[str, Any], path: str, line: int | None, where: str
+) -> None:
+    """Validate the deferral and FPGA fields (deferrable, deadline_s, config_id)."""
+    flag = raw.get("deferrable", False)
+    if isinstance(flag, str):  # CSV cells
+        flag = {"true": True, "1": True, "false": False, "0": False, "": False}.get(flag.lower())
+    if not isinstance(flag, bool):
+        raise _fail(path, f"{where}deferrable", f"expected true or false, got {flag!r}", line)
+    try:
+        deadline = float(raw.get("deadline_s", 0.0))
+    except (TypeError, ValueError):
+        deadline = math.nan
+    if not math.isfinite(deadline) or deadline < 0 or (flag and deadline <= 0):
+        raise _fail(
+            path,
+            f"{where}deadline_s",
+            f"a deferrable task needs seconds > 0 after arrival, got {raw.get('deadline_s')!r}",
+            line,
+        )
+    value = raw.get("config_id", 0)
+    try:
+        config = int(value) if float(value) == int(float(value)) else -1
+    except (TypeError, ValueError, OverflowError):
+        config = -1
+    if isinstance(value, bool) or not 0 <= config <= 2**31 - 1:
+        raise _fail(path, f"{where}config_id", f"expected an integer >= 0, got {value!r}", line)
+    out["deferrable"], out["deadline_s"], out["config_id"] = flag, deadline, config
 
 
 def load_workload(path: str | Path) -> Workload:
@@ -227,6 +274,9 @@ def materialize(
                     r["tenant"],
                     origin,
                     r["work"],
+                    r.get("deferrable", False),  # rows built elsewhere (gavel) may omit
+                    r.get("deadline_s", 0.0),
+                    r.get("config_id", 0),
                 )
             )
         return out
@@ -252,6 +302,10 @@ def materialize(
             wl.mix[k]["priority"],
             wl.mix[k]["tenant"],
             int(origins[i]),
+            1.0,
+            wl.mix[k]["deferrable"],
+            wl.mix[k]["deadline_s"],
+            wl.mix[k]["config_id"],
         )
         for i, k in enumerate(kinds.tolist())
     ]
