@@ -103,6 +103,7 @@ static int static_reason(const double *dev, const double *scr, const double *tas
         return HM_R_PRECISION;
     if ((uint32_t)task[HM_TASK_OPS_MASK] & ~(uint32_t)dev[HM_DEV_OPS_MASK]) return HM_R_OPERATORS;
     if (fmt >= 0 && !(((uint32_t)dev[HM_DEV_FORMAT_MASK] >> fmt) & 1u)) return HM_R_FORMAT;
+    if (task[HM_TASK_CONFIG] != 0.0 && kind != HM_KIND_FPGA) return HM_R_CONFIG;
     if (task[HM_TASK_MEM] > dev[HM_DEV_MEM_FREE]) return HM_R_MEMORY;
     return HM_R_OK;
 }

@@ -77,7 +77,7 @@
 #define HM_OUT_EST 17
 #define HM_OUT_COMP 23
 #define HM_OUT_COUNTS 29
-#define HM_OUT_FIELDS 38
+#define HM_OUT_FIELDS 39
 
 /* rejection reasons */
 #define HM_R_OK 0
@@ -89,7 +89,9 @@
 #define HM_R_MEMORY 6
 #define HM_R_LATENCY 7
 #define HM_R_DEADLINE 8
-#define HM_N_REASONS 9
+#define HM_R_CONFIG 9
+#define HM_N_REASONS 10
+#define HM_KIND_FPGA 5
 
 /* scratch columns (0..5 are the objective costs) */
 #define HM_SCR_SERVICE_EFF 6

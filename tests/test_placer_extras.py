@@ -156,3 +156,38 @@ def test_import_skips_unknown_devices_and_rejects_bad_factors() -> None:
             placer.import_corrections({"resnet": {"cpu": 9.0, "npu": bad}})  # type: ignore[dict-item]
     assert placer.correction("resnet", "cpu") == 1.0
     assert placer.correction("resnet", "npu") == 3.0
+
+
+@BACKENDS
+def test_a_configuration_task_goes_only_to_an_fpga(backend: str) -> None:
+    """A task that needs an FPGA configuration is refused by every other kind, by name."""
+    fpga = _device("fpga", DeviceKind.FPGA, 1200.0, INT8, reconfig_s=0.5)
+    placer = Placer([*_fleet(), fpga], Policy.template("latency-first"), backend=backend)
+    task = TaskContract(
+        Semantics(gflops=8.0, precision="int8"),
+        Requirements(model_format=None, config_id=3),
+    )
+    reasons = placer.feasibility(task)
+    assert reasons["fpga"] == "ok"
+    assert reasons["cpu"] == reasons["npu"] == "cannot load a configuration (not an FPGA)"
+    first = placer.place_one(task)
+    assert first.device_id == "fpga" and first.latency_s > 0.5  # pays the swap
+    assert placer.live("fpga")["loaded_config"] == 3
+    placer.release(first)
+    assert placer.preview(task).latency_s == pytest.approx(first.latency_s - 0.5)  # held now
+
+
+@BACKENDS
+def test_site_carbon_and_loaded_config_can_be_updated(backend: str) -> None:
+    """update_live writes carbon intensity and the loaded configuration; estimates follow."""
+    fpga = _device("fpga", DeviceKind.FPGA, 1200.0, INT8, reconfig_s=0.5)
+    placer = Placer([fpga], backend=backend)
+    task = TaskContract(Semantics(gflops=8.0, precision="int8"), Requirements(config_id=3))
+    assert placer.preview(task).carbon_g == 0.0
+    placer.update_live("fpga", carbon_g_per_kwh=400.0)
+    assert placer.preview(task).carbon_g > 0.0
+    slow = placer.preview(task).latency_s
+    placer.update_live("fpga", loaded_config=3)
+    assert placer.preview(task).latency_s == pytest.approx(slow - 0.5)
+    with pytest.raises(InvalidInput, match="carbon_g_per_kwh"):
+        placer.update_live("fpga", carbon_g_per_kwh=float("nan"))

@@ -40,6 +40,8 @@ LIVE_NAMES = {
     DEV_HEALTH: "health",
     DEV_LINK_S: "link_latency_s",
     DEV_LINK_BW: "link_bw_gbs",
+    DEV_CARBON: "carbon_g_per_kwh",
+    DEV_CONFIG: "loaded_config",
 }
 
 # --- task row ------------------------------------------------------------------------
@@ -84,7 +86,7 @@ OUT_RUNNER_UP = 16  # best device not chosen, or NO_DEVICE
 OUT_EST = 17  # N_EST estimate columns (EST_*)
 OUT_COMP = 23  # N_OBJECTIVES weighted score terms of the first chosen device
 OUT_COUNTS = 29  # N_REASONS devices rejected per reason
-OUT_FIELDS = 38
+OUT_FIELDS = 39
 
 # --- rejection reasons (first failing check wins) ------------------------------------
 R_OK = 0
@@ -96,7 +98,8 @@ R_FORMAT = 5
 R_MEMORY = 6
 R_LATENCY = 7
 R_DEADLINE = 8
-N_REASONS = 9
+R_CONFIG = 9
+N_REASONS = 10
 REASON_NAMES = (
     "ok",
     "offline",
@@ -107,7 +110,9 @@ REASON_NAMES = (
     "not enough free memory",
     "estimated latency over max_latency",
     "would miss the deadline",
+    "cannot load a configuration (not an FPGA)",
 )
+KIND_FPGA = 5  # DeviceKind.FPGA: the only kind that loads configurations
 
 # --- per-device scratch columns (caller-provided; no allocation in the kernel) -------
 # Columns 0..5 hold the device's cost for each objective, in objective order.

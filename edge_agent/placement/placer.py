@@ -255,11 +255,15 @@ class Placer:
         health: Health | None = None,
         link_latency_s: float | None = None,
         link_bw_gbs: float | None = None,
+        carbon_g_per_kwh: float | None = None,
+        loaded_config: int | None = None,
     ) -> None:
         """Overwrite a device's live state; a bad value raises and changes nothing.
 
         ``link_latency_s`` / ``link_bw_gbs`` re-home a device relative to the origin of
-        the next placements (0 latency = local), e.g. when one Placer serves many boxes.
+        the next placements (0 latency = local), e.g. when one Placer serves many boxes;
+        ``carbon_g_per_kwh`` follows the site's grid intensity; ``loaded_config`` records an
+        FPGA configuration loaded outside this Placer's own commits.
         """
         dev = self._ws.devices[self._device(device_id)]
         updates = (
@@ -270,6 +274,8 @@ class Placer:
             (L.DEV_HEALTH, None if health is None else float(health), 2.0),
             (L.DEV_LINK_S, link_latency_s, math.inf),
             (L.DEV_LINK_BW, link_bw_gbs, math.inf),
+            (L.DEV_CARBON, carbon_g_per_kwh, math.inf),
+            (L.DEV_CONFIG, None if loaded_config is None else float(loaded_config), 2**31 - 1),
         )
         for col, value, top in updates:
             bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)

@@ -112,6 +112,8 @@ def _static_reason(dev: Sequence[float], scr: Sequence[float], task: Sequence[fl
         return L.R_OPERATORS
     if fmt >= 0 and not (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1:
         return L.R_FORMAT
+    if task[L.TASK_CONFIG] != 0.0 and kind != L.KIND_FPGA:
+        return L.R_CONFIG
     if task[L.TASK_MEM] > dev[L.DEV_MEM_FREE]:
         return L.R_MEMORY
     return L.R_OK
