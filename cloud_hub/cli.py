@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from cloud_hub import demo
 from cloud_hub.hub import cli as hub_cli
 from cloud_hub.simulator import cli as simulate_cli
 from edge_agent import __version__
@@ -85,6 +86,11 @@ def _templates(args: argparse.Namespace) -> int:
     return 0
 
 
+cli.command(
+    "demo",
+    "a hub and emulated agents on loopback: mixed workload, placements, dashboard",
+    demo.configure,
+)(demo.run)
 cli.command(
     "simulate",
     "what-if simulation: a fleet and a workload under hetmesh policies and baselines",

@@ -28,7 +28,7 @@ async def opened(path: Path) -> Store:
 
 async def test_schema_wal_and_reopen(tmp_path: Path) -> None:
     store = await opened(tmp_path / "a.db")
-    assert store.db.schema_version == 1
+    assert store.db.schema_version == 2
     await asyncio.to_thread(store.close)
     conn = sqlite3.connect(tmp_path / "a.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -44,7 +44,7 @@ async def test_schema_wal_and_reopen(tmp_path: Path) -> None:
     } <= tables
     conn.close()
     store = await opened(tmp_path / "a.db")  # migrations are not applied twice
-    assert store.db.schema_version == 1
+    assert store.db.schema_version == 2
     await asyncio.to_thread(store.close)
 
 

@@ -23,10 +23,12 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(make_app(config), handle_signals=False, access_log=None)
+    runner = web.AppRunner(
+        make_app(config), handle_signals=False, access_log=None, shutdown_timeout=2.0
+    )
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port, shutdown_timeout=2.0)
+        site = web.TCPSite(runner, config.host, config.port)
         await site.start()
         port = next((int(a[1]) for a in runner.addresses if isinstance(a, tuple)), config.port)
         await asyncio.to_thread(_write_state, config, port)

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,6 +50,12 @@ class AgentConfig:
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
     shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
     tenant_shares: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    hub_url: str = ""  # "": no hub; the agent works on its own
+    hub_join_token: str = dataclasses.field(default="", repr=False)  # a secret: never logged
+    hub_agent_id: str = ""  # "": <hostname>[-<profile>]
+    hub_labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hub_retry_s: float = 5.0  # seconds between attempts while the hub is unreachable
+    hub_outbox_limit: int = 10_000  # records kept for the hub; the oldest are dropped past it
 
     @property
     def db_path(self) -> Path:
@@ -83,6 +90,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "telemetry_interval_s",
         "tenant_shares",
     ),
+    # TOML keys of [hub] are the settings' names without "hub_": [hub] url = "http://..."
+    "hub": ("url", "join_token", "agent_id", "labels", "retry_s", "outbox_limit"),
 }
 _KINDS: dict[str, type] = {
     "data_dir": Path,
@@ -98,7 +107,14 @@ _KINDS: dict[str, type] = {
     "emulation_jitter": float,
     "shutdown_grace_s": float,
     "tenant_shares": dict,
+    "hub_url": str,
+    "hub_join_token": str,
+    "hub_agent_id": str,
+    "hub_labels": Mapping,
+    "hub_retry_s": float,
+    "hub_outbox_limit": int,
 }
+_AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 def default_config_path(env: Mapping[str, str] | None = None) -> Path:
@@ -143,7 +159,8 @@ def _read_toml(file: Path) -> dict[str, Any]:
             if key not in SECTIONS[section]:
                 known = ", ".join(SECTIONS[section])
                 raise ConfigError(f"{file}: [{section}] unknown key {key!r}; known: {known}")
-            values[key] = _coerce(key, value, f"{file}: [{section}] {key}")
+            name = f"hub_{key}" if section == "hub" else key
+            values[name] = _coerce(name, value, f"{file}: [{section}] {key}")
     return values
 
 
@@ -152,6 +169,9 @@ def _from_env(name: str, raw: str) -> Any:
     kind = _KINDS[name]
     if kind is tuple:
         return [item.strip() for item in raw.split(",") if item.strip()]
+    if kind is Mapping:  # "label=value,label=value"
+        items = [item.partition("=") for item in raw.split(",") if item.strip()]
+        return {k.strip(): v.strip() for k, _, v in items} if all(s for _, s, _ in items) else raw
     if kind is dict:  # "tenant=weight,tenant=weight"
         pairs = [item.partition("=") for item in raw.split(",") if item.strip()]
         try:
@@ -184,6 +204,13 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         ):
             raise ConfigError(f"{where}: expected {{tenant = weight > 0}}, got {value!r}")
         return {k: float(v) for k, v in value.items()}
+    if kind is Mapping:
+        if not isinstance(value, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) and len(k) + len(v) <= 200
+            for k, v in value.items()
+        ):
+            raise ConfigError(f'{where}: expected {{label = "value"}} strings, got {value!r}')
+        return dict(value)
     if kind is tuple:
         if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
             raise ConfigError(f"{where}: expected a list of non-empty strings, got {value!r}")
@@ -218,6 +245,17 @@ def _validated(config: AgentConfig, where: str) -> AgentConfig:
         ("batch_size", 1 <= config.batch_size <= 100_000, "must be 1..100000"),
         ("policy", config.policy in TEMPLATES, f"must be one of {', '.join(TEMPLATES)}"),
         ("host", bool(config.host), "must not be empty"),
+        ("hub_outbox_limit", 1 <= config.hub_outbox_limit <= 10_000_000, "must be 1..10000000"),
+        (
+            "hub_url",
+            not config.hub_url or config.hub_url.startswith(("http://", "https://")),
+            "must be an http:// or https:// URL (or empty: no hub)",
+        ),
+        (
+            "hub_agent_id",
+            not config.hub_agent_id or bool(_AGENT_ID.match(config.hub_agent_id)),
+            "must be 1-64 of A-Z a-z 0-9 . _ -",
+        ),
     )
     for name, ok, problem in checks:
         if not ok:
@@ -226,6 +264,13 @@ def _validated(config: AgentConfig, where: str) -> AgentConfig:
         value = getattr(config, name)
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+    if not (math.isfinite(config.hub_retry_s) and config.hub_retry_s > 0):
+        raise ConfigError(f"{where}: hub_retry_s must be a finite number > 0")
+    if config.hub_url and not config.hub_join_token:
+        raise ConfigError(
+            f"{where}: [hub] url is set but join_token is not; set [hub] join_token "
+            "or $EDGE_AGENT_HUB_JOIN_TOKEN (the hub's secrets.json has it)"
+        )
     return config
 
 
@@ -234,6 +279,7 @@ def render_default(config: AgentConfig | None = None) -> str:
     c = config or AgentConfig()
     allow = ", ".join(_q(cmd) for cmd in c.command_allowlist)
     shares = ", ".join(f"{_q(t)} = {w}" for t, w in c.tenant_shares.items())
+    labels = ", ".join(f"{_q(k)} = {_q(v)}" for k, v in c.hub_labels.items())
     return f"""\
 # hetmesh edge agent configuration. Every key is optional; EDGE_AGENT_<KEY> environment
 # variables (e.g. EDGE_AGENT_PORT=9000, EDGE_AGENT_COMMAND_ALLOWLIST=/usr/bin/true) override it.
@@ -270,6 +316,20 @@ telemetry_interval_s = {c.telemetry_interval_s}
 # weighted fair share between tenants of one priority class (unnamed tenants weigh 1),
 # e.g. {{ vision = 3, batch = 1 }}
 tenant_shares = {{ {shares} }}
+
+[hub]
+# the cloud hub's URL ("": no hub; the agent works on its own). Agents enrol with the
+# fleet's join token (or set $EDGE_AGENT_HUB_JOIN_TOKEN and leave it out of this file)
+url = {_q(c.hub_url)}
+join_token = {_q(c.hub_join_token)}
+# this agent's id on the hub ("": <hostname>-<profile>); stable across restarts
+agent_id = {_q(c.hub_agent_id)}
+# labels for policy rollout selectors, e.g. {{ site = "lab" }}
+labels = {{ {labels} }}
+# seconds between attempts while the hub is unreachable
+retry_s = {c.hub_retry_s}
+# records kept for the hub while it is away; past this the oldest are dropped (and counted)
+outbox_limit = {c.hub_outbox_limit}
 """
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -49,6 +50,10 @@ class _DeviceCollector(Collector):
             running.add_metric(values, 1.0 if self._running(d.id) else 0.0)
         yield util
         yield running
+
+
+def _reader(status: Callable[[], dict[str, Any]], key: str) -> Callable[[], float]:
+    return lambda: float(status()[key])
 
 
 class AgentMetrics:
@@ -115,6 +120,17 @@ class AgentMetrics:
         self.queue_depth.set_function(lambda: float(depth()))
         self.backlog.set_function(lambda: float(backlog()))
         self.registry.register(_DeviceCollector(devices, busy_s, running, uptime_s))
+
+    def watch_hub(self, status: Callable[[], dict[str, Any]]) -> None:
+        """Read the hub link's figures at scrape time (only agents with a hub have them)."""
+        figures = (
+            ("connected", "Whether the last exchange with the hub succeeded (0/1)"),
+            ("pending", "Outbox records the hub has not acknowledged"),
+            ("dropped", "Outbox records dropped unsent (outbox full) since the database began"),
+        )
+        for key, doc in figures:
+            gauge = Gauge(f"hetmesh_agent_hub_{key}", doc, registry=self.registry)
+            gauge.set_function(_reader(status, key))
 
     def load_counts(self, counts: dict[str, int]) -> None:
         """Set the tasks-by-state gauge from the store's counts."""

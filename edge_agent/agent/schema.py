@@ -90,4 +90,17 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [(1, "tasks, decisions, telemetry, outbox, versions", _v1)]
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute(
+        "CREATE TABLE hub_sync (id INTEGER PRIMARY KEY CHECK (id = 1), "
+        "acked INTEGER NOT NULL DEFAULT 0, dropped_through INTEGER NOT NULL DEFAULT 0, "
+        "dropped INTEGER NOT NULL DEFAULT 0)"
+    )
+    db.execute("INSERT INTO hub_sync (id) VALUES (1)")
+    db.execute("ALTER TABLE policy_versions ADD COLUMN source TEXT NOT NULL DEFAULT 'config'")
+
+
+MIGRATIONS: list[Migration] = [
+    (1, "tasks, decisions, telemetry, outbox, versions", _v1),
+    (2, "hub sync state, policy source", _v2),
+]

@@ -13,6 +13,8 @@ from edge_agent import __version__
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import Fleet, build_fleet
+from edge_agent.agent.hub_devices import DeviceReporter
+from edge_agent.agent.hub_link import HubLink
 from edge_agent.agent.intake import Intake
 from edge_agent.agent.metrics import AgentMetrics
 from edge_agent.agent.power import Meters, energy_between
@@ -33,15 +35,15 @@ class Agent:
 
     def __init__(self, config: AgentConfig) -> None:
         self.config = config
-        self.store = Store(config.db_path)
+        self.store = Store(config.db_path, config.hub_outbox_limit)
         self.metrics = AgentMetrics()
         self.intake = Intake(
             [config.data_dir / "models", config.model_dir], config.command_allowlist
         )
-        template = Policy.template(config.policy)
-        rules = {**template.rules, "tenant_shares": dict(config.tenant_shares)}
-        self.policy = dataclasses.replace(template, rules=rules)
+        self.policy = self._with_shares(Policy.template(config.policy))
         self.started_at = time.monotonic()
+        self.link: HubLink | None = None
+        self.slo_misses = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._jobs: dict[str, Job] = {}
         self.failure: str | None = None
@@ -51,11 +53,17 @@ class Agent:
         self.executor: Executor
         self.meters: Meters
         self.sampler: Sampler
+        self.reporter: DeviceReporter
 
     async def start(self) -> None:
         """Open the store, find the devices, resume waiting work, start the loops."""
         await asyncio.to_thread(self.store.open)
         try:
+            from_hub = None
+            if self.config.hub_url:  # the last policy the hub handed out, kept across restarts
+                from_hub = await self.store.last_policy("hub")
+            if from_hub is not None:
+                self.policy = self._with_shares(Policy.from_dict(from_hub))
             self.fleet = await asyncio.to_thread(build_fleet, self.config.profile)
             self.placer = Placer(self.fleet.devices, self.policy)
             self.meters = await asyncio.to_thread(Meters.discover, self.fleet.devices)
@@ -76,7 +84,8 @@ class Agent:
                 self._queued_jobs,
                 self._withdraw,
             )
-            await self.store.accept_policy(self.policy.to_dict())
+            if from_hub is None:
+                await self.store.accept_policy(self.policy.to_dict())
             recovered = await self.store.recover()
             self.metrics.load_counts(await self.store.counts())
         except BaseException:
@@ -107,6 +116,15 @@ class Agent:
         )
         if self.config.telemetry_interval_s > 0:
             self._spawn(self.sampler.run(), "agent-telemetry")
+        if self.config.hub_url:
+            self.reporter = DeviceReporter(self.fleet, self.placer, ex.busy_s.__getitem__)
+            labels = {"mode": self.fleet.mode, **self.config.hub_labels}
+            self.link = HubLink(
+                self.config, self.store.outbox, self.hub_report, self.apply_policy, labels
+            )
+            await self.link.start()
+            self.metrics.watch_hub(self.link.status)
+            self._spawn(self.link.run(), "agent-hub-link")
 
     def _spawn(self, coro: Any, name: str) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
@@ -125,6 +143,8 @@ class Agent:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.executor.stop(self.config.shutdown_grace_s)
+        if self.link is not None:
+            await self.link.close()
         await asyncio.to_thread(self.store.close)
 
     # --- requests -------------------------------------------------------------------
@@ -178,7 +198,35 @@ class Agent:
             "policy": f"{self.policy.name}@{self.policy.version}",
             "queue_depth": self.scheduler.depth(),
             "backlog": self.executor.backlog(),
-            "hub": None,  # no hub configured: the agent works on its own
+            "hub": None if self.link is None else self.link.status(),  # None: no hub configured
+        }
+
+    # --- hub link -------------------------------------------------------------------
+    def _with_shares(self, policy: Policy) -> Policy:
+        """Return ``policy`` with the configured tenant shares unless it names its own."""
+        if policy.rules.get("tenant_shares") or not self.config.tenant_shares:
+            return policy
+        rules = {**policy.rules, "tenant_shares": dict(self.config.tenant_shares)}
+        return dataclasses.replace(policy, rules=rules)
+
+    async def apply_policy(self, doc: dict[str, Any]) -> None:
+        """Validate a policy from the hub, keep it (durably first), and place with it."""
+        policy = Policy.from_dict(doc)  # PolicyError (an InvalidInput) names the field
+        await self.store.accept_policy(policy.to_dict(), source="hub")
+        self.policy = self._with_shares(policy)
+        self.placer.policy = self.policy
+
+    def hub_report(self) -> dict[str, Any]:
+        """Return this agent's heartbeat body: health, live devices, policy in force."""
+        return {
+            "status": "degraded" if self.failure else "ok",
+            "problem": None if self.failure is None else self.failure[:200],
+            "version": __version__,
+            "policy": {"name": self.policy.name, "version": self.policy.version},
+            "devices": self.reporter.entries(),
+            "peers": [],  # the mesh (edge_agent/mesh) will fill this in
+            "queue_depth": self.scheduler.depth(),
+            "slo_misses": self.slo_misses,
         }
 
     def devices(self) -> list[dict[str, Any]]:
@@ -245,6 +293,9 @@ class Agent:
             _log.warning("feedback for task %s refused: %s", job.task_id, err)
             self.placer.release(d)
         state = "done" if outcome.ok else "failed"
+        bound = d.task.requirements.max_latency_s
+        if not outcome.ok or (bound > 0 and outcome.latency_s > bound):
+            self.slo_misses += 1
         telemetry = {
             "kind": "task",
             "device": d.device_id,

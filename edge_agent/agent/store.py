@@ -16,6 +16,7 @@ from typing import Any
 
 import sqlite_utils
 
+from edge_agent.agent import outbox
 from edge_agent.agent.db import Database
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
@@ -25,7 +26,7 @@ from edge_agent.tasks.contract import TaskContract
 STATES = ("queued", "placed", "running", "done", "failed", "cancelled", "interrupted")
 WAITING = ("queued", "interrupted")
 FINAL = ("done", "failed", "cancelled")
-#: Rows kept in the hub outbox (oldest dropped first).
+#: Rows kept in the hub outbox (oldest dropped first) unless the store is told otherwise.
 OUTBOX_LIMIT = 10_000
 _JSON_COLUMNS = ("contract", "command", "result")
 
@@ -95,20 +96,18 @@ def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
     )
 
 
-def _outbox(db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float) -> None:
-    cur = db.execute(
-        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
-        (kind, json.dumps(payload), now),
-    )
-    if cur.lastrowid is not None and cur.lastrowid % 100 == 0:
-        db.execute("DELETE FROM outbox WHERE seq <= ?", (cur.lastrowid - OUTBOX_LIMIT,))
-
-
 class Store:
     """Task and decision records over one SQLite file."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, outbox_limit: int = OUTBOX_LIMIT) -> None:
         self.db = Database(path, MIGRATIONS)
+        self.outbox = outbox.Outbox(self.db)
+        self.outbox_limit = outbox_limit
+
+    def _outbox(
+        self, db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float
+    ) -> None:
+        outbox.append(db, kind, payload, now, self.outbox_limit)
 
     def open(self) -> None:
         """Open and migrate the database (blocking)."""
@@ -180,6 +179,7 @@ class Store:
                 )
             for task_id, decision, emulated in entries:
                 _insert(db, "decisions", {"task_id": task_id, "decided_at": now, **decision})
+                self._outbox(db, "decision", _decision_record(task_id, decision), now)
                 if decision["placed"]:
                     db.execute(
                         "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, "
@@ -193,7 +193,7 @@ class Store:
                         "WHERE id = ? AND state IN ('queued', 'interrupted')",
                         (now, decision["summary"], task_id),
                     )
-                    _outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+                    self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
 
         await self.db.write(op)
 
@@ -207,7 +207,7 @@ class Store:
                 "WHERE id = ? AND state IN ('queued', 'interrupted')",
                 (now, error, task_id),
             )
-            _outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+            self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
 
         await self.db.write(op)
 
@@ -242,7 +242,9 @@ class Store:
             )
             if telemetry is not None:
                 _insert(db, "telemetry", {"ts": now, "task_id": task_id, **telemetry})
-            _outbox(db, "task", {"id": task_id, "state": state, "result": result}, now)
+            measured = {k: v for k, v in (telemetry or {}).items() if k != "kind"}
+            record = {"id": task_id, "state": state, "result": result, "error": error}
+            self._outbox(db, "task", {**record, **measured}, now)
 
         await self.db.write(op)
 
@@ -253,6 +255,9 @@ class Store:
             now = time.time()
             for row in rows:
                 _insert(db, "telemetry", {"ts": now, **row})
+            keep = ("device", "utilization", "energy_j", "emulated")
+            devices = [{k: row.get(k) for k in keep} for row in rows]
+            self._outbox(db, "telemetry", {"ts": now, "devices": devices}, now)
 
         await self.db.write(op)
 
@@ -274,7 +279,7 @@ class Store:
                     (now, task_id),
                 )
                 rows[0].update(state="cancelled", finished_at=now)
-                _outbox(db, "task", {"id": task_id, "state": "cancelled"}, now)
+                self._outbox(db, "task", {"id": task_id, "state": "cancelled"}, now)
             return _row(rows[0]), before
 
         return await self.db.write(op)
@@ -291,23 +296,34 @@ class Store:
 
         return await self.db.write(op)
 
-    async def accept_policy(self, document: dict[str, Any]) -> None:
-        """Record ``document`` as the policy in force unless it already is."""
+    async def accept_policy(self, document: dict[str, Any], source: str = "config") -> None:
+        """Record ``document`` (from ``source``: config or hub) as the policy in force."""
 
         def op(db: sqlite_utils.Database) -> None:
             last = list(db.table("policy_versions").rows_where(order_by="id desc", limit=1))
             text = json.dumps(document, sort_keys=True)
-            if not last or last[0]["document"] != text:
+            if not last or last[0]["document"] != text or last[0]["source"] != source:
                 db.table("policy_versions").insert(
                     {
                         "name": document["name"],
                         "version": document["version"],
                         "document": text,
                         "accepted_at": time.time(),
+                        "source": source,
                     }
                 )
 
         await self.db.write(op)
+
+    async def last_policy(self, source: str) -> dict[str, Any] | None:
+        """Return the policy document last accepted from ``source``, or None."""
+        rows = await self.db.read(
+            lambda db: db.execute(
+                "SELECT document FROM policy_versions WHERE source = ? ORDER BY id DESC LIMIT 1",
+                (source,),
+            ).fetchall()
+        )
+        return dict(json.loads(rows[0][0])) if rows else None
 
     async def model_added(self, name: str, sha256: str, path: str, size: int) -> None:
         """Record an uploaded model version."""
@@ -355,3 +371,19 @@ class Store:
             lambda db: db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
         )
         return {state: 0 for state in STATES} | {str(s): int(n) for s, n in rows}
+
+
+def _decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
+    """Return a decision row as the hub's ``decision`` record (docs/hub-protocol.md §4)."""
+    return {
+        "task_id": task_id,
+        "placed": bool(decision.get("placed")),
+        "device": decision.get("device"),
+        "why_here": decision.get("summary"),
+        "score": decision.get("score"),
+        "runner_up": decision.get("runner_up"),
+        "policy": decision.get("policy"),
+        "latency_s": decision.get("latency_s"),
+        "service_s": decision.get("service_s"),
+        "energy_j": decision.get("energy_j"),
+    }

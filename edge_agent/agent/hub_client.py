@@ -1,0 +1,114 @@
+"""The agent's HTTP client for the hub protocol: enrol, signed heartbeat, outbox sync.
+
+Third-party errors are translated here once: no answer (or a 5xx) is ``HubUnreachable`` (keep
+working offline, retry later); a 4xx is ``HubRejected`` (401: re-enrol).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import aiohttp
+
+from edge_agent.agent.hub_auth import signed_headers
+from edge_agent.errors import HetmeshError
+
+#: Seconds one request to the hub may take before it counts as unreachable.
+REQUEST_TIMEOUT_S = 10.0
+
+
+class HubError(HetmeshError):
+    """Talking to the hub failed."""
+
+
+class HubUnreachable(HubError, ConnectionError):
+    """No usable answer from the hub; keep working offline and retry later."""
+
+
+class HubRejected(HubError):
+    """The hub refused the request (4xx); the message says why. 401: re-enrol."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(f"hub answered {status}: {message}")
+        self.status = status
+
+
+class HubClient:
+    """One agent's requests to the hub over an injected ``aiohttp.ClientSession``."""
+
+    def __init__(
+        self,
+        base_url: str,
+        agent_id: str,
+        session: aiohttp.ClientSession,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.agent_id = agent_id
+        self.session = session
+        self.clock = clock
+        self.key: str | None = None
+
+    async def _call(self, method: str, path: str, doc: Any = None, signed: bool = True) -> Any:
+        body = b"" if doc is None else json.dumps(doc).encode()
+        headers = {"Content-Type": "application/json"}
+        if signed:
+            if self.key is None:
+                raise HubRejected(401, "not enrolled: enrol with the join token first")
+            headers = signed_headers(self.agent_id, self.key, method, path, body, self.clock())
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+        try:
+            async with self.session.request(
+                method, self.base_url + path, data=body or None, headers=headers, timeout=timeout
+            ) as resp:
+                text = await resp.text()
+                status = resp.status
+        except (aiohttp.ClientError, TimeoutError) as err:
+            reason = getattr(err, "os_error", None) or err or type(err).__name__
+            raise HubUnreachable(f"no answer from {self.base_url}: {reason}") from err
+        try:
+            answer = json.loads(text)
+        except ValueError:
+            answer = {"error": text[:200]}
+        if status >= 500 or not isinstance(answer, dict):
+            raise HubUnreachable(f"hub at {self.base_url} answered {status}: {text[:200]}")
+        if status >= 400:
+            raise HubRejected(status, str(answer.get("error", "")))
+        return answer
+
+    async def enrol(
+        self, join_token: str, labels: dict[str, str], board: str | None, hostname: str
+    ) -> dict[str, Any]:
+        """Trade the join token for this agent's key; return the hub's answer."""
+        doc: dict[str, Any] = {
+            "agent_id": self.agent_id,
+            "join_token": join_token,
+            "labels": labels,
+            "hostname": hostname[:200],
+        }
+        if board is not None:
+            doc["board"] = board
+        answer: dict[str, Any] = await self._call("POST", "/v1/enrol", doc, signed=False)
+        self.key = str(answer["key"])
+        return answer
+
+    async def heartbeat(self, doc: dict[str, Any]) -> dict[str, Any]:
+        """Send one heartbeat; return the hub's answer (interval, policy to apply)."""
+        answer: dict[str, Any] = await self._call(
+            "POST", f"/v1/agents/{self.agent_id}/heartbeat", doc
+        )
+        return answer
+
+    async def sync(self, records: list[dict[str, Any]], dropped_through: int) -> dict[str, Any]:
+        """Send outbox records; return acked, applied, duplicates, lost."""
+        doc = {"records": records, "dropped_through": dropped_through}
+        answer: dict[str, Any] = await self._call("POST", f"/v1/agents/{self.agent_id}/sync", doc)
+        return answer
+
+    async def acked(self) -> int:
+        """Return the highest seq the hub holds for this agent (resume after it)."""
+        answer = await self._call("GET", f"/v1/agents/{self.agent_id}/sync")
+        return int(answer["acked"])

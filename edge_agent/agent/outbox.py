@@ -1,0 +1,103 @@
+"""The hub outbox: records numbered 1, 2, 3, … (seq), bounded, with what was dropped unsent.
+
+``append`` runs inside a store write, in the same transaction as the change it reports, so a
+record exists exactly when its change does. Past ``limit`` records the oldest are dropped;
+``hub_sync.dropped_through`` (the highest seq dropped unsent) tells the hub which it will
+never get (docs/hub-protocol.md §4).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import sqlite_utils
+
+from edge_agent.agent.db import Database
+
+
+def plain(value: Any) -> Any:
+    """Return ``value`` with non-finite floats as None (JSON has no Infinity or NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def append(
+    db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float, limit: int
+) -> None:
+    """Add one record (inside the caller's write); drop the oldest past ``limit``."""
+    cur = db.execute(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        (kind, json.dumps(plain(payload)), now),
+    )
+    newest = cur.lastrowid
+    if newest is None or newest <= limit:
+        return
+    cutoff = newest - limit
+    count, highest = db.execute(
+        "SELECT count(*), max(seq) FROM outbox WHERE seq <= ?", (cutoff,)
+    ).fetchone()
+    if count:
+        db.execute("DELETE FROM outbox WHERE seq <= ?", (cutoff,))
+        db.execute(
+            "UPDATE hub_sync SET dropped = dropped + ?, "
+            "dropped_through = max(dropped_through, ?) WHERE id = 1",
+            (count, highest),
+        )
+
+
+class Outbox:
+    """Reading and acknowledging the outbox over the agent's database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def after(self, seq: int, limit: int) -> list[dict[str, Any]]:
+        """Return up to ``limit`` records with seq > ``seq``, oldest first, as sync records."""
+
+        def op(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+            rows = db.execute(
+                "SELECT seq, kind, payload, created_at FROM outbox WHERE seq > ? "
+                "ORDER BY seq LIMIT ?",
+                (seq, limit),
+            ).fetchall()
+            return [
+                {"seq": s, "kind": k, "payload": json.loads(p), "created_at": c}
+                for s, k, p, c in rows
+            ]
+
+        return await self.db.read(op)
+
+    async def acknowledge(self, acked: int) -> None:
+        """Forget the records the hub holds (seq <= ``acked``) and remember the point."""
+
+        def op(db: sqlite_utils.Database) -> None:
+            db.execute("DELETE FROM outbox WHERE seq <= ?", (acked,))
+            db.execute("UPDATE hub_sync SET acked = max(acked, ?) WHERE id = 1", (acked,))
+
+        await self.db.write(op)
+
+    async def state(self) -> dict[str, int]:
+        """Return acked, dropped_through, dropped, pending (records not yet acknowledged)."""
+
+        def op(db: sqlite_utils.Database) -> dict[str, int]:
+            acked, through, dropped = db.execute(
+                "SELECT acked, dropped_through, dropped FROM hub_sync WHERE id = 1"
+            ).fetchone()
+            (pending,) = db.execute(
+                "SELECT count(*) FROM outbox WHERE seq > ?", (acked,)
+            ).fetchone()
+            return {
+                "acked": int(acked),
+                "dropped_through": int(through),
+                "dropped": int(dropped),
+                "pending": int(pending),
+            }
+
+        return await self.db.read(op)

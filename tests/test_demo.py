@@ -1,0 +1,92 @@
+"""``cloud-hub demo`` for real: a hub and agent subprocesses on loopback, then none left."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import cloud_hub
+from cloud_hub import demo
+
+PID = re.compile(r"^(\S+)\s+pid (\d+)", re.M)
+PLACED = re.compile(r"^([0-9a-f]{8})  \S+\s+(demo-\S+)\s+(\S+/\S+)\s+est", re.M)
+
+
+def gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.slow
+def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    parser = argparse.ArgumentParser()
+    demo.configure(parser)
+    args = parser.parse_args(
+        ["--agents", "2", "--duration", "2", "--every", "1", "--data-dir", str(tmp_path)]
+    )
+    assert demo.run(args) == 0
+    out = capsys.readouterr().out
+    pids = {name: int(pid) for name, pid in PID.findall(out)}
+    assert set(pids) == {"hub", "demo-rk3588", "demo-jetson_orin_nano"}, out
+    assert all(gone(pid) for pid in pids.values()), pids
+    assert "dashboard: http://127.0.0.1:" in out
+    placed = PLACED.findall(out)
+    assert {agent for _, agent, _ in placed} == {"demo-rk3588", "demo-jetson_orin_nano"}, out
+    conn = sqlite3.connect(tmp_path / "hub" / "hub.db")
+    try:
+        rows = conn.execute("SELECT agent_id, kind, payload FROM records").fetchall()
+    finally:
+        conn.close()
+    on_hub = {
+        (agent, doc["id"][:8], doc.get("device"))
+        for agent, kind, payload in rows
+        if kind == "task" and (doc := json.loads(payload))["state"] == "done"
+    }
+    assert {(agent, task, device) for task, agent, device in placed} <= on_hub
+    assert sum(kind == "decision" for _, kind, _ in rows) >= len(placed)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demo_and_every_child(tmp_path: Path) -> None:
+    root = str(Path(cloud_hub.__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root}
+    cmd = [sys.executable, "-m", "cloud_hub.demo", "--agents", "1", "--data-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    watchdog = threading.Timer(90, proc.kill)
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        lines = []
+        for line in proc.stdout:
+            lines.append(line)
+            if PLACED.match(line):  # running: a placement came back
+                break
+        proc.send_signal(signal.SIGTERM)
+        rest = proc.stdout.read()
+        assert proc.wait(timeout=30) == 0
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+    out = "".join(lines) + rest
+    pids = [int(pid) for _, pid in PID.findall(out)]
+    assert len(pids) == 2 and all(gone(pid) for pid in pids), out
+    assert "stopping" in rest and "stopped: hub (0), demo-rk3588 (0)" in rest
