@@ -141,6 +141,7 @@ class Executor:
         self._queues: dict[str, asyncio.PriorityQueue[tuple[int, float, int, Job]]] = {}
         self._workers: dict[str, asyncio.Task[None]] = {}
         self.current: dict[str, Job | None] = {d.id: None for d in fleet.devices}
+        self.started_at: dict[str, float] = {d.id: 0.0 for d in fleet.devices}  # perf_counter
         self.busy_s: dict[str, float] = {d.id: 0.0 for d in fleet.devices}
         self._pool = ThreadPoolExecutor(
             max(1, sum(not d.emulated for d in fleet.devices)), thread_name_prefix="agent-run"
@@ -189,7 +190,7 @@ class Executor:
             if job.cancelled:
                 continue
             self.current[device_id] = job
-            start = time.perf_counter()
+            start = self.started_at[device_id] = time.perf_counter()
             try:
                 if not await self._on_start(job):  # cancelled meanwhile
                     continue

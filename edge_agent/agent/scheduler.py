@@ -134,6 +134,20 @@ class Scheduler:
             self._parked.remove(task)
         return task is not None
 
+    def requeue(self, job: Job) -> None:
+        """Make a withdrawn, released job (stored back as queued) wait to be placed again."""
+        self.metrics.move("placed", "queued")
+        self.add(
+            Waiting(
+                job.task_id,
+                job.decision.task,
+                job.command,
+                job.submitted_at,
+                job.deadline_at,
+                "queued",
+            )
+        )
+
     def poke(self) -> None:
         """Retry parked tasks: some work finished and freed a device."""
         parked, self._parked = self._parked, []
@@ -224,17 +238,7 @@ class Scheduler:
                 )
             )
         for job in victims:  # back to waiting, to be placed again
-            self.metrics.move("placed", "queued")
-            self.add(
-                Waiting(
-                    job.task_id,
-                    job.decision.task,
-                    job.command,
-                    job.submitted_at,
-                    job.deadline_at,
-                    "queued",
-                )
-            )
+            self.requeue(job)
         if keep:
             _log.debug("%s tasks parked until running work finishes", len(keep))
 

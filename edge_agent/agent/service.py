@@ -17,6 +17,7 @@ from edge_agent.agent.hub_devices import DeviceReporter
 from edge_agent.agent.hub_link import HubLink
 from edge_agent.agent.intake import Intake
 from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.overrun import OverrunWatch
 from edge_agent.agent.power import Meters, energy_between
 from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
@@ -53,6 +54,7 @@ class Agent:
         self.executor: Executor
         self.meters: Meters
         self.sampler: Sampler
+        self.overrun: OverrunWatch
         self.reporter: DeviceReporter
 
     async def start(self) -> None:
@@ -106,6 +108,8 @@ class Agent:
             _log.info("resuming %s waiting tasks", len(recovered))
         ex.start()
         self._spawn(self.scheduler.run(), "agent-scheduler")
+        self.overrun = OverrunWatch(ex, self.placer, self._queued_jobs, self._requeue)
+        self._spawn(self.overrun.run(), "agent-overrun-watch")
         self.sampler = Sampler(
             self.fleet,
             self.placer,
@@ -198,6 +202,8 @@ class Agent:
             "policy": f"{self.policy.name}@{self.policy.version}",
             "queue_depth": self.scheduler.depth(),
             "backlog": self.executor.backlog(),
+            "overrunning": sorted(self.overrun.flagged),  # devices running far over estimate
+            "overrun_replaced": self.overrun.moved,
             "hub": None if self.link is None else self.link.status(),  # None: no hub configured
         }
 
@@ -262,6 +268,15 @@ class Agent:
         job.cancelled = True
         self._jobs.pop(job.task_id, None)
 
+    async def _requeue(self, jobs: list[Job]) -> None:
+        """Withdraw queued jobs from their device, release them, and place them again."""
+        for job in jobs:
+            self._withdraw(job)
+            self.placer.release(job.decision)
+        await self.store.placed([], [job.task_id for job in jobs])
+        for job in jobs:
+            self.scheduler.requeue(job)
+
     def _dispatch(self, job: Job) -> None:
         self._jobs[job.task_id] = job
         self.executor.submit(job)
@@ -277,6 +292,7 @@ class Agent:
 
     async def _finished(self, job: Job, outcome: Outcome) -> None:
         self._jobs.pop(job.task_id, None)
+        self.overrun.finished(job)
         d = job.decision
         energy = None
         if job.energy_start is not None and not outcome.emulated:
