@@ -5,7 +5,6 @@ Every error is ``{"ok": false, "error": "<what to fix>", "status": <code>}``.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
@@ -25,8 +24,7 @@ from cloud_hub.hub.openapi import document
 from cloud_hub.hub.policies import NotFound
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
-from edge_agent.agent.db import StoreError
-from edge_agent.errors import InvalidInput
+from edge_agent.http_errors import ApiError, json_errors
 
 _log = logging.getLogger(__name__)
 
@@ -35,47 +33,7 @@ DASHBOARD = Path(__file__).with_name("dashboard")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class ApiError(Exception):
-    """An HTTP error with a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def error_response(status: int, message: str) -> web.Response:
-    """Return the one JSON error shape."""
-    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as err:
-        return error_response(err.status, str(err))
-    except NotFound as err:
-        return error_response(404, str(err))
-    except InvalidInput as err:
-        return error_response(400, str(err))
-    except web.HTTPRequestEntityTooLarge as err:
-        return error_response(413, f"request body too large: {err.text}")
-    except web.HTTPNotFound:
-        return error_response(404, f"no such endpoint: {request.method} {request.path}")
-    except web.HTTPMethodNotAllowed as err:
-        allowed = ", ".join(sorted(err.allowed_methods))
-        return error_response(405, f"{request.method} not allowed on {request.path}; {allowed}")
-    except web.HTTPException as err:
-        if err.status < 400:
-            raise
-        return error_response(err.status, err.reason)
-    except StoreError as err:
-        return error_response(503, f"the hub cannot store data now: {err}")
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        _log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "internal error; see the hub's log")
+_errors = json_errors("the hub", {NotFound: 404})
 
 
 def _parse(body: bytes) -> Any:

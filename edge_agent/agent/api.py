@@ -16,11 +16,10 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import StoreError
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
-from edge_agent.errors import InvalidInput
+from edge_agent.http_errors import ApiError, json_errors
 
 _log = logging.getLogger(__name__)
 
@@ -32,49 +31,7 @@ _ID = r"{task_id:[0-9a-f]{1,64}}"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-class ApiError(Exception):
-    """An HTTP error with a message for the client."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def error_response(status: int, message: str) -> web.Response:
-    """Return the one JSON error shape."""
-    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
-
-
-@web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
-    try:
-        return await handler(request)
-    except ApiError as err:
-        return error_response(err.status, str(err))
-    except IdempotencyConflict as err:
-        return error_response(409, str(err))
-    except InvalidInput as err:
-        return error_response(400, str(err))
-    except web.HTTPRequestEntityTooLarge as err:
-        return error_response(413, f"request body too large: {err.text}")
-    except web.HTTPMethodNotAllowed as err:
-        allowed = ", ".join(sorted(err.allowed_methods))
-        return error_response(
-            405, f"{request.method} not allowed on {request.path}; allowed: {allowed}"
-        )
-    except web.HTTPNotFound:
-        return error_response(404, f"no such endpoint: {request.method} {request.path}")
-    except web.HTTPException as err:
-        if err.status < 400:
-            raise
-        return error_response(err.status, err.reason)
-    except StoreError as err:
-        return error_response(503, f"the agent cannot store tasks now: {err}")
-    except asyncio.CancelledError:
-        raise
-    except Exception:
-        _log.exception("unhandled error in %s %s", request.method, request.path)
-        return error_response(500, "internal error; see the agent's log")
+_errors = json_errors("the agent", {IdempotencyConflict: 409})
 
 
 async def _json(request: web.Request) -> Any:

@@ -1,0 +1,82 @@
+"""The one JSON error shape of every hetmesh HTTP API, and the middleware that produces it.
+
+Every error answers ``{"ok": false, "error": "<what to fix>", "status": <code>}``; an
+unexpected exception is logged and answered 500 without details.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from aiohttp import web
+from aiohttp.typedefs import Middleware
+
+from edge_agent.agent.db import StoreError
+from edge_agent.errors import InvalidInput
+
+_log = logging.getLogger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class ApiError(Exception):
+    """An HTTP error with a message for the client."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def error_response(status: int, message: str) -> web.Response:
+    """Return the one JSON error shape."""
+    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+
+
+def json_errors(service: str, extra: Mapping[type[Exception], int] = {}) -> Middleware:
+    """Return middleware answering every error in the JSON shape; ``extra`` maps more errors.
+
+    ``service`` names the server in messages ("the hub", "the agent").
+    """
+
+    mapped = tuple(extra.items())
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except ApiError as err:
+            return error_response(err.status, str(err))
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:
+            for kind, status in mapped:  # before the general cases: they may be subclasses
+                if isinstance(err, kind):
+                    return error_response(status, str(err))
+            return _general(request, err, service)
+
+    return middleware
+
+
+def _general(request: web.Request, err: Exception, service: str) -> web.Response:
+    """Answer the errors every API shares."""
+    if isinstance(err, InvalidInput):
+        return error_response(400, str(err))
+    if isinstance(err, web.HTTPRequestEntityTooLarge):
+        return error_response(413, f"request body too large: {err.text}")
+    if isinstance(err, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(err.allowed_methods))
+        return error_response(
+            405, f"{request.method} not allowed on {request.path}; allowed: {allowed}"
+        )
+    if isinstance(err, web.HTTPNotFound):
+        return error_response(404, f"no such endpoint: {request.method} {request.path}")
+    if isinstance(err, web.HTTPException):
+        if err.status < 400:
+            raise err
+        return error_response(err.status, err.reason)
+    if isinstance(err, StoreError):
+        return error_response(503, f"{service} cannot store data now: {err}")
+    _log.exception("unhandled error in %s %s", request.method, request.path, exc_info=err)
+    return error_response(500, f"internal error; see {service}'s log")
