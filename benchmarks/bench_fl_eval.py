@@ -26,6 +26,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--local-epochs", type=int, default=1)
+    ap.add_argument("--finetune-epochs", type=int, default=10)
     args = ap.parse_args()
     logging.disable(logging.INFO)
     sites = all_sites(bucket_s=args.bucket_s, kind=args.kind)
@@ -36,7 +37,7 @@ def main() -> None:
         min_nodes=len(sites),
     )
     t = time.perf_counter()
-    r = evaluate(sites, settings)
+    r = evaluate(sites, settings, finetune_epochs=args.finetune_epochs)
     wall = time.perf_counter() - t
     print(f"{'method':16s}" + "".join(f"{s:>15s}" for s in r.sites) + f"{'mean rel':>10s}")
     for m, per in r.mae.items():
@@ -51,6 +52,9 @@ def main() -> None:
         "fed_vs_naive_pct": round(100 * (1 - r.rel_mae["fedavg"] / r.rel_mae[best]), 1),
         "fed_vs_central_pct": round(100 * (r.rel_mae["fedavg"] / r.rel_mae["centralized"] - 1), 1),
         "local_only_sites_won": r.local_only_sites_won(),
+        "fed_finetuned_mae": round(r.rel_mae["fedavg_finetuned"], 4),
+        "finetuned_local_only_sites_won": r.local_only_sites_won("fedavg_finetuned"),
+        "finetune_epochs": args.finetune_epochs,
         "sites": len(r.sites),
         "kind": args.kind,
         "bucket_s": args.bucket_s,

@@ -22,6 +22,8 @@ FloatArray = NDArray[np.float64]
 log = logging.getLogger(__name__)
 FIRST_NODE_ID = 101  # clear of Flower's SUPERLINK_NODE_ID (1)
 NAIVE = ("last_value", "ewma", "seasonal_naive")
+FINETUNE_EPOCHS = 10  # at most this many local epochs on top of the global model
+VAL_FRACTION = 0.2  # newest part of a site's train data that picks the fine-tune epochs
 
 
 @dataclass
@@ -47,9 +49,9 @@ class Report:
     mae: dict[str, dict[str, float]] = field(default_factory=dict)
     rel_mae: dict[str, float] = field(default_factory=dict)
 
-    def local_only_sites_won(self) -> int:
-        """Sites where FedAvg's MAE is lower than the local-only model's."""
-        return sum(self.mae["fedavg"][s] < self.mae["local_only"][s] for s in self.sites)
+    def local_only_sites_won(self, method: str = "fedavg") -> int:
+        """Sites where method's MAE (FedAvg by default) is lower than the local-only model's."""
+        return sum(self.mae[method][s] < self.mae["local_only"][s] for s in self.sites)
 
     def best_naive(self) -> str:
         """The naive baseline with the lowest mean relative MAE."""
@@ -100,7 +102,33 @@ def run_fedavg(
     return model
 
 
-def evaluate(sites: list[Site], settings: RoundSettings) -> Report:
+def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadModel:
+    """Personalisation: the global model trained on, up to cfg.epochs, on one site's train part.
+
+    The newest VAL_FRACTION of the train part picks the epoch count (0 keeps the global
+    model), so the test part is never looked at; the chosen model is returned.
+    """
+    val = split_point(d.cut, VAL_FRACTION)
+    fit_x, fit_y = d.x[:val], d.y[:val]
+    val_x, val_y, val_level = d.x[val : d.cut], d.y[val : d.cut], d.level[val : d.cut]
+
+    def val_mae(m: LoadModel) -> float:
+        return float(np.mean(np.abs(np.maximum(m.predict(val_x), 0.0) - val_y) * val_level))
+
+    model = LoadModel(global_model.n_features, global_model.hidden)
+    model.set_weights(global_model.get_weights())
+    best, best_mae = model.get_weights(), val_mae(model)
+    for epoch in range(cfg.epochs):
+        model.fit(fit_x, fit_y, replace(cfg, epochs=1, seed=cfg.seed + epoch))
+        if (mae := val_mae(model)) < best_mae:
+            best, best_mae = model.get_weights(), mae
+    model.set_weights(best)
+    return model
+
+
+def evaluate(
+    sites: list[Site], settings: RoundSettings, finetune_epochs: int = FINETUNE_EPOCHS
+) -> Report:
     """Every method on every site; models see each site's train part only."""
     data = prepare(sites, settings)
     spec = settings.spec
@@ -108,8 +136,9 @@ def evaluate(sites: list[Site], settings: RoundSettings) -> Report:
     epochs = settings.num_rounds * settings.local_epochs
     cfg = TrainConfig(epochs=epochs, lr=settings.lr, seed=settings.seed)
     preds: dict[str, dict[str, FloatArray]] = {
-        m: {} for m in (*NAIVE, "local_only", "centralized", "fedavg")
+        m: {} for m in (*NAIVE, "local_only", "centralized", "fedavg", "fedavg_finetuned")
     }
+    tune = replace(cfg, epochs=finetune_epochs)
     fed = run_fedavg(sites, settings)
     central = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
     central.fit(
@@ -123,6 +152,7 @@ def evaluate(sites: list[Site], settings: RoundSettings) -> Report:
         preds["local_only"][d.name] = _model_preds(local, d)
         preds["centralized"][d.name] = _model_preds(central, d)
         preds["fedavg"][d.name] = _model_preds(fed, d)
+        preds["fedavg_finetuned"][d.name] = _model_preds(fine_tuned(fed, d, tune), d)
         for m, p in _naive_preds(d, settings, season).items():
             preds[m][d.name] = p
     report = Report([d.name for d in data])

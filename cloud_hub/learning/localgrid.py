@@ -36,8 +36,8 @@ class LocalGrid(Grid):
                 node_id=nid,
                 node_config=dict(cfg),  # type: ignore[arg-type]
                 state=RecordDict(),
-                run_config=dict(run_config or {}),
-            )  # type: ignore[arg-type]
+                run_config=dict(run_config or {}),  # type: ignore[arg-type]
+            )
             for nid, cfg in node_configs.items()
         }
         self.offline: set[int] = set()

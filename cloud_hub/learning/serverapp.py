@@ -44,6 +44,7 @@ class RoundSettings:
     hidden: int = 16
     holdout: float = 0.3
     seed: int = 0
+    evaluate_every: int = 1  # federated evaluation every N rounds, and always in the last
 
     def train_config(self) -> ConfigRecord:
         """The config record each train/evaluate message carries."""
@@ -77,18 +78,23 @@ def settings_from_config(cfg: Mapping[str, object]) -> RoundSettings:
         lr=get("lr", 0.02),
         hidden=int(get("hidden", 16)),
         holdout=get("holdout", 0.3),
+        evaluate_every=max(1, int(get("evaluate-every", 1))),
     )
 
 
 class GuardedFedAvg(FedAvg):
     """FedAvg that gives up after start_timeout_s instead of waiting forever for nodes."""
 
-    def __init__(self, min_nodes: int, start_timeout_s: float) -> None:
-        """Train and evaluate need min_nodes replies-worth of connected nodes."""
+    def __init__(
+        self, min_nodes: int, start_timeout_s: float, num_rounds: int = 0, evaluate_every: int = 1
+    ) -> None:
+        """Train and evaluate need min_nodes connected; evaluate every N rounds and the last."""
         super().__init__(
             min_train_nodes=min_nodes, min_evaluate_nodes=min_nodes, min_available_nodes=min_nodes
         )
         self.start_timeout_s = start_timeout_s
+        self.num_rounds = num_rounds
+        self.evaluate_every = evaluate_every
         self._wake = threading.Event()
 
     def _await_nodes(self, grid: Grid) -> None:
@@ -112,7 +118,9 @@ class GuardedFedAvg(FedAvg):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        """Check nodes with a deadline, then sample as FedAvg does."""
+        """Skip off-schedule rounds; else check nodes with a deadline and sample as FedAvg."""
+        if server_round % self.evaluate_every and server_round != self.num_rounds:
+            return []
         self._await_nodes(grid)
         return super().configure_evaluate(server_round, arrays, config, grid)
 
@@ -121,7 +129,9 @@ def train_federated(grid: Grid, settings: RoundSettings) -> tuple[LoadModel, Res
     """Run FedAvg rounds over the grid; the final global model and Flower's result."""
     spec = settings.spec
     model = model_for(spec.n_features, spec.window, hidden=settings.hidden, seed=settings.seed)
-    strategy = GuardedFedAvg(settings.min_nodes, settings.start_timeout_s)
+    strategy = GuardedFedAvg(
+        settings.min_nodes, settings.start_timeout_s, settings.num_rounds, settings.evaluate_every
+    )
     result = strategy.start(
         grid=grid,
         initial_arrays=ArrayRecord(model.get_weights()),
@@ -136,10 +146,18 @@ def train_federated(grid: Grid, settings: RoundSettings) -> tuple[LoadModel, Res
 
 
 def publish(
-    model: LoadModel, result: Result, settings: RoundSettings, registry: ModelRegistry
+    model: LoadModel,
+    result: Result,
+    settings: RoundSettings,
+    registry: ModelRegistry,
+    extra: dict[str, float] | None = None,
 ) -> ModelVersion:
-    """Export the global model to ONNX and register it with its last evaluation metrics."""
-    metrics: dict[str, float] = {"rounds": float(settings.num_rounds)}
+    """Export the global model to ONNX; register it with its last evaluation and extra metrics."""
+    metrics: dict[str, float] = {
+        "rounds": float(settings.num_rounds),
+        "rounds_completed": float(len(result.train_metrics_clientapp)),
+        **(extra or {}),
+    }
     if result.evaluate_metrics_clientapp:
         last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
         metrics.update({k: float(cast(float, v)) for k, v in last.items()})
@@ -156,6 +174,8 @@ app = ServerApp()
 def main(grid: Grid, context: Context) -> None:
     """Train per the run config, then export and register the model (run config registry-dir)."""
     settings = settings_from_config(dict(context.run_config))
+    started = time.monotonic()
     model, result = train_federated(grid, settings)
+    wall = {"train_wall_s": time.monotonic() - started}
     registry_dir = str(context.run_config.get("registry-dir", "hub-models"))
-    publish(model, result, settings, ModelRegistry(Path(registry_dir)))
+    publish(model, result, settings, ModelRegistry(Path(registry_dir)), wall)
