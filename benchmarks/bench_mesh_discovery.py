@@ -17,15 +17,20 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge_agent.mesh import FleetKey, MeshConfig, MeshNode
+from edge_agent.mesh import FleetKey, MeshConfig, MeshNode, new_agent_id
 from edge_agent.mesh.standalone import emulated_node, serve
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 KEY = FleetKey(FleetKey.generate())
 
 
+PROBE = False  # --probe: probe the mDNS name first, as for an id that is not unique by design
+
+
 def make(tmp: Path, agent: str, profile: str) -> MeshNode:
-    cfg = MeshConfig(agent_id=agent, announce_burst=1000, heartbeat_s=5.0)
+    """Return a node with a generated (unique by construction) id, named after ``agent``."""
+    agent_id = f"{agent}-{new_agent_id()}"
+    cfg = MeshConfig(agent_id=agent_id, announce_burst=1000, heartbeat_s=5.0, probe_name=PROBE)
     return emulated_node(cfg, KEY, [profile], tmp / f"{agent}.db", time_scale=0.0)
 
 
@@ -71,6 +76,7 @@ async def main(peers: int, joins: int, tasks: int, gap_s: float) -> dict[str, fl
             assert out["state"] == "done", out
     return {
         "peers": peers,
+        "probe_name": PROBE,
         "discovery_loopback_ms": round(statistics.median(join_ms), 1),
         "discovery_loopback_max_ms": round(max(join_ms), 1),
         "offload_rtt_p50_ms": round(pct(rtt_ms, 0.5), 3),
@@ -85,7 +91,9 @@ if __name__ == "__main__":
     p.add_argument("--joins", type=int, default=5)
     p.add_argument("--tasks", type=int, default=300)
     p.add_argument("--gap-s", type=float, default=1.0, help="pause between joins")
+    p.add_argument("--probe", action="store_true", help="probe mDNS names before announcing")
     a = p.parse_args()
+    PROBE = a.probe
     res = asyncio.run(main(a.peers, a.joins, a.tasks, a.gap_s))
     print(
         f"new agent trusted by {a.peers} peers (median of {a.joins}): "

@@ -86,7 +86,8 @@ async def test_members_trust_each_other_and_spoofers_get_counted_never_work(
 
         out = await honest[0].submit(NPU_INT8)
         assert out["state"] == "done" and out["ran_on"] == "n1"
-        assert [b["peer"] for b in out["chain"][0]["bids"]] == ["n1"]
+        bids = {b["peer"]: b["placed"] for b in out["chain"][0]["bids"]}
+        assert bids == {"n1": True, "n2": False}  # only trusted members bid; n2 has no NPU
         assert evil.counters["forwards_received"] == 0
         assert evil.counters["auth_rejected_bad_signature"] >= 1  # our challenges, refused
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+import edge_agent
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.supernode import (
     FlowerProcess,
@@ -66,7 +67,7 @@ def test_supernode_process_keeps_flower_state_in_its_own_home(tmp_path: Path) ->
 
 def test_flower_env_makes_hetmesh_importable() -> None:
     env = flower_env({"FLWR_HOME": "/x"})
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(edge_agent.__file__).resolve().parents[1])  # where hetmesh is imported from
     assert root in env["PYTHONPATH"].split(":") and env["FLWR_HOME"] == "/x"
     assert env["PATH"].startswith(str(Path(sys.executable).parent))
 

@@ -11,23 +11,14 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
+from cloud_hub.datasets import benchmarks_data
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.features import series_from_intervals
 
 FloatArray = NDArray[np.float64]
 
 
-def _data_dir() -> Path:
-    """Return the trace copies' folder: benchmarks/data of the source checkout.
-
-    The traces ship with the repository, not the installed package; an installed package
-    (as in CI) finds them under the current directory, which is the checkout.
-    """
-    beside = Path(__file__).resolve().parents[2] / "benchmarks" / "data"
-    return beside if beside.is_dir() else Path.cwd() / "benchmarks" / "data"
-
-
-DATA_DIR = _data_dir()
+DATA_DIR = benchmarks_data()
 MIN_BUCKETS = 200
 KINDS = ("arrivals", "running")
 

@@ -16,10 +16,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from cloud_hub.datasets import benchmarks_data
 from cloud_hub.simulator.errors import SimulationInputError
 
 #: Named series ("CISO") resolve to ``<DATA_DIR>/<name>_hourly_2022.csv``.
-DATA_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "data" / "carbon_intensity"
+DATA_DIR = benchmarks_data() / "carbon_intensity"
 HOUR_S = 3600.0
 J_PER_KWH = 3.6e6
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import logging
@@ -11,7 +12,8 @@ import os
 import signal
 from pathlib import Path
 
-from edge_agent.mesh.config import MeshConfig, new_agent_id
+from edge_agent.mesh.admin import serve_admin
+from edge_agent.mesh.config import MeshConfig, new_agent_id, parse_overrides
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.standalone import emulated_node, serve
 
@@ -23,13 +25,18 @@ async def _main(args: argparse.Namespace) -> None:
         interfaces=(args.address,),
         address=args.address,
         heartbeat_s=args.heartbeat_s,
+        probe_name=args.agent_id is not None,  # a generated id is unique: no need to probe
     )
+    cfg = dataclasses.replace(cfg, **parse_overrides(args.set))
     node = emulated_node(cfg, key, args.profile, Path(args.ledger), time_scale=args.time_scale)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    async with serve(node, args.address, args.port) as port:
+    async with contextlib.AsyncExitStack() as stack:
+        port = await stack.enter_async_context(serve(node, args.address, args.port))
+        if args.admin_socket:
+            await stack.enter_async_context(serve_admin(node, args.admin_socket))
         state = {
             "pid": os.getpid(),
             "agent_id": cfg.agent_id,
@@ -56,6 +63,10 @@ def main() -> None:
     p.add_argument("--heartbeat-s", type=float, default=2.0)
     p.add_argument("--time-scale", type=float, default=1.0, help="emulated time multiplier")
     p.add_argument("--log-level", default="WARNING")
+    p.add_argument("--admin-socket", help="Unix socket for local control: status, submit, ledger")
+    p.add_argument(
+        "--set", action="append", default=[], metavar="NAME=VALUE", help="a MeshConfig field"
+    )
     args = p.parse_args()
     logging.basicConfig(level=args.log_level)
     asyncio.run(_main(args))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 
 def new_agent_id() -> str:
@@ -33,3 +34,30 @@ class MeshConfig:
     lease_grace_s: float = 1.0  # the origin waits this past the lease before giving up
     cancel_timeout_s: float = 1.0
     max_attempts: int = 3
+    # mDNS name probing (RFC 6762 §8.1: a random 0-250 ms wait, then 3 probes 500 ms apart)
+    # guards an instance name someone else may hold. Turn it off only when the agent id is
+    # unique by construction (``new_agent_id``: 48 random bits): the agent is announced
+    # ~1.2 s sooner. A clashing id is still caught by the signed hello (duplicate_agent_id).
+    probe_name: bool = True
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """Return MeshConfig fields from ``NAME=VALUE`` strings, typed like their defaults."""
+    defaults = MeshConfig(agent_id="x")
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, text = pair.partition("=")
+        default = getattr(defaults, name, None)
+        if not sep or name in ("agent_id", "interfaces", "address") or default is None:
+            raise ValueError(f"--set {pair!r}: expected NAME=VALUE with a MeshConfig timer/limit")
+        try:
+            if isinstance(default, bool):
+                if text not in ("true", "false"):
+                    raise ValueError(text)
+                out[name] = text == "true"
+                continue
+            out[name] = type(default)(text)
+        except ValueError:
+            kind = type(default).__name__
+            raise ValueError(f"--set {pair!r}: {text!r} is not a {kind}") from None
+    return out

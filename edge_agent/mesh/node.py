@@ -134,7 +134,9 @@ class MeshNode:
             self.agent_id, self.cfg.version, self.api_port, self.key.fingerprint, self.kinds
         )
         await self._zc.async_register_service(
-            make_info(self.cfg.address, props), allow_name_change=True
+            make_info(self.cfg.address, props),
+            allow_name_change=self.cfg.probe_name,
+            cooperating_responders=not self.cfg.probe_name,  # zeroconf: skip probing
         )
         self.counters["advertised"] += 1
         self._notify()

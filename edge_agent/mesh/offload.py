@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -51,7 +52,7 @@ class Bid:
         return {
             "peer": self.peer.agent_id,
             "placed": self.placed,
-            "estimate_ms": round(self.latency_s * 1e3, 3),
+            "estimate_ms": round(self.latency_s * 1e3, 3) if self.placed else None,
             "link_ms": round(self.link_s * 1e3, 3),
             "summary": self.summary,
         }
@@ -155,7 +156,9 @@ class Offloader:
             raise
         self.peers.seen(peer.agent_id, reply.rtt_s)
         d = reply.doc
-        return Bid(peer, bool(d["placed"]), float(d["latency_s"]), reply.rtt_s, str(d["summary"]))
+        placed = bool(d["placed"])  # an unplaced bid has no estimate but stays in the chain
+        latency = float(d["latency_s"]) if placed else math.inf
+        return Bid(peer, placed, latency, reply.rtt_s, str(d["summary"]))
 
     async def _forward(
         self,

@@ -22,8 +22,10 @@ from edge_agent.placement import Decision, Placer, Policy, TaskContract, devices
 async def emulated_run(
     contract: TaskContract, decision: Decision, payload: dict[str, Any], *, time_scale: float
 ) -> dict[str, Any]:
-    """Emulate running on a profile's device: sleep its estimated service time (scaled)."""
-    wall = decision.service_s * time_scale
+    """Emulate running: sleep the service time (scaled) or ``payload["emulate_s"][device]``."""
+    hold = payload.get("emulate_s")
+    hold = hold.get(decision.device_id) if isinstance(hold, dict) else None
+    wall = float(hold) if isinstance(hold, (int, float)) else decision.service_s * time_scale
     await asyncio.sleep(wall)
     return {
         "emulated": True,
