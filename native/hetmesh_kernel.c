@@ -146,7 +146,7 @@ static int estimate(const double *dev, const double *task, double work, double m
 
 static int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
                             int32_t n_task, const double *weights, const double *corrections,
-                            int32_t n_classes, int32_t *bad_index) {
+                            int32_t n_classes, int32_t *bad_index, int devices_checked) {
     int32_t i;
     double wsum = 0.0;
     uint64_t seen[HM_CLASS_BITMAP_BITS / 64] = {0};
@@ -155,18 +155,20 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
         wsum += weights[i];
     }
     if (wsum <= 0.0) return HM_ST_BAD_POLICY;
-    if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
+    if (!devices_checked) {
+        if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
+            for (i = 0; i < n_dev; i++) {
+                if (!all_finite_nonneg(devices + (size_t)i * HM_DEV_FIELDS, HM_DEV_FIELDS)) {
+                    *bad_index = i;
+                    return HM_ST_BAD_DEVICE;
+                }
+            }
+        }
         for (i = 0; i < n_dev; i++) {
-            if (!all_finite_nonneg(devices + (size_t)i * HM_DEV_FIELDS, HM_DEV_FIELDS)) {
+            if (!device_ranges_ok(devices + (size_t)i * HM_DEV_FIELDS)) {
                 *bad_index = i;
                 return HM_ST_BAD_DEVICE;
             }
-        }
-    }
-    for (i = 0; i < n_dev; i++) {
-        if (!device_ranges_ok(devices + (size_t)i * HM_DEV_FIELDS)) {
-            *bad_index = i;
-            return HM_ST_BAD_DEVICE;
         }
     }
     for (i = 0; i < n_task; i++) {
@@ -219,9 +221,10 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
     }
 }
 
-int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
-                   const double *weights, const double *corrections, int32_t n_classes,
-                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
+static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
+                 const double *weights, const double *corrections, int32_t n_classes,
+                 double *scratch, double *out, uint8_t *reasons, int32_t *bad_index,
+                 int devices_checked) {
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -232,11 +235,14 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     if (n_task > 0 && (tasks == NULL || out == NULL))
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
-    st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index);
+    st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index,
+                      devices_checked);
     if (st != HM_ST_OK) return st;
 
-    for (d = 0; d < n_dev; d++)
-        device_constants(devices + (size_t)d * HM_DEV_FIELDS, scratch + (size_t)d * HM_SCR_FIELDS);
+    if (!devices_checked)
+        for (d = 0; d < n_dev; d++)
+            device_constants(devices + (size_t)d * HM_DEV_FIELDS,
+                             scratch + (size_t)d * HM_SCR_FIELDS);
 
     for (t = 0; t < n_task; t++) {
         const double *task = tasks + (size_t)t * HM_TASK_FIELDS;
@@ -304,9 +310,18 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
     return HM_ST_OK;
 }
 
+int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
+                   const double *weights, const double *corrections, int32_t n_classes,
+                   double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
+    return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
+                 reasons, bad_index, 0);
+}
+
 int hm_place_bound(hm_call *c, int32_t n_task) {
+    int st;
     if (c == NULL) return HM_ST_BAD_SHAPE;
-    return hm_place_batch(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
-                          c->n_classes, c->scratch, c->out, c->reasons,
-                          &c->bad_index);
+    st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
+               c->scratch, c->out, c->reasons, &c->bad_index, c->devices_checked != 0);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
 }

@@ -151,7 +151,12 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index);
 
-/* The same call with its buffers bound once in a struct (cheaper to call from Python). */
+/* The same call with its buffers bound once in a struct (cheaper to call from Python).
+ *
+ * devices_checked: the kernel sets it after an OK call; the caller must clear it whenever
+ * it writes a device row. While it is set, device rows are not validated again and the
+ * per-device constants kept in scratch are reused (the kernel's own commits only move
+ * queue, free memory and loaded configuration, which keep a valid row valid). */
 typedef struct {
     double *devices;
     int32_t n_dev;
@@ -163,6 +168,7 @@ typedef struct {
     double *out;
     uint8_t *reasons;
     int32_t bad_index;
+    int32_t devices_checked;
 } hm_call;
 
 int hm_place_bound(hm_call *call, int32_t n_task);

@@ -17,7 +17,7 @@ from edge_agent.placement import (
     TaskContract,
     native_available,
 )
-from edge_agent.resources.vocab import DeviceKind, Precision
+from edge_agent.resources.vocab import DeviceKind, Health, Precision
 
 BACKENDS = pytest.mark.parametrize(
     "backend",
@@ -191,3 +191,50 @@ def test_site_carbon_and_loaded_config_can_be_updated(backend: str) -> None:
     assert placer.preview(task).latency_s == pytest.approx(slow - 0.5)
     with pytest.raises(InvalidInput, match="carbon_g_per_kwh"):
         placer.update_live("fpga", carbon_g_per_kwh=float("nan"))
+
+
+@pytest.mark.skipif(not native_available(), reason="kernel not built")
+def test_interleaved_updates_keep_native_and_twin_in_step() -> None:
+    """The native kernel reuses its device checks between calls; every write path still
+    reaches its decisions: the same random mix of operations gives the twin's decisions."""
+    import random
+
+    placers = {
+        b: Placer(_fleet(), Policy.template("balanced"), backend=b) for b in ("native", "python")
+    }
+    prepared = {
+        b: [p.prepare(_task(f"c{i}", prec)) for i, prec in enumerate(["int8", "fp32", "int8"])]
+        for b, p in placers.items()
+    }
+    rng = random.Random(7)
+    open_decisions: dict[str, list] = {b: [] for b in placers}
+    for step in range(300):
+        op = rng.choice(["place", "place", "release", "feedback", "live", "advance"])
+        seen = {}
+        for backend, placer in placers.items():
+            r = random.Random(step)  # the same choices for both backends
+            held = open_decisions[backend]
+            if op == "place":
+                d = placer.place_one(prepared[backend][r.randrange(3)])
+                seen[backend] = (d.device_ids, d.latency_s, d.score)
+                if d.placed:
+                    held.append(d)
+            elif op in ("release", "feedback") and held:
+                d = held.pop(r.randrange(len(held)))
+                if op == "release":
+                    placer.release(d)
+                else:
+                    placer.feedback(
+                        d, latency_s=d.service_s * r.uniform(0.5, 3.0), energy_j=r.uniform(0.0, 1.0)
+                    )
+            elif op == "live":
+                device = r.choice(placer.device_ids)
+                placer.update_live(
+                    device, utilization=r.random(), health=r.choice([Health.ONLINE, Health.SUSPECT])
+                )
+            elif op == "advance":
+                placer.advance(r.uniform(0.0, 0.01))
+        if seen:
+            assert seen["native"] == seen["python"], f"step {step}"
+    for device in placers["native"].device_ids:
+        assert placers["native"].live(device) == placers["python"].live(device)

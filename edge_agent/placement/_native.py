@@ -39,6 +39,10 @@ class NativeCall:
         self._c = c
         self._place = lib.hm_place_bound
 
+    def devices_changed(self) -> None:
+        """Make the next call validate the device rows and recompute their constants."""
+        self._c.devices_checked = 0
+
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
         status = self._place(self._c, n_task)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +31,7 @@ class Decision:
     def __init__(
         self,
         task: TaskContract,
-        row: list[float],
+        row: Sequence[float],
         ctx: DecisionContext,
         reasons: bytes | None = None,
         task_class_index: int = 0,

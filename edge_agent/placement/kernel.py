@@ -6,8 +6,7 @@ Set ``HETMESH_PURE_PYTHON=1`` to force the twin (read once, through ``default_ba
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import Literal
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -17,7 +16,12 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 Backend = Literal["native", "python"]
-KernelCall = Callable[[int], tuple[int, int]]
+class KernelCall(Protocol):
+    """A kernel bound to one workspace."""
+
+    def __call__(self, n_task: int) -> tuple[int, int]: ...
+
+    def devices_changed(self) -> None: ...
 
 
 def native_available() -> bool:
@@ -38,6 +42,9 @@ class PythonCall:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
+
+    def devices_changed(self) -> None:
+        """Nothing to do: the twin validates every row on every call."""
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""

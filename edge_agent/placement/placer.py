@@ -25,6 +25,10 @@ CORRECTION_MAX = 50.0
 class Placer:
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
+    The native kernel skips re-validating device rows between calls unless told they
+    changed: ``update_live`` tells it; ``release``, ``feedback`` and ``advance`` only move
+    queue, free memory and active power within valid bounds, which needs no new check.
+
     Committed work is charged to each chosen device's queue and free memory until
     ``feedback`` (or ``release``) reports the task finished.
     """
@@ -112,7 +116,7 @@ class Placer:
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
             ws = self._ws
-            ws.tasks[0] = bound[1]
+            ws.task0[:] = bound[1]
             cls = bound[2]
         else:
             cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
@@ -122,8 +126,9 @@ class Placer:
         status, bad = self._call(1)
         if status:
             kernel.check(status, bad)
-        reasons = ws.reasons[0].tobytes() if ws.keep_reasons else None
-        return Decision(prepared.contract, ws.out[0].tolist(), self._ctx, reasons, cls)
+        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
+        row = memoryview(ws.out0.tobytes()).cast("d")  # a copy: the slot is reused
+        return Decision(prepared.contract, row, self._ctx, reasons, cls)
 
     def place(self, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
         """Place a batch in priority order (higher first, then earlier deadline).
@@ -287,6 +292,7 @@ class Placer:
         for col, value, _ in updates:
             if value is not None:
                 dev[col] = value
+        self._call.devices_changed()
 
     def advance(self, seconds: float) -> None:
         """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time.

@@ -28,6 +28,7 @@ class Workspace:
         self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
         self.out: F64 = np.zeros((capacity, L.OUT_FIELDS), dtype=np.float64)
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
+        self.task0, self.out0, self.reasons0 = self.tasks[0], self.out[0], self.reasons[0]
 
     @property
     def n_classes(self) -> int:
