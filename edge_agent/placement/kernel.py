@@ -16,6 +16,8 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 Backend = Literal["native", "python"]
+
+
 class KernelCall(Protocol):
     """A kernel bound to one workspace."""
 
