@@ -51,6 +51,7 @@ class HubClient:
         self.session = session
         self.clock = clock
         self.key: str | None = None
+        self.heartbeat_interval_s = 5.0  # until the hub says otherwise at enrolment
 
     async def _call(self, method: str, path: str, doc: Any = None, signed: bool = True) -> Any:
         body = b"" if doc is None else json.dumps(doc).encode()
@@ -80,19 +81,25 @@ class HubClient:
         return answer
 
     async def enrol(
-        self, join_token: str, labels: dict[str, str], board: str | None, hostname: str
+        self,
+        join_token: str,
+        labels: dict[str, str] | None = None,
+        board: str | None = None,
+        hostname: str = "",
     ) -> dict[str, Any]:
         """Trade the join token for this agent's key; return the hub's answer."""
         doc: dict[str, Any] = {
             "agent_id": self.agent_id,
             "join_token": join_token,
-            "labels": labels,
-            "hostname": hostname[:200],
+            "labels": labels or {},
         }
+        if hostname:
+            doc["hostname"] = hostname[:200]
         if board is not None:
             doc["board"] = board
         answer: dict[str, Any] = await self._call("POST", "/v1/enrol", doc, signed=False)
         self.key = str(answer["key"])
+        self.heartbeat_interval_s = float(answer["heartbeat_interval_s"])
         return answer
 
     async def heartbeat(self, doc: dict[str, Any]) -> dict[str, Any]:
@@ -102,7 +109,7 @@ class HubClient:
         )
         return answer
 
-    async def sync(self, records: list[dict[str, Any]], dropped_through: int) -> dict[str, Any]:
+    async def sync(self, records: list[dict[str, Any]], dropped_through: int = 0) -> dict[str, Any]:
         """Send outbox records; return acked, applied, duplicates, lost."""
         doc = {"records": records, "dropped_through": dropped_through}
         answer: dict[str, Any] = await self._call("POST", f"/v1/agents/{self.agent_id}/sync", doc)
