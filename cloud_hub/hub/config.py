@@ -8,12 +8,12 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from edge_agent.config_file import toml_settings
 from edge_agent.errors import InvalidInput
 
 ENV_PREFIX = "CLOUD_HUB_"
@@ -105,24 +105,10 @@ def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) 
 
 
 def _read_toml(file: Path) -> dict[str, Any]:
-    try:
-        doc = tomllib.loads(file.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {file}") from None
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read config file {file}: {err}") from err
-    except tomllib.TOMLDecodeError as err:
-        raise ConfigError(f"{file}: not valid TOML: {err}") from None
-    values: dict[str, Any] = {}
-    for section, table in doc.items():
-        if section not in SECTIONS or not isinstance(table, dict):
-            raise ConfigError(f"{file}: unknown section [{section}]; known: {', '.join(SECTIONS)}")
-        for key, value in table.items():
-            if key not in SECTIONS[section]:
-                known = ", ".join(SECTIONS[section])
-                raise ConfigError(f"{file}: [{section}] unknown key {key!r}; known: {known}")
-            values[key] = _coerce(key, value, f"{file}: [{section}] {key}")
-    return values
+    return {
+        key: _coerce(key, value, f"{file}: [{section}] {key}")
+        for section, key, value in toml_settings(file, SECTIONS, ConfigError)
+    }
 
 
 def _from_env(name: str, raw: str) -> Any:
