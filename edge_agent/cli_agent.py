@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from edge_agent.clikit import CommandLine, columns, positive_int
+from edge_agent.clikit import CommandLine, columns, positive_int, running_service_url
 from edge_agent.errors import HetmeshError, InvalidInput
 
 TIMEOUT_S = 30.0
@@ -46,11 +46,7 @@ def _base_url(args: argparse.Namespace) -> str:
     if args.url:
         return str(args.url).rstrip("/")
     config = _config(args)
-    try:
-        state = json.loads(config.state_path.read_text(encoding="utf-8"))
-        return f"http://{config.host}:{int(state['port'])}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return str(config.url)
+    return running_service_url(config.state_path, config.host, str(config.url))
 
 
 def request(

@@ -9,12 +9,14 @@ options. A name with a space ("policy show") registers under a group made with
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import math
 import os
 import sys
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from edge_agent.errors import HetmeshError, InvalidInput
@@ -176,3 +178,12 @@ def columns(rows: Sequence[Sequence[str]], right: Collection[int] = ()) -> list[
         ).rstrip()
         for row in rows
     ]
+
+
+def running_service_url(state_path: Path, host: str, fallback: str) -> str:
+    """Return the URL of the service whose state file records its bound port, else fallback."""
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        return f"http://{host}:{int(state['port'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return fallback

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from edge_agent.clikit import CommandLine, columns
+from edge_agent.clikit import CommandLine, columns, running_service_url
 from edge_agent.errors import HetmeshError, InvalidInput, PolicyError
 
 TIMEOUT_S = 30.0
@@ -60,11 +60,9 @@ def _base_url(args: argparse.Namespace) -> str:
     if args.url:
         return str(args.url).rstrip("/")
     config = _config(args)
-    try:
-        state = json.loads(config.state_path.read_text(encoding="utf-8"))
-        return f"http://{config.host}:{int(state['port'])}"
-    except (OSError, ValueError, KeyError, TypeError):
-        return f"http://{config.host}:{config.port}"
+    return running_service_url(
+        config.state_path, config.host, f"http://{config.host}:{config.port}"
+    )
 
 
 def _admin_token(args: argparse.Namespace) -> str:
