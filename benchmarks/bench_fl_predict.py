@@ -1,9 +1,15 @@
-"""Per-prediction latency of the load forecaster: numpy path and onnxruntime path (JSON last)."""
+"""Per-prediction latency of the load forecaster: numpy path and onnxruntime path (JSON last).
+
+predict_*_us is Forecaster.forecast with a model loaded, the call the agent makes per device
+(edge_agent/agent/forecast.py): FastPredictor, the validated ONNX initializers in numpy.
+ort_run_us is one onnxruntime session run (the validation path), for comparison.
+"""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -31,7 +37,7 @@ def main() -> None:
     window = rng.random(spec.window)
     x, _ = make_features(window, 0.0, spec)
     xb = x[None, :]
-    paths = {
+    paths: dict[str, Callable[[], object]] = {
         "features_us": lambda: make_features(window, 0.0, spec),
         "numpy_us": lambda: model.predict(xb),
         "ort_run_us": lambda: ort.predict_norm(xb),
@@ -48,7 +54,7 @@ def main() -> None:
             samples.append(time.perf_counter() - t)
         out[f"{name}_p50"] = round(_p(samples, 50), 2)
         out[f"{name}_p99"] = round(_p(samples, 99), 2)
-    fc.current = ort  # the full agent call: features + ORT + denormalize
+    fc.current = ort  # the agent's call: FastPredictor on the validated ONNX weights
     samples = []
     for _ in range(N):
         t = time.perf_counter()

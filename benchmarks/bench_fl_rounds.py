@@ -12,58 +12,24 @@ import argparse
 import contextlib
 import json
 import logging
-import math
-import random
-import socket
 import tempfile
 import time
 import warnings
 from pathlib import Path
 
 import psutil
-import sqlite_utils
 
 with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 deprecates
     warnings.simplefilter("ignore", DeprecationWarning)
     import flwr.supercore.logger  # noqa: F401
 
-from cloud_hub.learning.pki import make_node_key, make_tls
+from cloud_hub.learning.localfed import local_federation
 from cloud_hub.learning.registry import ModelRegistry
-from cloud_hub.learning.superlink import RunFailed, SuperLink, SuperLinkConfig
-from edge_agent.agent.db import migrate
-from edge_agent.agent.schema import MIGRATIONS
-from edge_agent.predictor.supernode import (
-    FlowerProcess,
-    SuperNodeConfig,
-    stop_all,
-    stopped_cleanly,
-    supernode_process,
-)
+from cloud_hub.learning.superlink import RunFailed, SuperLink
+from edge_agent.predictor.supernode import FlowerProcess, stop_all, stopped_cleanly
 
 NODES = 3
 POLL = 0.25
-
-
-def free_port() -> int:
-    """An ephemeral loopback port that is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def telemetry_db(path: Path, seed: int, minutes: int = 1500) -> Path:
-    """An agent database (real schema): one task a minute, busy in an 8-minute cycle."""
-    db = sqlite_utils.Database(path)
-    migrate(db, MIGRATIONS)
-    rng = random.Random(seed)
-    rows = []
-    for i in range(minutes):
-        busy = min(max(0.5 + 0.4 * math.sin(i * math.pi / 4 + seed) + rng.gauss(0, 0.03), 0.02), 1)
-        rows.append({"ts": 1.7e9 + 60 * i + 60 * busy, "kind": "task", "device": "cpu0",
-                     "task_id": f"t{i}", "latency_s": 60 * busy})  # fmt: skip
-    db.table("telemetry").insert_all(rows)
-    db.close()
-    return path
 
 
 def family_rss(proc: FlowerProcess) -> int:
@@ -76,30 +42,10 @@ def family_rss(proc: FlowerProcess) -> int:
 
 
 def fleet(tmp: Path, secure: bool) -> tuple[SuperLink, list[FlowerProcess]]:
-    """A started SuperLink and NODES started SuperNodes."""
-    tls = make_tls(tmp / "pki", ["127.0.0.1"]) if secure else None
-    link = SuperLink(
-        SuperLinkConfig(tmp / "hub", port=free_port(), tls=tls, supernode_auth=secure,
-                        superexec_poll_s=POLL)
-    )  # fmt: skip
-    link.start()
-    keys = [make_node_key(tmp / "pki", f"box{i}") for i in range(NODES)] if secure else []
-    if keys:
-        link.register_supernodes([k.public for k in keys])
-    nodes = []
-    for i in range(NODES):
-        cfg = SuperNodeConfig(
-            superlink=link.cfg.address,
-            node_config={"telemetry-db": str(telemetry_db(tmp / f"box{i}.db", seed=i))},
-            root_certificates=None if tls is None else tls.ca_cert,
-            auth_private_key=keys[i].private if keys else None,
-            runtime_port=free_port(),
-            superexec_poll_s=POLL,
-            flwr_home=tmp / f"box{i}-flwr",
-        )
-        nodes.append(supernode_process(cfg, f"box{i}", tmp / f"box{i}.log"))
-        nodes[-1].start()
-    return link, nodes
+    """A started SuperLink and NODES started SuperNodes (cloud_hub.learning.localfed)."""
+    fed = local_federation(tmp, NODES, secure, poll_s=POLL)
+    fed.start()
+    return fed.link, fed.nodes
 
 
 def main() -> None:

@@ -4,7 +4,8 @@ Run: ``PYTHONPATH=. python benchmarks/bench_sim_seed.py [--days D] [--seed S]``.
 Prints the carbon runs per start date and the FPGA runs, then one JSON line. All figures
 are simulated (ground truth: published per-model latencies, see docs/simulator.md); the
 intensities are the real hourly 2022 series in benchmarks/data/carbon_intensity.
-``pool_isolation_violations`` is not measured: resource pools are not built yet.
+``pool_isolation_violations``: a flooding tenant against resource pools
+(``benchmarks/bench_sim_pools.py`` has the full comparison).
 """
 
 from __future__ import annotations
@@ -80,6 +81,19 @@ def carbon(days: int, seed: int) -> dict[str, Any]:
     }
 
 
+def _pools() -> dict[str, int]:
+    """Return the pool isolation figures with pools and without (cloud_hub/simulator/pools)."""
+    from cloud_hub.simulator.pools import compare_pools
+
+    runs = compare_pools()
+    return {
+        "pool_isolation_violations": runs["pools"]["pool_isolation_violations"],
+        "pool_isolation_violations_without_pools": runs["without_pools"][
+            "pool_isolation_violations"
+        ],
+    }
+
+
 def main() -> None:
     """Run the carbon and FPGA scenarios, print a summary and the JSON line."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -114,8 +128,7 @@ def main() -> None:
         "fpga_label": "simulated",
         "fpga_offered_load": fpga["offered_load"],
         "fpga_rejected": fpga["exclusive"]["rejected"] + fpga["shared"]["rejected"],
-        "pool_isolation_violations": None,
-        "pools": "not built yet (issue 8 item 2); not measured",
+        **_pools(),
         "wall_s": round(time.perf_counter() - t0, 1),
     }
     print(json.dumps(out))

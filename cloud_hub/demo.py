@@ -95,6 +95,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--data-dir", type=Path, metavar="DIR", help="keep all data here (default: a temp dir)"
     )
+    parser.add_argument(
+        "--discover",
+        action="store_true",
+        help="the hub announces itself over mDNS on loopback and agents find it there "
+        '([hub] url = "mdns") instead of being given its URL',
+    )
 
 
 def _call(url: str, method: str = "GET", body: Any = None) -> Any:
@@ -175,11 +181,14 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _start(root: Path, n: int, children: list[Child]) -> tuple[Child, list[Child]]:
-    """Start the hub, then ``n`` agents enrolled with it; return them."""
+def _start(
+    root: Path, n: int, children: list[Child], discover: bool = False
+) -> tuple[Child, list[Child]]:
+    """Start the hub, then ``n`` agents enrolled with it (found over mDNS if ``discover``)."""
     token, deadline = secrets.token_urlsafe(16), time.monotonic() + START_TIMEOUT_S
     hub_env = {"CLOUD_HUB_JOIN_TOKEN": token, "CLOUD_HUB_ADMIN_TOKEN": secrets.token_urlsafe(16),
-               "CLOUD_HUB_HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S)}  # fmt: skip
+               "CLOUD_HUB_HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S),
+               "CLOUD_HUB_ADVERTISE": "true" if discover else "false"}  # fmt: skip
     argv = [sys.executable, "-m", "cloud_hub.cli", "run", "--port", "0"]
     hub = _spawn("hub", [*argv, "--data-dir", str(root / "hub")], _env(hub_env, root), root / "hub")
     children.append(hub)
@@ -192,6 +201,8 @@ def _start(root: Path, n: int, children: list[Child]) -> tuple[Child, list[Child
                "EDGE_AGENT_HUB_AGENT_ID": name, "EDGE_AGENT_HUB_RETRY_S": "1",
                "EDGE_AGENT_HUB_LABELS": f"demo=yes,profile={profile}",
                "EDGE_AGENT_TELEMETRY_INTERVAL_S": "2"}  # fmt: skip
+        if discover:  # the agent gets no URL: it finds the hub and makes it prove the token
+            env |= {"EDGE_AGENT_HUB_URL": "mdns", "EDGE_AGENT_HUB_MDNS_INTERFACES": "127.0.0.1"}
         data = root / name
         argv = [sys.executable, "-m", "edge_agent.cli", "run", "--port", "0",
                 "--data-dir", str(data), "--profile", profile]  # fmt: skip
@@ -266,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
         root.mkdir(parents=True, exist_ok=True)
         stack.enter_context(_sigterm_stops())
         try:
-            hub, agents = _start(root, args.agents, children)
+            hub, agents = _start(root, args.agents, children, args.discover)
             print(f"dashboard: {hub.url}/   (Ctrl-C to stop)", flush=True)
             end = time.monotonic() + (args.duration if args.duration is not None else 1e18)
             counter, next_round = itertools.count(1), 0.0

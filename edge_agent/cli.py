@@ -19,7 +19,7 @@ from edge_agent.errors import InvalidInput
 from edge_agent.resources.probe import Profile, emulate_profile, load_profiles, probe_machine
 
 cli = CommandLine("edge-agent", "hetmesh edge agent", __version__)
-cli_agent.register(cli)  # init, run, submit, tasks, status, explain
+cli_agent.register(cli)  # init, run, submit, tasks, status, explain, peers
 
 
 def _profiles_dir_option(parser: argparse.ArgumentParser) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import urllib.error
 import urllib.parse
@@ -76,18 +77,44 @@ def request(
 def _init_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--path", type=Path, metavar="FILE", help="where to write the config")
     parser.add_argument("--force", action="store_true", help="overwrite an existing file")
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument("--fleet-key", metavar="KEY", help="join the mesh of the fleet with KEY")
+    key.add_argument(
+        "--new-fleet-key", action="store_true", help="make a new fleet key (a new mesh)"
+    )
 
 
 def _init(args: argparse.Namespace) -> int:
     """Write a commented config file."""
-    from edge_agent.agent.config import default_config_path, render_default
+    from edge_agent.agent.config import AgentConfig, default_config_path, render_default
 
     path: Path = args.path or default_config_path()
     if path.exists() and not args.force:
         raise InvalidInput(f"{path} exists; pass --force to overwrite it")
+    config, key = AgentConfig(), args.fleet_key
+    if args.new_fleet_key:
+        from edge_agent.mesh import FleetKey
+
+        key = FleetKey.generate()
+    if key is not None:
+        config = config.replace(mesh_fleet_key=key.strip())  # ConfigError when too short
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_default(), encoding="utf-8")
+    text = render_default(config)
+    if key is None:
+        path.write_text(text, encoding="utf-8")
+    else:  # holds a secret: readable by its owner only, from the first byte
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
     print(f"wrote {path}")
+    if key is not None:
+        from edge_agent.mesh import FleetKey
+
+        print(
+            f"mesh on, fleet key fingerprint {FleetKey(key).fingerprint}; give the other "
+            "agents the same [mesh] fleet_key (never the fingerprint)"
+        )
     return 0
 
 
@@ -120,6 +147,14 @@ def _submit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinds", metavar="K,K", help="allowed device kinds (npu,gpu,cpu)")
     parser.add_argument("--priority", type=int, default=0, help="higher runs first")
     parser.add_argument("--idempotency-key", metavar="KEY", help="make retries safe")
+    parser.add_argument("--deadline-s", type=float, metavar="S", help="finish within S seconds")
+    parser.add_argument("--tenant", metavar="NAME", help="the tenant (its pool and fair share)")
+    parser.add_argument("--task-class", metavar="NAME", help="task class (tier rules route it)")
+    parser.add_argument(
+        "--deferrable",
+        action="store_true",
+        help="may wait for a low-carbon, low-load hour before its deadline (needs --deadline-s)",
+    )
 
 
 def _submit(args: argparse.Namespace) -> int:
@@ -136,7 +171,14 @@ def _submit(args: argparse.Namespace) -> int:
         requirements["precision"] = args.precision
     if args.kinds:
         requirements["kinds"] = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if args.deadline_s is not None:
+        requirements["deadline_s"] = args.deadline_s
     body = {"model": model, "requirements": requirements, "priority": args.priority}
+    for key in ("tenant", "task_class"):
+        if getattr(args, key):
+            body[key] = getattr(args, key)
+    if args.deferrable:
+        body["deferrable"] = True
     headers = {"Idempotency-Key": args.idempotency_key} if args.idempotency_key else {}
     doc = request(base, "POST", "/v1/tasks", body, headers)
     print(json.dumps(doc, indent=2) if args.json else doc["task"]["id"])
@@ -159,7 +201,12 @@ def _task_rows(tasks: list[dict[str, Any]]) -> list[str]:
                 t["contract"].get("task_class", "-"),
                 t.get("device") or "-",
                 "yes" if t.get("emulated") else "no",
-                (t.get("error") or "")[:60],
+                (
+                    t.get("error")
+                    or (t.get("deferral") or {}).get("why")
+                    or t.get("waiting")  # its resource pool is full
+                    or ""
+                )[:60],
             )
         )
     return columns(rows)
@@ -223,9 +270,74 @@ def _explain(args: argparse.Namespace) -> int:
         print(doc["why"])
     else:
         print(f"{doc['task_id']} ({doc['state']}): {doc['why_here']}")
-        print(f"policy {doc['policy']}, kernel {doc['backend']}")
-        for why in doc["why_not"].values():
+        if doc.get("deferral") and doc.get("placed"):
+            print(f"  was {doc['deferral']['why']}")
+        if "policy" in doc:
+            print(f"policy {doc['policy']}, kernel {doc['backend']}")
+        for why in doc.get("why_not", {}).values():
             print(f"  {why}")
+        if doc.get("chain"):
+            ran_on = doc.get("ran_on")
+            print(f"mesh: ran on {ran_on or 'this agent'}; decisions, origin -> peer:")
+            for link in doc["chain"]:
+                summary = f" ({link['summary']})" if link.get("summary") else ""
+                print(f"  #{link.get('attempt', '?')} {link['node']}: {link['action']}{summary}")
+    return 0
+
+
+def _peers(args: argparse.Namespace) -> int:
+    """List the agent's mesh peers: id, address, state, trust, last seen, device kinds."""
+    doc = request(_base_url(args), "GET", "/v1/peers")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not doc.get("enabled"):
+        print("mesh off: no fleet key (edge-agent init --fleet-key KEY, or [mesh] fleet_key)")
+        return 0
+    print(f"agent {doc['agent_id']} (fleet key {doc['fingerprint']}), {len(doc['peers'])} peers")
+    rows = [("ID", "ADDRESS", "STATE", "TRUSTED", "SEEN S AGO", "RTT MS", "KINDS")]
+    for p in doc["peers"]:
+        rtt = "-" if p.get("rtt_ms") is None else f"{p['rtt_ms']:.1f}"
+        trusted = "yes" if p.get("trusted") else "no"
+        seen = f"{p['seen_ago_s']:.1f}"
+        rows.append((p["agent_id"], p["address"], p["state"], trusted, seen, rtt, p["kinds"]))
+    print("\n".join(columns(rows, right={4, 5})))
+    return 0
+
+
+def _figure(used: float | None, quota: float | None, unit: str) -> str:
+    if quota is None:
+        return f"{used or 0:g} {unit} (no limit)"
+    return f"{used or 0:g}/{quota:g} {unit}"
+
+
+def _pools(args: argparse.Namespace) -> int:
+    """Show each tenant's resource pool: quota, used, borrowed, lent, waiting tasks."""
+    doc = request(_base_url(args), "GET", "/v1/pools")
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    if not doc["pools"]:
+        print("no resource pools: every tenant unlimited ([pools.TENANT] or the policy's pools)")
+        return 0
+    rows = [("POOL", "CPU CORES", "MEMORY", "ACCELERATOR", "BORROWED", "LENT", "TASKS", "WAITING")]
+    for p in doc["pools"]:
+        used, quota = p["used"], p["quota"]
+        rows.append(
+            (
+                p["pool"],
+                _figure(used["cpu_cores"], quota["cpu_cores"], "cores"),
+                _figure(used["memory_mb"], quota["memory_mb"], "MB"),
+                _figure(used["accelerator_s"], quota["accelerator_s"], "s"),
+                f"{p['borrowed']['cpu_cores']:g} cores, {p['borrowed']['memory_mb']:g} MB"
+                if p["borrow"]
+                else "off",
+                f"{p['lent']['cpu_cores']:g} cores, {p['lent']['memory_mb']:g} MB",
+                str(p["tasks"]),
+                str(p["waiting"]),
+            )
+        )
+    print("\n".join(columns(rows, right={6, 7})))
     return 0
 
 
@@ -237,6 +349,8 @@ def register(cli: CommandLine) -> None:
     cli.command("tasks", "list the local agent's tasks", _tasks_options)(_tasks)
     cli.command("status", "show the local agent: devices, queue, recent tasks", _client)(_status)
     cli.command("explain", "why a task went where it went", _explain_options)(_explain)
+    cli.command("peers", "list the local agent's mesh peers", _client)(_peers)
+    cli.command("pools", "show the local agent's resource pools", _client)(_pools)
 
 
 def main(argv: list[str] | None = None) -> int:

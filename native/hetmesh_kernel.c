@@ -51,7 +51,39 @@ static int device_ranges_ok(const double *r) {
            (r[HM_DEV_OPS_MASK] <= MASK_MAX) & (r[HM_DEV_FORMAT_MASK] <= MASK_MAX) &
            (r[HM_DEV_EFFICIENCY] > 0.0) & (r[HM_DEV_EFFICIENCY] <= 1.0) &
            (r[HM_DEV_UTIL] <= 1.0) & (r[HM_DEV_PRED_UTIL] <= 1.0) &
-           ((h == 0.0) | (h == 1.0) | (h == 2.0));
+           ((h == 0.0) | (h == 1.0) | (h == 2.0)) & small_int(r[HM_DEV_SLOTS], 0, HM_MAX_SLOTS) &
+           small_int(r[HM_DEV_SLOT_NEXT], 0, HM_MAX_SLOTS - 1);
+}
+
+/* The slot columns, slot 0 first. */
+static const int SLOT_COLS[HM_MAX_SLOTS] = {HM_DEV_CONFIG, HM_DEV_CONFIG_2, HM_DEV_CONFIG_3,
+                                            HM_DEV_CONFIG_4};
+
+/* A device's slot count: its configurations share the fabric, 1/slots each. */
+static int n_slots(const double *dev) {
+    return dev[HM_DEV_SLOTS] > 1.0 ? (int)dev[HM_DEV_SLOTS] : 1;
+}
+
+/* True when configuration cfg is loaded in one of the device's slots. */
+static int config_loaded(const double *dev, double cfg) {
+    int k, s = n_slots(dev);
+    for (k = 0; k < s; k++)
+        if (dev[SLOT_COLS[k]] == cfg) return 1;
+    return 0;
+}
+
+/* Load cfg (not loaded yet): into the first empty slot, else the round-robin victim. */
+static void load_config(double *dev, double cfg) {
+    int k, s = n_slots(dev), victim;
+    for (k = 0; k < s; k++) {
+        if (dev[SLOT_COLS[k]] == 0.0) {
+            dev[SLOT_COLS[k]] = cfg;
+            return;
+        }
+    }
+    victim = (int)dev[HM_DEV_SLOT_NEXT] % s;
+    dev[SLOT_COLS[victim]] = cfg;
+    dev[HM_DEV_SLOT_NEXT] = (double)((victim + 1) % s);
 }
 
 static int task_ok(const double *r, int32_t n_classes) {
@@ -113,18 +145,21 @@ static int estimate(const double *dev, const double *task, double work, double m
     double compute_s = work * scr[peak_slot((int)task[HM_TASK_PREC])];
     double mem_s = moved * scr[HM_SCR_INV_BW];
     double roof = (mem_s > compute_s ? mem_s : compute_s) + dev[HM_DEV_DISPATCH_S];
-    double service = roof * corr;
+    /* a slot holds 1/slots of the fabric: slower by that factor, and the slots drain the
+     * device's queue side by side; with one slot both factors are exactly 1 */
+    double slots = (double)n_slots(dev);
+    double service = roof * corr * slots;
     double service_eff = service * scr[HM_SCR_INV_AVAIL];
     double cfg = task[HM_TASK_CONFIG];
-    double reconf = (cfg != 0.0 && dev[HM_DEV_CONFIG] != cfg) ? dev[HM_DEV_RECONF_S] : 0.0;
+    double reconf = (cfg != 0.0 && !config_loaded(dev, cfg)) ? dev[HM_DEV_RECONF_S] : 0.0;
     double link = dev[HM_DEV_LINK_S];
-    double queue = dev[HM_DEV_QUEUE_S];
+    double queue = dev[HM_DEV_QUEUE_S] / slots;
     double latency, energy, frag, max_lat, deadline;
     if (link > 0.0 && dev[HM_DEV_LINK_BW] > 0.0)
         link = link + task[HM_TASK_IN_BYTES] / (dev[HM_DEV_LINK_BW] * 1e9);
     /* an input transfer overlaps the wait for the device */
     latency = (link > queue ? link : queue) + reconf + service_eff;
-    energy = dev[HM_DEV_MAX_W] * (service + reconf);
+    energy = dev[HM_DEV_MAX_W] / slots * (service + reconf);
     if (queue == 0.0 && dev[HM_DEV_MEM_FREE] >= dev[HM_DEV_MEM_TOTAL])
         frag = 1.0; /* placing here breaks an untouched device */
     else
@@ -217,7 +252,8 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
         o_row[HM_OUT_CHARGED + j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
         row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
         row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
-        if (task[HM_TASK_CONFIG] != 0.0) row[HM_DEV_CONFIG] = task[HM_TASK_CONFIG];
+        if (task[HM_TASK_CONFIG] != 0.0 && !config_loaded(row, task[HM_TASK_CONFIG]))
+            load_config(row, task[HM_TASK_CONFIG]);
     }
 }
 

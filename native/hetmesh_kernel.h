@@ -33,8 +33,14 @@
 #define HM_DEV_QUEUE_S 19
 #define HM_DEV_PRED_UTIL 20
 #define HM_DEV_HEALTH 21
-#define HM_DEV_CONFIG 22
-#define HM_DEV_FIELDS 23
+#define HM_DEV_CONFIG 22 /* configuration loaded in slot 0 */
+#define HM_DEV_SLOTS 23 /* partial-reconfiguration slots, 0..HM_MAX_SLOTS (0 = 1) */
+#define HM_DEV_CONFIG_2 24 /* configurations loaded in slots 1..3 */
+#define HM_DEV_CONFIG_3 25
+#define HM_DEV_CONFIG_4 26
+#define HM_DEV_SLOT_NEXT 27 /* the slot the next new configuration replaces when all are full */
+#define HM_DEV_FIELDS 28
+#define HM_MAX_SLOTS 4
 
 /* task row */
 #define HM_TASK_KINDS_MASK 0

@@ -10,10 +10,14 @@ import pytest
 import sqlite_utils
 
 from edge_agent.agent.db import Database, StoreClosed, StoreError
+from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.agent.store import IdempotencyConflict, NewTask, Store
 from edge_agent.placement import Semantics, TaskContract
 
 pytestmark = pytest.mark.asyncio
+
+#: The schema version a freshly opened store reaches: the newest migration's.
+LATEST = max(version for version, _, _ in MIGRATIONS)
 
 
 def new(key: str | None = None, gflops: float = 1.0) -> NewTask:
@@ -28,7 +32,7 @@ async def opened(path: Path) -> Store:
 
 async def test_schema_wal_and_reopen(tmp_path: Path) -> None:
     store = await opened(tmp_path / "a.db")
-    assert store.db.schema_version == 2
+    assert store.db.schema_version == LATEST
     await asyncio.to_thread(store.close)
     conn = sqlite3.connect(tmp_path / "a.db")
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -44,7 +48,7 @@ async def test_schema_wal_and_reopen(tmp_path: Path) -> None:
     } <= tables
     conn.close()
     store = await opened(tmp_path / "a.db")  # migrations are not applied twice
-    assert store.db.schema_version == 2
+    assert store.db.schema_version == LATEST
     await asyncio.to_thread(store.close)
 
 

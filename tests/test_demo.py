@@ -31,13 +31,15 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("discover", [False, True], ids=["url", "mdns"])
 def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], discover: bool
 ) -> None:
     parser = argparse.ArgumentParser()
     demo.configure(parser)
     args = parser.parse_args(
         ["--agents", "2", "--duration", "2", "--every", "1", "--data-dir", str(tmp_path)]
+        + (["--discover"] if discover else [])
     )
     assert demo.run(args) == 0
     out = capsys.readouterr().out
@@ -59,6 +61,12 @@ def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
     }
     assert {(agent, task, device) for task, agent, device in placed} <= on_hub
     assert sum(kind == "decision" for _, kind, _ in rows) >= len(placed)
+    hub_id = json.loads((tmp_path / "hub" / "secrets.json").read_text())["hub_id"]
+    for name in ("demo-rk3588", "demo-jetson_orin_nano"):
+        cred = json.loads((tmp_path / name / "hub_credential.json").read_text())
+        # found over mDNS: the credential is for "mdns" and the hub that proved the token
+        assert (cred["url"] == "mdns") is discover
+        assert cred["hub_id"] == (hub_id if discover else None)
 
 
 @pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from cloud_hub.hub.cli import register
+from edge_agent.agent.hub_discovery import HubFinder, HubHint
 from edge_agent.clikit import CommandLine
 
 RUN = (
@@ -27,7 +29,7 @@ def test_run_then_policy_set_and_history(
     config.write_text(f'[hub]\ndata_dir = "{tmp_path / "data"}"\n[api]\nport = 0\n')
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen(
-        [sys.executable, "-c", RUN, "run", "--config", str(config)],
+        [sys.executable, "-c", RUN, "run", "--config", str(config), "--advertise"],
         cwd=root,
         env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
     )
@@ -38,6 +40,11 @@ def test_run_then_policy_set_and_history(
             assert proc.poll() is None, "cloud-hub run exited early"
             assert time.monotonic() < deadline, "cloud-hub run did not start in 20 s"
             time.sleep(0.05)
+        # --advertise: the hub announces itself over mDNS with its id and actual port
+        port = json.loads(state.read_text())["port"]
+        hub_id = json.loads((tmp_path / "data" / "secrets.json").read_text())["hub_id"]
+        hint = asyncio.run(_announced(hub_id))
+        assert (hint.address, hint.port, hint.scheme) == ("127.0.0.1", port, "http")
         cli = CommandLine("cloud-hub", "hub", "0")
         register(cli)
         doc = tmp_path / "p.json"
@@ -61,3 +68,16 @@ def test_run_then_policy_set_and_history(
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=20) == 0
     assert not state.exists()
+
+
+async def _announced(hub_id: str) -> HubHint:
+    finder = HubFinder(["127.0.0.1"])
+    finder.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not (found := [h for h in finder.hints() if h.hub_id == hub_id]):
+            assert time.monotonic() < deadline, "the hub was not announced over mDNS"
+            await asyncio.sleep(0.05)
+        return found[0]
+    finally:
+        await finder.stop()

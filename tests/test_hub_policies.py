@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -127,3 +128,49 @@ async def test_rollout_needs_admin_and_a_known_version(aiohttp_client: Any, tmp_
         "/v1/rollouts", json={**doc, "selector": {"site": "mars"}}, headers=ADMIN
     )
     assert nobody.status == 400 and "matches no" in (await nobody.json())["error"]
+
+
+async def test_a_canary_that_never_passes_the_gate_rolls_back_at_the_timeout(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    now = [time.time()]
+    config = HubConfig(data_dir=tmp_path, port=0, join_token="t", admin_token="adm")
+    client: Client = await aiohttp_client(make_app(config, clock=lambda: now[0]))
+    agents = []
+    for i in range(2):
+        hc = HubClient(str(client.make_url("")), f"a{i}", client.session)
+        await hc.enrol("t", {}, board="rk3588")
+        agents.append(SimulatedAgent(hc, devices=[]))
+    hub = client.app[HUB]
+    await put(client, {"name": "p", "template": "balanced"})
+    bad = await client.post(
+        "/v1/rollouts",
+        json={"name": "p", "version": 1, "selector": {}, "gate_timeout_s": "soon"},
+        headers=ADMIN,
+    )
+    assert bad.status == 400 and "gate_timeout_s" in (await bad.json())["error"]
+    resp = await client.post(
+        "/v1/rollouts",
+        json={
+            "name": "p",
+            "version": 1,
+            "selector": {},
+            "canary_fraction": 0.5,
+            "gate_timeout_s": 60,
+        },
+        headers=ADMIN,
+    )
+    [canary] = (await resp.json())["rollout"]["canaries"]
+    silent = next(a for a in agents if a.client.agent_id == canary)
+    await silent.beat()  # applies p@1, then falls silent before the gate's heartbeats
+    now[0] += 59
+    assert await hub.policies.evaluate() == []  # still within the timeout: waiting
+    now[0] += 2
+    [rolled] = await hub.policies.evaluate()
+    assert rolled["state"] == "rolled_back"
+    assert f"canary {canary} did not run p@1" in rolled["reason"] and "60 s" in rolled["reason"]
+    for a in agents:
+        await a.beat()
+    assert all(a.policy is None or a is silent for a in agents)  # the rest never got it
+    rollouts = (await (await client.get("/v1/rollouts")).json())["rollouts"]
+    assert rollouts[0]["state"] == "rolled_back" and rollouts[0]["gate_timeout_s"] == 60

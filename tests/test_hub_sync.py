@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 import time
@@ -178,3 +179,47 @@ async def test_metrics_and_openapi(aiohttp_client: Any, tmp_path: Path) -> None:
     assert "/v1/agents/{agent_id}/sync" in doc["paths"]
     missing = await client.get("/v1/nowhere")
     assert (await missing.json())["status"] == 404
+
+
+async def test_retention_forgets_old_records_but_never_takes_one_twice(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path, record_retention_s=0.3, push_interval_s=0.02)
+    hc = await agent(client)
+    assert (await hc.sync([rec(1), rec(2), rec(4)]))["acked"] == 2  # 4 waits for 3
+    deadline = time.monotonic() + 10
+    while stored_seqs(tmp_path, "a1") != [4]:  # 1 and 2 age out; 4 is past the gap: kept
+        assert time.monotonic() < deadline, stored_seqs(tmp_path, "a1")
+        await asyncio.sleep(0.02)
+    again = await hc.sync([rec(1), rec(2), rec(3)])
+    assert (again["acked"], again["applied"], again["duplicates"]) == (4, 1, 2)
+    assert await hc.acked() == 4
+
+
+async def test_fleet_throughput_and_latency_come_from_synced_task_outcomes(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client = await hub(aiohttp_client, tmp_path)
+    now = time.time()
+    outcomes = [("done", 0.010), ("done", 0.020), ("done", 0.030), ("failed", None)]
+    for name, shift in (("a1", 0), ("a2", 100)):
+        hc = await agent(client, name)
+        records = [
+            {
+                "seq": i + 1,
+                "kind": "task",
+                "payload": {"id": f"t{i}", "state": state, "latency_s": lat and lat + shift},
+                "created_at": now,
+            }
+            for i, (state, lat) in enumerate(outcomes)
+        ]
+        old = {"seq": 5, "kind": "task", "payload": {"id": "old", "state": "done"}}
+        await hc.sync([*records, {**old, "created_at": now - 3600}])  # outside the window
+    t = (await (await client.get("/v1/fleet")).json())["throughput"]
+    a1, a2 = t["agents"]
+    assert a1["agent_id"] == "a1" and (a1["done"], a1["failed"]) == (3, 1)
+    assert a1["latency_p50_s"] == 0.020 and a1["latency_p95_s"] == 0.030
+    assert a1["per_s"] == round(3 / t["window_s"], 3)
+    assert a2["latency_p50_s"] == 100.020
+    assert t["fleet"]["done"] == 6 and t["fleet"]["failed"] == 2
+    assert t["fleet"]["latency_p50_s"] == 0.030 and t["fleet"]["latency_p95_s"] == 100.030

@@ -44,7 +44,10 @@ def device_rows(draw: st.DrawFn) -> list[float]:
     r[L.DEV_QUEUE_S] = draw(st.one_of(st.just(0.0), st.floats(0.0, 5.0)))
     r[L.DEV_PRED_UTIL] = draw(unit)
     r[L.DEV_HEALTH] = draw(st.sampled_from([0, 0, 0, 1, 2]))
-    r[L.DEV_CONFIG] = draw(st.integers(0, 3))
+    r[L.DEV_SLOTS] = draw(st.sampled_from([0, 0, 1, 2, 3, 4]))
+    for col in L.SLOT_COLS:  # slots past the device's count hold stale ids: ignored
+        r[col] = draw(st.integers(0, 3))
+    r[L.DEV_SLOT_NEXT] = draw(st.integers(0, L.MAX_SLOTS - 1))
     return r
 
 

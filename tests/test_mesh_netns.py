@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -16,7 +14,7 @@ from typing import Any
 import pytest
 
 from edge_agent.mesh import FleetKey
-from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable, NodeProcess
+from edge_agent.mesh.netns import Lan, NetnsUnavailable, NodeProcess, start_spoofer
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 pytestmark = pytest.mark.slow
@@ -31,21 +29,6 @@ SETTINGS: dict[str, object] = {
     "cancel_timeout_s": 0.5,
     "bid_timeout_s": 1.0,
 }
-SPOOFER = """
-import asyncio, sys
-from pathlib import Path
-from edge_agent.mesh import FleetKey, MeshConfig
-from edge_agent.mesh.standalone import emulated_node, serve
-async def main() -> None:
-    address, fleet_fp, ledger = sys.argv[1:4]
-    cfg = MeshConfig(agent_id="npu-spoof", interfaces=(address,), address=address)
-    node = emulated_node(cfg, FleetKey("a-wrong-key-for-this-fleet-0000"), ["rk3588"], Path(ledger))
-    node.key.fingerprint = fleet_fp  # the fleet's public fingerprint, not its key
-    node.peers.fingerprint = fleet_fp  # so it also challenges the members, with a wrong key
-    async with serve(node, address):
-        await asyncio.Event().wait()
-asyncio.run(main())
-"""
 
 
 def int8(kinds: tuple[str, ...], gflops: float = 2.0) -> dict[str, Any]:
@@ -83,12 +66,7 @@ class Fleet:
         }
         self.spoof_ledger = work / "npu-spoof.db"
         spoof_ns, spoof_addr = lan.ns(len(HOSTS)), lan.address(len(HOSTS))
-        spoof_args = [spoof_addr, KEY.fingerprint, str(self.spoof_ledger)]
-        self.spoofer = subprocess.Popen(
-            ["ip", "netns", "exec", spoof_ns, sys.executable, "-c", SPOOFER, *spoof_args],
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-            stdin=subprocess.DEVNULL,
-        )
+        self.spoofer = start_spoofer(spoof_ns, spoof_addr, KEY.fingerprint, self.spoof_ledger)
         for node in self.nodes.values():
             node.wait_ready()
 

@@ -257,6 +257,7 @@ def device(
     reconfig: Fig | None = None,
     note: str | None = None,
     configurations: list[dict[str, Any]] | None = None,
+    pr_slots: Fig | None = None,
 ) -> dict[str, Any]:
     """Assemble one device object in schema order."""
     dev: dict[str, Any] = {
@@ -281,6 +282,8 @@ def device(
         dev["note"] = note
     if configurations:
         dev["configurations"] = configurations
+    if pr_slots:
+        dev["pr_slots"] = pr_slots
     dev["latencies"] = []
     return dev
 
@@ -1037,6 +1040,13 @@ def build_kv260(d: Data) -> dict[str, Any]:
         note="Vitis AI model-zoo FPS are end-to-end including pre/post-processing on the "
         "A53s (single thread); the ORT VitisAI EP on Kria is unverified, VART runs "
         "xmodel files directly.",
+        pr_slots=est(
+            2,
+            "slots",
+            "a DFX (dynamic function exchange) platform with two reconfigurable "
+            "partitions, each holding its own accelerator at about half the fabric; a slot "
+            "swap is taken to cost reconfig_s (no published figure); MEASURE",
+        ),
     )
     return profile(
         "kria_kv260",

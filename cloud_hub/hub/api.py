@@ -17,13 +17,14 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from cloud_hub.hub import protocol, wire
+from cloud_hub.hub import models_api, protocol, wire
 from cloud_hub.hub.clock import Clock
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.openapi import document
 from cloud_hub.hub.policies import NotFound
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
+from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce, hub_proof
 from edge_agent.http_errors import ApiError, json_errors
 
 _log = logging.getLogger(__name__)
@@ -106,10 +107,27 @@ async def _enrol(request: web.Request) -> web.Response:
     )
 
 
+async def _proof(request: web.Request) -> web.Response:
+    """Answer a nonce with proof of the join token, bound to the address the question came to."""
+    hub = request.app[HUB]
+    doc = _parse(await request.read())
+    nonce = check_nonce(doc.get("nonce") if isinstance(doc, dict) else None)
+    sock = None if request.transport is None else request.transport.get_extra_info("sockname")
+    if not isinstance(sock, tuple) or len(sock) < 2:
+        raise ApiError(503, "cannot tell which address this request arrived on; retry")
+    endpoint = f"{sock[0]}:{sock[1]}"
+    proof = hub_proof(hub.join_token, hub.hub_id, endpoint, nonce)
+    return web.json_response(
+        {"ok": True, "hub_id": hub.hub_id, "endpoint": endpoint, "proof": proof}
+    )
+
+
 async def _heartbeat(request: web.Request) -> web.Response:
     hub, started = request.app[HUB], time.perf_counter()
     agent_id, body = await _signed(request)
-    hb = wire.heartbeat(_parse(body))
+    doc = _parse(body)
+    hb = wire.heartbeat(doc)
+    hub.reevaluator.observe(agent_id, doc)  # its grid and deferred work (re-evaluation)
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
     reply: dict[str, Any] = {
         "ok": True,
@@ -124,6 +142,14 @@ async def _heartbeat(request: web.Request) -> web.Response:
     hub.metrics.heartbeats.inc()
     hub.metrics.heartbeat_seconds.observe(time.perf_counter() - started)
     return web.json_response(reply)
+
+
+async def _reevaluation(request: web.Request) -> web.Response:
+    """The latest fleet re-evaluation of deferred work (``?fresh=1``: evaluate now)."""
+    hub = request.app[HUB]
+    if request.query.get("fresh") == "1":
+        return web.json_response({"ok": True, **await hub.reevaluator.evaluate_hub(hub)})
+    return web.json_response({"ok": True, **hub.reevaluator.latest})
 
 
 async def _sync(request: web.Request) -> web.Response:
@@ -185,7 +211,17 @@ async def _start_rollout(request: web.Request) -> web.Response:
     if isinstance(misses, bool) or not isinstance(misses, int):
         raise ApiError(400, "body.max_slo_misses: expected an integer >= 0")
     hub = request.app[HUB]
-    rollout = await hub.policies.start(doc["name"], version, selector, float(fraction), misses)
+    timeout = doc.get("gate_timeout_s", hub.config.canary_timeout_s)
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        raise ApiError(400, "body.gate_timeout_s: expected seconds (> 0) or null (no limit)")
+    rollout = await hub.policies.start(
+        doc["name"],
+        version,
+        selector,
+        float(fraction),
+        misses,
+        None if timeout is None else float(timeout),
+    )
     return web.json_response({"ok": True, "rollout": rollout}, status=201)
 
 
@@ -234,6 +270,7 @@ def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     r = app.router
     agent = "/v1/agents/{agent_id:[A-Za-z0-9._-]{1,64}}"
     r.add_post("/v1/enrol", _enrol)
+    r.add_post(PROOF_PATH, _proof)
     r.add_post(f"{agent}/heartbeat", _heartbeat)
     r.add_post(f"{agent}/sync", _sync)
     r.add_get(f"{agent}/sync", _sync_state)
@@ -248,8 +285,10 @@ def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     r.add_post("/v1/rollouts", _start_rollout)
     r.add_get("/v1/events", events(HUB))
     r.add_get("/v1/health", _health)
+    r.add_get("/v1/reevaluation", _reevaluation)
     r.add_get("/v1/openapi.json", _openapi)
     r.add_get("/metrics", _metrics)
     r.add_get("/", _index)
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
+    models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app

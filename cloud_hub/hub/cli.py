@@ -82,6 +82,12 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", metavar="ADDR", help="listen address")
     parser.add_argument("--port", type=int, metavar="N", help="listen port (0: any free port)")
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
+    parser.add_argument(
+        "--advertise",
+        action="store_true",
+        default=None,
+        help='announce the hub over mDNS (_hetmesh-hub._tcp) for agents with url = "mdns"',
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -89,7 +95,9 @@ def _run(args: argparse.Namespace) -> int:
     from cloud_hub.hub import server
 
     logging.getLogger("cloud_hub").setLevel(logging.DEBUG if args.verbose else logging.INFO)
-    config = _config(args).replace(host=args.host, port=args.port, data_dir=args.data_dir)
+    config = _config(args).replace(
+        host=args.host, port=args.port, data_dir=args.data_dir, advertise=args.advertise
+    )
     return server.run(config)
 
 
@@ -102,6 +110,13 @@ def _set_options(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--canary", type=float, default=1.0, metavar="F", help="canary share")
     parser.add_argument("--max-slo-misses", type=int, default=0, metavar="N", help="health gate")
+    parser.add_argument(
+        "--gate-timeout",
+        type=float,
+        metavar="S",
+        help="roll back if the canaries have not passed the gate after S seconds "
+        "(default: the hub's canary_timeout_s)",
+    )
 
 
 def _selector(text: str) -> dict[str, str]:
@@ -133,6 +148,8 @@ def _set(args: argparse.Namespace) -> int:
             "canary_fraction": args.canary,
             "max_slo_misses": args.max_slo_misses,
         }
+        if args.gate_timeout is not None:
+            body["gate_timeout_s"] = args.gate_timeout
         rollout = request(base, "POST", "/v1/rollouts", body, auth)["rollout"]
         print(
             f"rollout {rollout['id']}: {rollout['state']}, {rollout['agents']} agents, "

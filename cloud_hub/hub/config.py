@@ -6,8 +6,10 @@ This is the only module of the hub that reads ``os.environ``. Every setting has 
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import math
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,7 @@ from edge_agent.errors import InvalidInput
 
 ENV_PREFIX = "CLOUD_HUB_"
 DEFAULT_PORT = 8480
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 
 
 class ConfigError(InvalidInput):
@@ -43,6 +46,17 @@ class HubConfig:
     stale_heartbeats: float = 3.0  # data older than this many intervals is never "healthy"
     push_interval_s: float = 1.0  # most often the dashboard stream sends a fresh snapshot
     max_clock_skew_s: float = 300.0  # signed requests older or newer than this are refused
+    hub_id: str = ""  # "": generated on first start, kept in <data_dir>/secrets.json
+    advertise: bool = False  # announce _hetmesh-hub._tcp.local. over mDNS
+    advertise_address: str = ""  # the IPv4 address announced and bound for mDNS ("": host)
+    canary_timeout_s: float = 900.0  # a canary not through the health gate by then rolls back
+    record_retention_s: float = 7 * 86400.0  # synced records are kept this long after receipt
+    learning_port: int = 0  # the Flower SuperLink's port; 0: no federated learning
+    learning_host: str = "127.0.0.1"  # where the SuperLink listens, as agents reach it
+    learning_every_s: float = 3600.0  # one training run this often
+    learning_rounds: int = 3
+    learning_min_nodes: int = 2  # a run with fewer SuperNodes is stopped, not left waiting
+    learning_start_timeout_s: float = 60.0
 
     @property
     def db_path(self) -> Path:
@@ -64,6 +78,11 @@ class HubConfig:
         """Return the age after which an agent's data no longer counts as current."""
         return self.heartbeat_interval_s * self.stale_heartbeats
 
+    @property
+    def announced_address(self) -> str:
+        """Return the IPv4 address the hub announces (``advertise_address``, else ``host``)."""
+        return self.advertise_address or self.host
+
     def replace(self, **changes: Any) -> HubConfig:
         """Return a copy with ``changes`` applied and validated (None values are ignored)."""
         fields = {k: v for k, v in changes.items() if v is not None}
@@ -71,9 +90,19 @@ class HubConfig:
 
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "hub": ("data_dir", "join_token", "admin_token"),
+    "hub": ("data_dir", "join_token", "admin_token", "hub_id", "record_retention_s"),
+    "discovery": ("advertise", "advertise_address"),
+    "rollouts": ("canary_timeout_s",),
     "api": ("host", "port", "max_body_bytes", "max_clock_skew_s"),
     "liveness": ("heartbeat_interval_s", "stale_heartbeats", "push_interval_s"),
+    "learning": (
+        "learning_port",
+        "learning_host",
+        "learning_every_s",
+        "learning_rounds",
+        "learning_min_nodes",
+        "learning_start_timeout_s",
+    ),
 }
 _KINDS: dict[str, type] = {
     "data_dir": Path,
@@ -86,6 +115,17 @@ _KINDS: dict[str, type] = {
     "heartbeat_interval_s": float,
     "stale_heartbeats": float,
     "push_interval_s": float,
+    "hub_id": str,
+    "advertise": bool,
+    "advertise_address": str,
+    "record_retention_s": float,
+    "canary_timeout_s": float,
+    "learning_port": int,
+    "learning_host": str,
+    "learning_every_s": float,
+    "learning_rounds": int,
+    "learning_min_nodes": int,
+    "learning_start_timeout_s": float,
 }
 
 
@@ -113,6 +153,8 @@ def _read_toml(file: Path) -> dict[str, Any]:
 
 def _from_env(name: str, raw: str) -> Any:
     kind = _KINDS[name]
+    if kind is bool:
+        return {"true": True, "1": True, "false": False, "0": False}.get(raw.lower(), raw)
     if kind in (int, float):
         try:
             return kind(raw)
@@ -129,6 +171,10 @@ def _coerce(name: str, value: Any, where: str) -> Any:
         if kind is Path:
             return Path(value).expanduser() if value else default_data_dir()
         return value
+    if kind is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where}: expected true or false, got {value!r}")
+        return value
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
@@ -144,11 +190,40 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
         ("max_body_bytes", config.max_body_bytes >= 1024, "must be >= 1024"),
         ("host", bool(config.host), "must not be empty"),
         ("stale_heartbeats", config.stale_heartbeats >= 1, "must be >= 1"),
+        ("learning_port", 0 <= config.learning_port <= 65535, "must be 0..65535 (0: off)"),
+        ("learning_rounds", config.learning_rounds >= 1, "must be >= 1"),
+        ("learning_min_nodes", config.learning_min_nodes >= 1, "must be >= 1"),
     )
     for name, ok, problem in checks:
         if not ok:
             raise ConfigError(f"{where}: {name} {problem}, got {getattr(config, name)!r}")
-    for name in ("heartbeat_interval_s", "push_interval_s", "max_clock_skew_s"):
+    if config.hub_id and not _HUB_ID.match(config.hub_id):
+        raise ConfigError(
+            f"{where}: hub_id must be 1-63 letters, digits or '-' (a DNS label), "
+            f"got {config.hub_id!r}"
+        )
+    if config.advertise:
+        try:
+            ipaddress.IPv4Address(config.announced_address)
+        except ValueError:
+            raise ConfigError(
+                f"{where}: advertise needs an IPv4 address to announce: set [discovery] "
+                f"advertise_address (host is {config.host!r})"
+            ) from None
+        if config.announced_address == "0.0.0.0":
+            raise ConfigError(
+                f"{where}: host is 0.0.0.0; set [discovery] advertise_address to the "
+                "address agents reach the hub on"
+            )
+    for name in (
+        "heartbeat_interval_s",
+        "push_interval_s",
+        "max_clock_skew_s",
+        "record_retention_s",
+        "canary_timeout_s",
+        "learning_every_s",
+        "learning_start_timeout_s",
+    ):
         value = getattr(config, name)
         if not (math.isfinite(value) and value > 0):
             raise ConfigError(f"{where}: {name} must be a finite number > 0, got {value!r}")

@@ -43,6 +43,11 @@ def document() -> dict[str, Any]:
         "info": {"title": "hetmesh cloud hub", "version": __version__},
         "paths": {
             "/v1/enrol": {"post": _op("join token -> fleet credential (HMAC key)", body=True)},
+            "/v1/hub/proof": {
+                "post": _op(
+                    "answer a nonce with proof of the join token (hub discovery)", body=True
+                )
+            },
             "/v1/agents/{agent_id}/heartbeat": {
                 "post": _op(
                     "signed heartbeat; answers the desired policy",
@@ -59,7 +64,9 @@ def document() -> dict[str, Any]:
                     "highest seq the hub holds (resume point)", security=_SIGNED, params=agent
                 ),
             },
-            "/v1/fleet": {"get": _op("agents with liveness, devices, decisions, policies")},
+            "/v1/fleet": {
+                "get": _op("agents with liveness, devices, decisions, policies, throughput")
+            },
             "/v1/agents": {"get": _op("agents with liveness state and last seen")},
             "/v1/devices": {"get": _op("devices with live utilization (null when stale)")},
             "/v1/decisions": {"get": _op("recent placement decisions with why-here")},

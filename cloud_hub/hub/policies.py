@@ -4,7 +4,8 @@ A rollout assigns a policy version to the agents its selector matches (labels, `
 First only a canary share gets it; once every canary has applied it (reported it in a
 heartbeat) and ``GATE_HEARTBEATS`` heartbeats passed without more than ``max_slo_misses``
 new SLO misses on any canary, the rest get it. A canary over the limit rolls every member
-of the rollout back to what it had before.
+of the rollout back to what it had before, and so does a canary phase still open after the
+rollout's ``gate_timeout_s`` (a canary that never applies the version, or falls silent).
 """
 
 from __future__ import annotations
@@ -112,15 +113,23 @@ class PolicyBook:
         selector: Mapping[str, str],
         canary_fraction: float,
         max_slo_misses: int,
+        gate_timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Start rolling ``name@version`` out to the agents ``selector`` matches."""
+        """Start rolling ``name@version`` out to the agents ``selector`` matches.
+
+        ``gate_timeout_s``: seconds the canaries have to pass the health gate (None: no limit).
+        """
         if not (math.isfinite(canary_fraction) and 0 < canary_fraction <= 1):
             raise InvalidInput(f"canary_fraction: expected 0 < x <= 1, got {canary_fraction!r}")
         if max_slo_misses < 0:
             raise InvalidInput(f"max_slo_misses: expected >= 0, got {max_slo_misses!r}")
+        if gate_timeout_s is not None and not (
+            math.isfinite(gate_timeout_s) and gate_timeout_s > 0
+        ):
+            raise InvalidInput(f"gate_timeout_s: expected a number > 0, got {gate_timeout_s!r}")
         now = self.clock()
         args = (name, version, dict(selector), canary_fraction, max_slo_misses, now)
-        return await self.db.write(lambda db: _start(db, *args))
+        return await self.db.write(lambda db: _start(db, *args, gate_timeout_s))
 
     async def evaluate(self) -> list[dict[str, Any]]:
         """Apply the health gate to every canary rollout; return those promoted or rolled back."""
@@ -148,6 +157,7 @@ def _start(
     fraction: float,
     max_slo: int,
     now: float,
+    gate_timeout_s: float | None = None,
 ) -> dict[str, Any]:
     if (
         db.execute(
@@ -164,8 +174,8 @@ def _start(
     )
     cur = db.execute(
         "INSERT INTO rollouts (name, version, selector, canary_fraction, max_slo_misses, state, "
-        "created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'canary', ?, ?)",
-        (name, version, json.dumps(selector), fraction, max_slo, now, now),
+        "created_at, updated_at, gate_timeout_s) VALUES (?, ?, ?, ?, ?, 'canary', ?, ?, ?)",
+        (name, version, json.dumps(selector), fraction, max_slo, now, now, gate_timeout_s),
     )
     rid = int(cur.lastrowid or 0)
     order = sorted(targets, key=lambda a: hashlib.sha256(f"{rid}:{a['id']}".encode()).digest())
@@ -211,9 +221,19 @@ def _evaluate(db: sqlite_utils.Database, now: float) -> list[dict[str, Any]]:
             changed.append({**r, "state": "rolled_back", "reason": reason})
             continue
         wanted = f"{r['name']}@{r['version']}"
-        if canaries and all(
-            c["policy"] == wanted and c["beats"] >= GATE_HEARTBEATS for c in canaries
-        ):
+        waiting = [
+            c["id"] for c in canaries if c["policy"] != wanted or c["beats"] < GATE_HEARTBEATS
+        ]
+        timeout = r["gate_timeout_s"]
+        if waiting and timeout is not None and now - r["created_at"] > timeout:
+            reason = (
+                f"health gate: canary {', '.join(waiting)} did not run {wanted} for "
+                f"{GATE_HEARTBEATS} heartbeats within {timeout:g} s"
+            )
+            _rollback(db, r["id"], reason, now)
+            changed.append({**r, "state": "rolled_back", "reason": reason})
+            continue
+        if canaries and not waiting:
             rest = db.execute(
                 "SELECT agent_id FROM rollout_members WHERE rollout_id = ? AND NOT canary",
                 (r["id"],),

@@ -52,4 +52,13 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-MIGRATIONS: list[Migration] = [(1, "agents, devices, sync, records, policies, rollouts", _v1)]
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE INDEX records_created ON records (kind, created_at)")
+    db.execute("CREATE INDEX records_received ON records (received_at)")
+    db.execute("ALTER TABLE rollouts ADD COLUMN gate_timeout_s REAL")  # NULL: wait for ever
+
+
+MIGRATIONS: list[Migration] = [
+    (1, "agents, devices, sync, records, policies, rollouts", _v1),
+    (2, "records by creation and receipt time, canary gate timeout", _v2),
+]

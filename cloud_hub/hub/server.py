@@ -11,7 +11,8 @@ import signal
 
 from aiohttp import web
 
-from cloud_hub.hub.api import make_app
+from cloud_hub.hub.advertise import HubAdvertiser
+from cloud_hub.hub.api import HUB, make_app
 from cloud_hub.hub.config import HubConfig
 
 _log = logging.getLogger(__name__)
@@ -23,14 +24,17 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(
-        make_app(config), handle_signals=False, access_log=None, shutdown_timeout=2.0
-    )
+    app = make_app(config)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
     await runner.setup()
+    advertiser: HubAdvertiser | None = None
     try:
         site = web.TCPSite(runner, config.host, config.port)
         await site.start()
         port = next((int(a[1]) for a in runner.addresses if isinstance(a, tuple)), config.port)
+        if config.advertise:
+            advertiser = HubAdvertiser(app[HUB].hub_id, config.announced_address, port)
+            await advertiser.start()
         await asyncio.to_thread(_write_state, config, port)
         _log.warning(
             "hetmesh hub listening on http://%s:%s/ (dashboard); join token in %s",
@@ -40,6 +44,8 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
         )
         await stop.wait()
     finally:
+        if advertiser is not None:
+            await advertiser.stop()
         with contextlib.suppress(OSError):
             config.state_path.unlink()
         await runner.cleanup()

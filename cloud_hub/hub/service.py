@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import secrets
 import time
@@ -16,30 +17,40 @@ from cloud_hub.hub.clock import Clock
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.metrics import HubMetrics
 from cloud_hub.hub.policies import PolicyBook
+from cloud_hub.hub.reevaluate import Reevaluator
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.stream import Broadcaster
+from cloud_hub.hub.throughput import WINDOW_S, summarize
 
 _log = logging.getLogger(__name__)
 
 #: Recent decisions the snapshot carries.
 RECENT_DECISIONS = 25
+#: Most seconds between two passes of record retention.
+RETENTION_EVERY_S = 60.0
 
 
-def load_secrets(config: HubConfig) -> tuple[str, str]:
-    """Return (join token, admin token): configured, else generated once into secrets.json."""
+def load_secrets(config: HubConfig) -> tuple[str, str, str]:
+    """Return (join token, admin token, hub id): configured, else generated once into secrets.json.
+
+    The hub id is no secret (it is announced over mDNS); it lives beside the tokens so it stays
+    the same across restarts.
+    """
     stored: dict[str, str] = {}
     with contextlib.suppress(FileNotFoundError):
         stored = json.loads(config.secrets_path.read_text(encoding="utf-8"))
     join = config.join_token or stored.get("join_token") or secrets.token_urlsafe(24)
     admin = config.admin_token or stored.get("admin_token") or secrets.token_urlsafe(24)
-    if not config.join_token or not config.admin_token:
+    hub_id = config.hub_id or stored.get("hub_id") or f"hub-{secrets.token_hex(6)}"
+    doc = {"join_token": join, "admin_token": admin, "hub_id": hub_id}
+    if any(not getattr(config, k) and stored.get(k) != v for k, v in doc.items()):
         config.data_dir.mkdir(parents=True, exist_ok=True)
         tmp = config.secrets_path.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump({"join_token": join, "admin_token": admin}, f)
+            json.dump({k: v for k, v in doc.items() if not getattr(config, k)}, f)
         os.replace(tmp, config.secrets_path)
-    return join, admin
+    return join, admin, hub_id
 
 
 class Hub:
@@ -54,17 +65,29 @@ class Hub:
         self.stream = Broadcaster()
         self.join_token = ""
         self.admin_token = ""
+        self.hub_id = ""
         self.last_snapshot = ""
         self._task: asyncio.Task[None] | None = None
+        self._retained_at = -math.inf
+        self.forgotten = 0  # synced records deleted by retention since start
+        self.reevaluator = Reevaluator(clock)  # deferred work across sites, every 5 min
+        self._reevaluating: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the store, load secrets, start watching liveness."""
         await asyncio.to_thread(self.store.open)
-        self.join_token, self.admin_token = await asyncio.to_thread(load_secrets, self.config)
+        self.join_token, self.admin_token, self.hub_id = await asyncio.to_thread(
+            load_secrets, self.config
+        )
         self._task = asyncio.create_task(self._watch(), name="hub-liveness")
+        self._reevaluating = asyncio.create_task(self.reevaluator.run(self), name="hub-reevaluate")
 
     async def stop(self) -> None:
         """Stop the watcher and close the store."""
+        if self._reevaluating is not None:
+            self._reevaluating.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reevaluating
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -102,7 +125,21 @@ class Hub:
             "devices": devices,
             "decisions": decisions,
             "policies": await self.policies.heads(),
+            "throughput": summarize(await self.store.task_outcomes(now - WINDOW_S), WINDOW_S),
         }
+
+    async def retain(self) -> int:
+        """Delete synced records older than ``record_retention_s``; return how many went."""
+        self._retained_at = time.monotonic()
+        gone = await self.store.forget_before(self.clock() - self.config.record_retention_s)
+        if gone:
+            self.forgotten += gone
+            _log.info(
+                "retention: forgot %s synced records older than %.0f s",
+                gone,
+                self.config.record_retention_s,
+            )
+        return gone
 
     async def _watch(self) -> None:
         """Every ``push_interval_s``, while anyone watches, push the snapshot if it changed."""
@@ -120,6 +157,12 @@ class Hub:
                     )
             except Exception:  # a failing gate must not stop liveness tracking
                 _log.exception("cannot evaluate policy rollouts")
+            every = min(RETENTION_EVERY_S, self.config.record_retention_s / 10)
+            if time.monotonic() - self._retained_at >= every:
+                try:
+                    await self.retain()
+                except Exception:  # a failing delete must not stop liveness tracking
+                    _log.exception("cannot apply record retention")
             if not len(self.stream):
                 continue
             try:

@@ -154,6 +154,37 @@ class HubStore:
         sql = "SELECT * FROM devices ORDER BY agent_id, device_id"
         return await self.db.read(lambda db: _rows(db, sql))
 
+    async def task_outcomes(self, since: float) -> list[tuple[str, str, float | None]]:
+        """Return (agent, state, measured latency_s) of tasks that ended at or after ``since``.
+
+        ``since`` is compared with the record's ``created_at``: when the agent's outbox wrote
+        it, which is when the task ended (by the agent's clock, within the signing skew).
+        """
+        sql = (
+            "SELECT agent_id, json_extract(payload, '$.state'), "
+            "json_extract(payload, '$.latency_s') FROM records "
+            "WHERE kind = 'task' AND created_at >= ?"
+        )
+        rows = await self.db.read(lambda db: db.execute(sql, (since,)).fetchall())
+        return [(str(a), str(s), None if x is None else float(x)) for a, s, x in rows]
+
+    async def forget_before(self, cutoff: float) -> int:
+        """Delete synced records the hub received before ``cutoff`` (its clock); return how many.
+
+        Only records at or below the agent's ``acked_seq`` go, and ``acked_seq`` stays: a
+        resend of a forgotten record is still a duplicate, and a gap is still waited for.
+        """
+
+        def op(db: sqlite_utils.Database) -> int:
+            cur = db.execute(
+                "DELETE FROM records WHERE received_at < ? AND seq <= "
+                "(SELECT acked_seq FROM sync WHERE sync.agent_id = records.agent_id)",
+                (cutoff,),
+            )
+            return int(cur.rowcount)
+
+        return await self.db.write(op)
+
     async def records(self, kind: str, limit: int) -> list[dict[str, Any]]:
         """Return the most recently received records of ``kind``, payload decoded."""
         sql = "SELECT * FROM records WHERE kind = ? ORDER BY received_at DESC, seq DESC LIMIT ?"

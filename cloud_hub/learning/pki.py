@@ -13,6 +13,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from edge_agent.predictor import supernode
+
 VALID_DAYS = 365
 
 
@@ -92,17 +94,5 @@ def make_tls(directory: Path, hosts: list[str]) -> TlsFiles:
 
 def make_node_key(directory: Path, name: str) -> NodeKey:
     """A SuperNode key pair (NIST P-384, OpenSSH format, as `flwr supernode register` wants)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    key = ec.generate_private_key(ec.SECP384R1())
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption(),
-    )
-    public = key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
-    )
-    return NodeKey(
-        private=_write(directory / f"{name}_key", private, secret=True),
-        public=_write(directory / f"{name}_key.pub", public),
-    )
+    private, public = supernode.make_node_key(directory, name)
+    return NodeKey(private=private, public=public)

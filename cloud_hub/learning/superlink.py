@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cloud_hub.learning.pki import TlsFiles
 from edge_agent.errors import HetmeshError, InvalidInput
 from edge_agent.predictor.supernode import (
     SUPEREXEC_POLL_ENV,
@@ -23,6 +22,9 @@ from edge_agent.predictor.supernode import (
     flower_env,
     flower_script,
 )
+
+if TYPE_CHECKING:  # pki needs cryptography (the `learning` extra); the hub imports this always
+    from cloud_hub.learning.pki import TlsFiles
 
 log = logging.getLogger(__name__)
 

@@ -1,99 +1,34 @@
 """Grid carbon intensity per site: a constant, or an hourly series read from a CSV file.
 
-A series file has a header row and then ``timestamp,grams CO2 per kWh`` rows one hour
-apart (ISO 8601 timestamps, e.g. ``2022-01-01 00:00:00+00:00``). A missing hour takes the
-previous hour's value (counted in ``Series.filled``). Simulated time 0 is the series hour
-``start_hour``; the series wraps around at its end.
+The file format and its parser are the agent's (``edge_agent.carbon_series``, one place
+for both). Simulated time 0 is the series hour ``start_hour``; the series wraps around at
+its end.
 """
 
 from __future__ import annotations
 
-import csv
-import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 from cloud_hub.datasets import benchmarks_data
 from cloud_hub.simulator.errors import SimulationInputError
+from edge_agent.carbon_series import HOUR_S, J_PER_KWH, Series, SeriesError
+from edge_agent.carbon_series import load_series as _read
+
+__all__ = ["DATA_DIR", "HOUR_S", "J_PER_KWH", "Intensity", "Series", "load_series", "parse_site"]
 
 #: Named series ("CISO") resolve to ``<DATA_DIR>/<name>_hourly_2022.csv``.
 DATA_DIR = benchmarks_data() / "carbon_intensity"
-HOUR_S = 3600.0
-J_PER_KWH = 3.6e6
-
-
-@dataclass(frozen=True)
-class Series:
-    """An hourly intensity series: values in gCO2/kWh from its first timestamp on."""
-
-    path: str
-    start: datetime
-    values: tuple[float, ...]
-    filled: int = 0  # missing hours carried forward from the hour before
 
 
 def load_series(path: str | Path) -> Series:
     """Load an hourly series; SimulationInputError names the file, line and column."""
-    return _load(str(Path(path).resolve()), str(path))
-
-
-@functools.lru_cache(maxsize=16)
-def _load(resolved: str, where: str) -> Series:
     try:
-        text = Path(resolved).read_text(encoding="utf-8")
-    except OSError as err:
-        raise SimulationInputError(where, "(file)", f"cannot be read: {err.strerror}") from None
-    rows = list(csv.reader(text.splitlines()))
-    if len(rows) < 2:
-        raise SimulationInputError(where, "(file)", "expected a header row and hourly rows")
-    if len(rows[0]) != 2:
-        raise SimulationInputError(where, "(header)", "expected 2 columns: timestamp,g_per_kwh", 1)
-    values: list[float] = []
-    start: datetime | None = None
-    last: datetime | None = None
-    filled = 0
-    for line, row in enumerate(rows[1:], 2):
-        if not row:
-            continue
-        if len(row) != 2:
-            raise SimulationInputError(where, "(row)", f"expected 2 columns, got {len(row)}", line)
-        try:
-            stamp = datetime.fromisoformat(row[0].strip())
-        except ValueError:
-            raise SimulationInputError(
-                where, "timestamp", f"not an ISO 8601 time: {row[0]!r}", line
-            ) from None
-        try:
-            value = float(row[1])
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value) or value < 0:
-            raise SimulationInputError(
-                where, "g_per_kwh", f"expected a number >= 0, got {row[1]!r}", line
-            )
-        if last is not None:
-            try:
-                step = (stamp - last).total_seconds()
-            except TypeError:
-                raise SimulationInputError(
-                    where, "timestamp", "mixes times with and without a UTC offset", line
-                ) from None
-            if step <= 0 or step % HOUR_S:
-                raise SimulationInputError(
-                    where, "timestamp", f"expected whole hours after {last}, got {stamp}", line
-                )
-            gap = int(step // HOUR_S) - 1
-            values.extend([values[-1]] * gap)
-            filled += gap
-        start = start or stamp
-        last = stamp
-        values.append(value)
-    if start is None:
-        raise SimulationInputError(where, "(file)", "the series has no rows")
-    return Series(where, start, tuple(values), filled)
+        return _read(path)
+    except SeriesError as err:
+        raise SimulationInputError(err.path, err.field, err.problem, err.line) from None
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,8 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.local_status import add_status_routes
+from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
@@ -58,10 +60,12 @@ def _key(request: web.Request) -> str | None:
     return key
 
 
-def task_doc(row: dict[str, Any]) -> dict[str, Any]:
-    """Return a stored task as its API document."""
+def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
+    """Return a stored task as its API document (``waiting``: why its pool holds it back)."""
     hidden = {"request_hash"}
     doc = {k: v for k, v in row.items() if k not in hidden}
+    if waiting:
+        doc["waiting"] = waiting
     doc["links"] = {"self": f"/v1/tasks/{row['id']}", "explain": f"/v1/tasks/{row['id']}/explain"}
     return doc
 
@@ -104,7 +108,8 @@ async def _get(request: web.Request) -> web.Response:
     row = await request.app[AGENT].store.get(request.match_info["task_id"])
     if row is None:
         raise ApiError(404, f"no task {request.match_info['task_id']!r}")
-    return web.json_response({"ok": True, "task": task_doc(row)})
+    why = request.app[AGENT].scheduler.pools.reason(row["id"])
+    return web.json_response({"ok": True, "task": task_doc(row, why)})
 
 
 async def _list(request: web.Request) -> web.Response:
@@ -115,7 +120,10 @@ async def _list(request: web.Request) -> web.Response:
     if not text.isdigit() or not 1 <= int(text) <= 10_000:
         raise ApiError(400, f"limit: expected an integer 1..10000, got {text!r}")
     rows = await request.app[AGENT].store.list(state, int(text))
-    return web.json_response({"ok": True, "tasks": [task_doc(r) for r in rows]})
+    pools = request.app[AGENT].scheduler.pools
+    return web.json_response(
+        {"ok": True, "tasks": [task_doc(r, pools.reason(r["id"])) for r in rows]}
+    )
 
 
 async def _cancel(request: web.Request) -> web.Response:
@@ -136,14 +144,23 @@ async def _explain(request: web.Request) -> web.Response:
     if row is None:
         raise ApiError(404, f"no task {task_id!r}")
     d = await agent.store.decision(task_id)
+    if d is None and row.get("deferral") is not None:  # held: why, and until when
+        why = row["deferral"]["why"]
+        doc = {"ok": True, "task_id": task_id, "state": row["state"], "why_here": why}
+        return web.json_response({**doc, "placed": False, "deferral": row["deferral"]})
     if d is None:
-        raise ApiError(409, f"task {task_id} has no placement decision yet (state {row['state']})")
+        why = agent.scheduler.pools.reason(task_id)  # e.g. "waiting: pool vision full (4/4 cores)"
+        raise ApiError(
+            409,
+            f"task {task_id} has no placement decision yet (state {row['state']})"
+            + (f": {why}" if why else ""),
+        )
     device = request.query.get("device")
     if device is not None:
         if device not in d["why_not"]:
             raise ApiError(404, f"device {device!r} was not in the fleet when {task_id} was placed")
         return web.json_response({"ok": True, "device": device, "why": d["why_not"][device]})
-    estimate = {k: d[k] for k in ("latency_s", "service_s", "energy_j")}
+    estimate = {k: d[k] for k in ("latency_s", "service_s", "energy_j", "carbon_g")}
     return web.json_response(
         {
             "ok": True,
@@ -162,6 +179,12 @@ async def _explain(request: web.Request) -> web.Response:
             "policy": d["policy"],
             "backend": d["backend"],
             "decided_at": d["decided_at"],
+            "tier": d.get("tier"),  # None: no tier rule applied
+            "spilled_from": d.get("spilled_from") or [],  # full tiers passed over
+            "carbon_g": d.get("carbon_g"),
+            "deferral": row.get("deferral"),
+            "ran_on": row.get("ran_on"),  # a mesh peer's agent id; None: here
+            "chain": row.get("chain"),  # mesh decisions, origin -> peer (None: not offloaded)
         }
     )
 
@@ -202,6 +225,17 @@ async def _openapi(request: web.Request) -> web.Response:
     return web.json_response(document())
 
 
+async def _pools(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "pools": request.app[AGENT].scheduler.pools.snapshot()})
+
+
+async def _peers(request: web.Request) -> web.Response:
+    link = request.app[AGENT].mesh
+    if link is None:
+        return web.json_response({"ok": True, "enabled": False, "peers": []})
+    return web.json_response({"ok": True, **link.peers_doc()})
+
+
 async def _metrics(request: web.Request) -> web.Response:
     body = request.app[AGENT].metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -209,6 +243,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = Agent(app[CONFIG])
+    agent.mesh = app.get(MESH)
     await agent.start()
     app[AGENT] = agent
     yield
@@ -220,6 +255,9 @@ def make_app(config: AgentConfig) -> web.Application:
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors])
     app[CONFIG] = config
     app.cleanup_ctx.append(_agent_ctx)
+    if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening
+        app[MESH] = MeshLink(config)
+        app.add_subapp(PREFIX, app[MESH].app())
     r = app.router
     r.add_post("/v1/tasks", _submit)
     r.add_post("/v1/tasks:batch", _submit_batch)
@@ -232,5 +270,8 @@ def make_app(config: AgentConfig) -> web.Application:
     r.add_get("/v1/devices", _devices)
     r.add_get("/v1/health", _health)
     r.add_get("/v1/openapi.json", _openapi)
+    r.add_get("/v1/peers", _peers)
+    r.add_get("/v1/pools", _pools)
     r.add_get("/metrics", _metrics)
+    add_status_routes(app, AGENT)  # the status page: GET / and GET /v1/status
     return app

@@ -18,6 +18,7 @@ from aiohttp import web
 from edge_agent import __version__
 from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.mesh_link import MESH
 
 _log = logging.getLogger(__name__)
 
@@ -31,12 +32,16 @@ async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    runner = web.AppRunner(make_app(config), handle_signals=False, access_log=None)
+    app = make_app(config)
+    mesh = app.get(MESH)  # None: no fleet key, no mesh
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     try:
         site = web.TCPSite(runner, config.host, config.port, backlog=LISTEN_BACKLOG)
         await site.start()
         port = _bound_port(runner, config.port)
+        if mesh is not None:  # advertised with the bound port, so only once listening
+            await mesh.start(port)
         await asyncio.to_thread(_write_state, config, port)
         _log.warning(
             "hetmesh agent %s listening on %s:%s (data in %s)",
@@ -50,6 +55,8 @@ async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
     finally:
         with contextlib.suppress(OSError):
             config.state_path.unlink()
+        if mesh is not None:  # say goodbye and settle forwarded work before the store closes
+            await mesh.stop()
         await runner.cleanup()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)

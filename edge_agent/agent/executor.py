@@ -25,6 +25,7 @@ import numpy as np
 
 from edge_agent.agent.fleet import Fleet
 from edge_agent.placement import Decision, Placer
+from edge_agent.resources.vocab import DeviceKind
 
 _log = logging.getLogger(__name__)
 
@@ -148,6 +149,8 @@ class Executor:
         )
         self._sessions = _Sessions()
         self._stopping = False
+        self.loaded: dict[str, list[int]] = {}  # emulated FPGA: configuration in each slot
+        self._next_slot: dict[str, int] = {}
 
     def start(self) -> None:
         """Start one worker per device."""
@@ -239,14 +242,43 @@ class Executor:
             base, source = d.service_s / max(correction, 1e-9), "roofline estimate"
         sigma = self._jitter
         target = base * self._rng.lognormvariate(-sigma * sigma / 2, sigma) if sigma else base
+        reconfig = self._reconfigure(device_id, contract.requirements.config_id)
+        if reconfig:  # an FPGA first loads the configuration; the service starts after it
+            await asyncio.sleep(reconfig)
+            self.started_at[device_id] = time.perf_counter()
         start = time.perf_counter()
         await asyncio.sleep(target)
         wall = time.perf_counter() - start
         target = max(target, 1e-9)  # the emulated device's service time, not the loop's pacing
         result = {"emulated": True, "service_source": source, "latency_s": target, "wall_s": wall}
+        if contract.requirements.config_id:
+            result["reconfig_s"] = reconfig
         if contract.model is None:
             result["note"] = "opaque task (no model, no command): service time emulated"
         return self._checked(job, Outcome(True, target, result, emulated=True))
+
+    def _reconfigure(self, device_id: str, config_id: int) -> float:
+        """Return the seconds an emulated FPGA spends loading ``config_id`` (0: loaded).
+
+        Slots fill like the kernel's (first empty, else round-robin); the Placer is told
+        what is loaded, so its reconfiguration costs follow the device, not only the plan.
+        """
+        device = self.fleet.device(device_id)
+        if not config_id or device.kind != DeviceKind.FPGA:
+            return 0.0
+        slots = int(self.placer.live(device_id)["slots"])
+        loaded = self.loaded.setdefault(device_id, [device.live.loaded_config])
+        loaded[:] = (loaded + [0] * slots)[:slots]
+        if config_id in loaded:
+            return 0.0
+        if 0 in loaded:
+            loaded[loaded.index(0)] = config_id
+        else:
+            victim = self._next_slot.get(device_id, 0) % slots
+            loaded[victim] = config_id
+            self._next_slot[device_id] = (victim + 1) % slots
+        self.placer.update_live(device_id, loaded_configs=loaded)
+        return device.capability.reconfig_s
 
     async def _command(self, argv: tuple[str, ...]) -> Outcome:
         """Run an allowlisted command; its exit status decides the outcome."""

@@ -115,6 +115,13 @@ class HubClient:
         answer: dict[str, Any] = await self._call("POST", f"/v1/agents/{self.agent_id}/sync", doc)
         return answer
 
+    async def prove(self, nonce: str) -> dict[str, Any]:
+        """Ask the hub to prove it holds the join token (``hub_discovery.check_proof``)."""
+        answer: dict[str, Any] = await self._call(
+            "POST", "/v1/hub/proof", {"nonce": nonce}, signed=False
+        )
+        return answer
+
     async def acked(self) -> int:
         """Return the highest seq the hub holds for this agent (resume after it)."""
         answer = await self._call("GET", f"/v1/agents/{self.agent_id}/sync")

@@ -4,6 +4,8 @@ Optional and never in the way: with no ``[hub] url`` the agent never creates a l
 hub that is down only makes the link retry; placement and execution do not wait on it. The
 fleet credential lives in ``<data_dir>/hub_credential.json`` (mode 0600). Sync is exactly
 once: the hub keys records by (agent, seq) and the agent forgets only what the hub acked.
+With ``[hub] url = "mdns"`` the hub is found over mDNS and must prove it holds the join token
+before it hears anything from this agent (``hub_discovery``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import logging
 import os
 import re
+import secrets
 import socket
 import time
 from collections.abc import Awaitable, Callable
@@ -24,6 +27,14 @@ import aiohttp
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.hub_client import HubClient, HubRejected, HubUnreachable
+from edge_agent.agent.hub_discovery import (
+    DISCOVER,
+    HUB_SERVICE_TYPE,
+    HubFinder,
+    HubHint,
+    HubUnverified,
+    check_proof,
+)
 from edge_agent.agent.outbox import Outbox
 from edge_agent.errors import HetmeshError, InvalidInput
 
@@ -34,6 +45,8 @@ CREDENTIAL_FILE = "hub_credential.json"
 SYNC_BATCH = 500
 #: Seconds a graceful stop spends on a last sync.
 FINAL_FLUSH_S = 2.0
+#: Seconds before a discovered server that failed its proof is asked again.
+REFUSED_BACKOFF_S = 30.0
 
 
 def default_agent_id(profile: str | None) -> str:
@@ -88,7 +101,15 @@ class HubLink:
         self.report = report
         self.apply_policy = apply_policy
         self.labels = labels
-        self.url = config.hub_url.rstrip("/")
+        self.configured = config.hub_url.rstrip("/")
+        discover = self.configured == DISCOVER
+        self.finder = HubFinder(config.hub_mdns_interfaces) if discover else None
+        self.url = "" if discover else self.configured  # "": not found yet (mDNS)
+        self.hub_id: str | None = None  # a discovered hub's proven id
+        self.refused = 0  # discovered servers that failed to prove the join token
+        self.last_refused: str | None = None
+        self._refused_at: dict[tuple[str, str], float] = {}
+        self._stored_hub: str | None = None
         self.agent_id = config.hub_agent_id or default_agent_id(config.profile)
         self.path = config.data_dir / CREDENTIAL_FILE
         self.interval_s = config.hub_retry_s
@@ -108,10 +129,13 @@ class HubLink:
         """Open the HTTP session and load the stored credential."""
         self._session = aiohttp.ClientSession()
         self.client = HubClient(self.url, self.agent_id, self._session)
-        stored = await asyncio.to_thread(load_credential, self.path, self.url, self.agent_id)
+        stored = await asyncio.to_thread(load_credential, self.path, self.configured, self.agent_id)
         if stored is not None:
             self.client.key = str(stored["key"])
             self.interval_s = float(stored.get("heartbeat_interval_s", self.interval_s))
+            self._stored_hub = stored.get("hub_id")
+        if self.finder is not None:
+            self.finder.start()
 
     async def run(self) -> None:
         """Heartbeat and sync every interval until cancelled; ride out hub outages."""
@@ -119,7 +143,10 @@ class HubLink:
             try:
                 await self.round()
             except HubUnreachable as err:
-                self._lost(str(err))
+                searching = self.finder is not None and not self.url and not self.finder.hints()
+                if self.finder is not None:
+                    self.url = ""  # a discovered hub may have moved: find it again
+                self._lost(str(err), level=logging.INFO if searching else logging.WARNING)
             except (HetmeshError, KeyError, ValueError, TypeError) as err:
                 # refused (4xx), an answer we cannot read, or our own store failed: retry later
                 self._lost(f"{type(err).__name__}: {err}", level=logging.ERROR)
@@ -130,6 +157,8 @@ class HubLink:
 
     async def round(self) -> None:
         """One exchange: enrol if needed, resume point, heartbeat (and policy), sync."""
+        if not self.url:
+            await self._locate()
         fresh = self.client.key is None
         if fresh:
             await self._enrol()
@@ -145,18 +174,61 @@ class HubLink:
             _log.info("hub %s reachable; agent %s in sync", self.url, self.agent_id)
         self.connected, self.last_contact, self._quiet = True, time.time(), False
 
+    async def _locate(self) -> None:
+        """Use the first announced hub that proves it holds the join token; count the others."""
+        assert self.finder is not None
+        now, hints = time.monotonic(), self.finder.hints()
+        self._refused_at = {
+            k: t for k, t in self._refused_at.items() if now - t < REFUSED_BACKOFF_S
+        }
+        for hint in hints:
+            seen = (hint.name, hint.endpoint)
+            if now - self._refused_at.get(seen, -REFUSED_BACKOFF_S) < REFUSED_BACKOFF_S:
+                continue
+            try:
+                await self._verify(hint)
+            except (HubUnverified, HubRejected) as err:
+                self.refused += 1
+                self.last_refused = f"{hint.name} at {hint.url}: {err}"
+                self._refused_at[seen] = now
+                _log.warning("hub discovery: not using %s", self.last_refused)
+                continue
+            except HubUnreachable as err:
+                _log.info("hub discovery: %s announced but unreachable: %s", hint.name, err)
+                continue
+            if hint.hub_id != self._stored_hub:
+                self.client.key = None  # a credential from another hub is no use here
+            self.url, self.hub_id, self.client.base_url = hint.url, hint.hub_id, hint.url
+            _log.info(
+                "found hub %s at %s over mDNS (it proved the join token)", hint.hub_id, hint.url
+            )
+            return
+        raise HubUnreachable(
+            f"no verified hub announced as {HUB_SERVICE_TYPE} ({len(hints)} announced, "
+            f"{self.refused} refused so far)"
+        )
+
+    async def _verify(self, hint: HubHint) -> None:
+        """Raise HubUnverified unless ``hint``'s server proves the join token for a fresh nonce."""
+        assert self._session is not None
+        probe = HubClient(hint.url, self.agent_id, self._session)
+        nonce = secrets.token_hex(16)
+        check_proof(hint, self.config.hub_join_token, nonce, await probe.prove(nonce))
+
     async def _enrol(self) -> None:
         answer = await self.client.enrol(
             self.config.hub_join_token, self.labels, self.config.profile, socket.gethostname()
         )
         self.interval_s = _interval(answer, self.interval_s)
         doc = {
-            "url": self.url,
+            "url": self.configured,
+            "hub_id": self.hub_id,
             "agent_id": self.agent_id,
             "key": self.client.key,
             "heartbeat_interval_s": self.interval_s,
         }
         await asyncio.to_thread(save_credential, self.path, doc)
+        self._stored_hub = self.hub_id
         self._resume = True
         _log.info("enrolled with hub %s as %s", self.url, self.agent_id)
 
@@ -229,13 +301,23 @@ class HubLink:
         except (HetmeshError, TimeoutError) as err:
             _log.info("last sync before stopping did not finish: %s", err)
         finally:
+            if self.finder is not None:
+                await self.finder.stop()
             if self._session is not None:
                 await self._session.close()
 
     def status(self) -> dict[str, Any]:
         """Return the link's state for the agent's health document (no secrets)."""
+        discovery = None
+        if self.finder is not None:
+            discovery = {
+                "hub_id": self.hub_id,
+                "announced": len(self.finder.hints()),
+                "refused": self.refused,
+                "last_refused": self.last_refused,
+            }
         return {
-            "url": self.url,
+            "url": self.url or self.configured,
             "agent_id": self.agent_id,
             "enrolled": self.client.key is not None,
             "connected": self.connected,
@@ -244,4 +326,5 @@ class HubLink:
             "pending": self.pending,
             "dropped": self.dropped,
             "heartbeats": self.heartbeats,
+            "discovery": discovery,  # None: the hub's URL is configured
         }

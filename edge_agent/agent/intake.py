@@ -22,7 +22,7 @@ from edge_agent.placement.codec import prepare
 from edge_agent.tasks.contract import Semantics, TaskContract
 
 #: Fields of a submission that are the agent's, not the contract's.
-AGENT_FIELDS = ("command",)
+AGENT_FIELDS = ("command", "deferrable")
 MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _CACHE_LIMIT = 256
 
@@ -72,6 +72,9 @@ class Intake:
             raise ContractError(f"{where}: expected a JSON object, got {type(doc).__name__}")
         fields = dict(doc)
         command = self._command(fields.pop("command", None), where)
+        deferrable = fields.pop("deferrable", False)
+        if not isinstance(deferrable, bool):
+            raise ContractError(f"{where}.deferrable: expected true or false, got {deferrable!r}")
         model = fields.get("model")
         if model is not None:
             if not isinstance(model, str):
@@ -91,8 +94,15 @@ class Intake:
             _check_ranges(contract)
         except ContractError as err:
             raise ContractError(f"{where}: {err}") from None
+        if deferrable and contract.requirements.deadline_s <= 0:
+            raise ContractError(
+                f"{where}.deferrable: a deferrable task needs requirements.deadline_s > 0 "
+                "(seconds from submission by which it must finish)"
+            )
         digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
-        return NewTask(contract, digest, key, command, json.dumps(plain(contract)))
+        return NewTask(
+            contract, digest, key, command, json.dumps(plain(contract)), deferrable=deferrable
+        )
 
     def _command(self, value: object, where: str) -> tuple[str, ...] | None:
         """Return the argv of a command task if the allowlist permits it."""

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from edge_agent.agent.store import STATES
@@ -50,6 +50,61 @@ class _DeviceCollector(Collector):
             running.add_metric(values, 1.0 if self._running(d.id) else 0.0)
         yield util
         yield running
+
+
+class _MeshCollector(Collector):
+    """The mesh's event counters and peers by state, read at scrape time."""
+
+    def __init__(
+        self, events: Callable[[], Mapping[str, int]], peers: Callable[[], Mapping[str, int]]
+    ) -> None:
+        self._events, self._peers = events, peers
+
+    def collect(self) -> Iterable[Metric]:
+        events = CounterMetricFamily(
+            "hetmesh_mesh_events",
+            "Mesh events since start (spoof_wrong_key, auth_rejected_*, trusted, ...)",
+            labels=["event"],
+        )
+        for name, n in sorted(self._events().items()):
+            events.add_metric([name], float(n))
+        peers = GaugeMetricFamily("hetmesh_mesh_peers", "Trusted peers by state", labels=["state"])
+        for state, n in sorted(self._peers().items()):
+            peers.add_metric([state], float(n))
+        yield events
+        yield peers
+
+
+class _PoolCollector(Collector):
+    """Each resource pool's quota, use (own, borrowed, lent) and waiting tasks (pools.py)."""
+
+    def __init__(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterable[Metric]:
+        labels = ["pool", "resource"]
+        families = {
+            key: GaugeMetricFamily(f"hetmesh_agent_pool_{key}", doc, labels=labels)
+            for key, doc in (
+                ("quota", "A tenant pool's quota (absent: unlimited)"),
+                ("used", "What the pool's tenant holds on its own quota"),
+                ("borrowed", "What the pool's tenant holds on other pools' idle quota"),
+                ("lent", "What other tenants hold on this pool's idle quota"),
+            )
+        }
+        waiting = GaugeMetricFamily(
+            "hetmesh_agent_pool_waiting",
+            "Tasks waiting because their pool is full",
+            labels=["pool"],
+        )
+        for pool in self._snapshot():
+            for key, family in families.items():
+                for resource, value in pool[key].items():
+                    if value is not None:
+                        family.add_metric([pool["pool"], resource], value)
+            waiting.add_metric([pool["pool"]], pool["waiting"])
+        yield from families.values()
+        yield waiting
 
 
 def _reader(status: Callable[[], dict[str, Any]], key: str) -> Callable[[], float]:
@@ -121,6 +176,10 @@ class AgentMetrics:
         self.backlog.set_function(lambda: float(backlog()))
         self.registry.register(_DeviceCollector(devices, busy_s, running, uptime_s))
 
+    def watch_pools(self, snapshot: Callable[[], list[dict[str, Any]]]) -> None:
+        """Read the resource pools (``Pools.snapshot``) at scrape time."""
+        self.registry.register(_PoolCollector(snapshot))
+
     def watch_hub(self, status: Callable[[], dict[str, Any]]) -> None:
         """Read the hub link's figures at scrape time (only agents with a hub have them)."""
         figures = (
@@ -131,6 +190,12 @@ class AgentMetrics:
         for key, doc in figures:
             gauge = Gauge(f"hetmesh_agent_hub_{key}", doc, registry=self.registry)
             gauge.set_function(_reader(status, key))
+
+    def watch_mesh(
+        self, events: Callable[[], Mapping[str, int]], peers: Callable[[], Mapping[str, int]]
+    ) -> None:
+        """Export the mesh's counters and peer states (only agents in a mesh have them)."""
+        self.registry.register(_MeshCollector(events, peers))
 
     def load_counts(self, counts: dict[str, int]) -> None:
         """Set the tasks-by-state gauge from the store's counts."""

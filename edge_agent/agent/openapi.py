@@ -187,7 +187,24 @@ def document() -> dict[str, Any]:
                 ),
             },
             "/v1/devices": {"get": _op("devices with live state", {"200": _ok("devices")})},
+            "/v1/pools": {
+                "get": _op(
+                    "resource pools: quota, used, borrowed, lent, waiting", {"200": _ok("pools")}
+                )
+            },
+            "/v1/peers": {
+                "get": _op(
+                    "mesh peers: id, address, state, trust, last seen, kinds; mesh counters",
+                    {"200": _ok("peers")},
+                )
+            },
             "/v1/health": {"get": _op("health", {"200": _ok("health")})},
+            "/v1/status": {
+                "get": _op(
+                    "status page data: health, devices, recent tasks, hub link, policy",
+                    {"200": _ok("status")},
+                )
+            },
             "/v1/openapi.json": {"get": _op("this document", {"200": _ok("OpenAPI")})},
             "/metrics": {
                 "get": _op(

@@ -23,10 +23,11 @@ from typing import Any
 from edge_agent.agent.executor import Job
 from edge_agent.agent.fairshare import FairQueue
 from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.pools import Pools, Verdict, admit_placed
 from edge_agent.agent.preempt import preempt_for, wants_preemption
 from edge_agent.agent.store import Store
 from edge_agent.errors import KernelError
-from edge_agent.placement import Decision, Placer, TaskContract
+from edge_agent.placement import Decision, Placer, TaskContract, tiers
 from edge_agent.placement import layout as L
 
 _log = logging.getLogger(__name__)
@@ -73,6 +74,7 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "latency_s": d.latency_s,
         "service_s": d.service_s,
         "energy_j": d.energy_j,
+        "carbon_g": d.carbon_g,  # energy x the site's intensity when placed
         "score": d.score,
         "runner_up": d.runner_up,
         "runner_up_score": doc["runner_up_score"],
@@ -82,6 +84,8 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
+        "tier": d.tier,  # None: no tier rule applied
+        "spilled_from": json.dumps(list(d.spilled_from)),
     }
 
 
@@ -107,6 +111,9 @@ class Scheduler:
         self._parked: list[Waiting] = []
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
+        # the mesh's hook (mesh_link.MeshLink.take): True when it takes the task elsewhere
+        self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
+        self.pools = Pools({}, 0)  # the tenants' resource pools (the agent sets them)
 
     def _shares(self) -> dict[str, float]:
         shares = self.placer.policy.rules.get("tenant_shares") or {}
@@ -130,6 +137,7 @@ class Scheduler:
     def remove(self, task_id: str) -> bool:
         """Stop waiting for ``task_id`` (cancelled); False if it was not waiting."""
         task = self._waiting.pop(task_id, None)
+        self.pools.release(task_id)
         if task is not None and task in self._parked:
             self._parked.remove(task)
         return task is not None
@@ -137,6 +145,7 @@ class Scheduler:
     def requeue(self, job: Job) -> None:
         """Make a withdrawn, released job (stored back as queued) wait to be placed again."""
         self.metrics.move("placed", "queued")
+        self.pools.release(job.task_id)
         self.add(
             Waiting(
                 job.task_id,
@@ -188,28 +197,41 @@ class Scheduler:
         contracts = [self._contract(t, now) for t in batch]
         start = time.perf_counter()
         try:
-            decisions = self.placer.place(contracts)
+            decisions = tiers.place(self.placer, contracts)
         except KernelError as err:  # one bad row: place one by one to find it
             await self._isolate(batch, err)
             return
         self.metrics.kernel_seconds.observe(time.perf_counter() - start)
         victims = self._preempt(batch, contracts, decisions)
         entries, keep = [], []
-        for task, decision in zip(batch, decisions, strict=True):
+        refused: list[Waiting] = []  # more than their whole pool asks for: they fail
+        for i, (task, decision) in enumerate(zip(batch, decisions, strict=True)):
             if not decision.placed and self._transient(decision) and self._busy():
                 self._parked.append(task)  # retried when work finishes
                 keep.append(task)
                 continue
-            emulated = self._emulated(task, decision)
-            entries.append((task.task_id, decision_row(decision), emulated))
+            if self.offload(task, decision):  # the mesh runs it (here or on a peer) from now
+                keep.append(task)
+                self._waiting.pop(task.task_id, None)
+                if decision.placed:
+                    self.placer.release(decision)
+                continue
+            verdict, decisions[i] = self._admit(task, decision, victims)
+            if not verdict.admit:  # its pool is full: waits until pooled work finishes
+                keep.append(task)
+                (refused if verdict.never else self._parked).append(task)
+                continue
+            emulated = self._emulated(task, decisions[i])
+            entries.append((task.task_id, decision_row(decisions[i]), emulated))
             self.placing.add(task.task_id)
         try:
             await self.store.placed(entries, [job.task_id for job in victims])
         except Exception:
             for task_id, _, _ in entries:
                 self.placing.discard(task_id)
-            for decision in decisions:
-                if decision.placed:
+                self.pools.release(task_id)
+            for task, decision in zip(batch, decisions, strict=True):
+                if decision.placed and task not in keep:  # offloaded ones are released
                     self.placer.release(decision)
             raise
         done = time.time()
@@ -239,8 +261,32 @@ class Scheduler:
             )
         for job in victims:  # back to waiting, to be placed again
             self.requeue(job)
+        for task in refused:  # more than its whole pool: it can never be admitted
+            await self.store.fail(task.task_id, f"refused: {self.pools.reason(task.task_id)}")
+            self.pools.forget(task.task_id)
+            if self._waiting.pop(task.task_id, None) is not None:
+                self.metrics.move(task.state, "failed")
         if keep:
             _log.debug("%s tasks parked until running work finishes", len(keep))
+
+    def _admit(
+        self, task: Waiting, decision: Decision, victims: list[Job]
+    ) -> tuple[Verdict, Decision]:
+        """Pass a placed task through its tenant's pool (pools.py); yielded work joins victims."""
+        if not self.pools.specs:
+            return Verdict(True), decision
+        for job in victims:  # preempted: gives its pool back now, not when requeued
+            self.pools.release(job.task_id)
+        queued = {job.task_id: job for job in self._queued()}
+        verdict, decision = admit_placed(
+            self.pools, self.placer, task.task_id, decision, queued.__contains__
+        )
+        for task_id in verdict.yield_ids:  # borrowed work that has not started gives way
+            job = queued[task_id]
+            self._withdraw(job)
+            self.placer.release(job.decision)
+            victims.append(job)
+        return verdict, decision
 
     def _preempt(
         self, batch: list[Waiting], contracts: list[TaskContract], decisions: list[Decision]

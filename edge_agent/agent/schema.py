@@ -100,7 +100,32 @@ def _v2(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE policy_versions ADD COLUMN source TEXT NOT NULL DEFAULT 'config'")
 
 
+def _v4(db: sqlite_utils.Database) -> None:
+    """Deferrable tasks (held until ``not_before``) and grams of CO2 per decision and task."""
+    db.execute("ALTER TABLE tasks ADD COLUMN not_before REAL")
+    db.execute("ALTER TABLE tasks ADD COLUMN deferral TEXT")
+    db.execute("ALTER TABLE decisions ADD COLUMN carbon_g REAL")
+    db.execute("ALTER TABLE telemetry ADD COLUMN g_per_kwh REAL")
+    db.execute("ALTER TABLE telemetry ADD COLUMN carbon_g REAL")
+
+
+def _v3(db: sqlite_utils.Database) -> None:
+    """Mesh offload: where a task ran (a peer's agent id), the decision chain, the origin."""
+    db.execute("ALTER TABLE tasks ADD COLUMN ran_on TEXT")  # a peer's id; NULL: here
+    db.execute("ALTER TABLE tasks ADD COLUMN chain TEXT")  # JSON: origin -> peer decisions
+    db.execute("ALTER TABLE tasks ADD COLUMN origin TEXT")  # forwarded to us by this agent
+
+
+def _v5(db: sqlite_utils.Database) -> None:
+    """Tiers: the tier a decision placed in and the full tiers it spilled from."""
+    db.execute("ALTER TABLE decisions ADD COLUMN tier TEXT")  # NULL: no tier rule applied
+    db.execute("ALTER TABLE decisions ADD COLUMN spilled_from TEXT")  # JSON list of tiers
+
+
 MIGRATIONS: list[Migration] = [
     (1, "tasks, decisions, telemetry, outbox, versions", _v1),
     (2, "hub sync state, policy source", _v2),
+    (3, "mesh offload: ran_on, decision chain, origin", _v3),
+    (4, "deferrable tasks, carbon per decision and task", _v4),
+    (5, "tiers: decision tier and spilled-from tiers", _v5),
 ]

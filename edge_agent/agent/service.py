@@ -7,17 +7,21 @@ import dataclasses
 import logging
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edge_agent import __version__
+from edge_agent.agent.carbon import CarbonFeed, CarbonSource, task_carbon
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.deferral import Deferrer, deferred_submission
 from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import Fleet, build_fleet
 from edge_agent.agent.hub_devices import DeviceReporter
 from edge_agent.agent.hub_link import HubLink
 from edge_agent.agent.intake import Intake
 from edge_agent.agent.metrics import AgentMetrics
+from edge_agent.agent.model_pull import AgentLearning
 from edge_agent.agent.overrun import OverrunWatch
+from edge_agent.agent.pools import Pools, PoolSpec, parse_pools
 from edge_agent.agent.power import Meters, energy_between
 from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
@@ -25,10 +29,13 @@ from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Placer, Policy
 
+if TYPE_CHECKING:
+    from edge_agent.agent.mesh_link import MeshLink
+
 _log = logging.getLogger(__name__)
 
 #: States a task may be cancelled from.
-CANCELLABLE = ("queued", "interrupted", "placed")
+CANCELLABLE = ("queued", "interrupted", "placed", "deferred")
 
 
 class Agent:
@@ -44,10 +51,14 @@ class Agent:
         self.policy = self._with_shares(Policy.template(config.policy))
         self.started_at = time.monotonic()
         self.link: HubLink | None = None
+        self.learning: AgentLearning | None = None  # load forecasts, model pulls, SuperNode
         self.slo_misses = 0
         self._tasks: set[asyncio.Task[None]] = set()
         self._jobs: dict[str, Job] = {}
         self.failure: str | None = None
+        self.mesh: MeshLink | None = None  # set by the app when [mesh] is on (mesh_link.py)
+        self.finish_waiters: dict[str, asyncio.Future[Outcome]] = {}  # task id -> outcome
+        self.carbon = CarbonSource.from_config(config)  # None: the profiles' intensity
         self.fleet: Fleet
         self.placer: Placer
         self.scheduler: Scheduler
@@ -56,6 +67,7 @@ class Agent:
         self.sampler: Sampler
         self.overrun: OverrunWatch
         self.reporter: DeviceReporter
+        self.deferrer: Deferrer
 
     async def start(self) -> None:
         """Open the store, find the devices, resume waiting work, start the loops."""
@@ -86,9 +98,14 @@ class Agent:
                 self._queued_jobs,
                 self._withdraw,
             )
+            self.scheduler.pools = Pools.for_devices(self.pool_specs(), self.fleet.devices)
+            self.deferrer = Deferrer(self.placer, self.carbon, self._release_deferred)
+            if self.carbon is not None:
+                CarbonFeed(self.carbon, self.placer, self.config.carbon_update_s).update()
             if from_hub is None:
                 await self.store.accept_policy(self.policy.to_dict())
             recovered = await self.store.recover()
+            await self.deferrer.load(self.store)
             self.metrics.load_counts(await self.store.counts())
         except BaseException:
             await asyncio.to_thread(self.store.close)
@@ -102,12 +119,19 @@ class Agent:
             lambda d: ex.current[d] is not None,
             lambda: time.monotonic() - self.started_at,
         )
+        self.metrics.watch_pools(lambda: self.scheduler.pools.snapshot())
         for row in recovered:
             self.scheduler.add(waiting_from_row(row))
         if recovered:
             _log.info("resuming %s waiting tasks", len(recovered))
         ex.start()
+        if self.mesh is not None:
+            self.mesh.attach(self)  # offers the scheduler its peers; started once listening
         self._spawn(self.scheduler.run(), "agent-scheduler")
+        self._spawn(self.deferrer.run(), "agent-deferrer")
+        if self.carbon is not None:
+            feed = CarbonFeed(self.carbon, self.placer, self.config.carbon_update_s)
+            self._spawn(feed.run(), "agent-carbon")
         self.overrun = OverrunWatch(ex, self.placer, self._queued_jobs, self._requeue)
         self._spawn(self.overrun.run(), "agent-overrun-watch")
         self.sampler = Sampler(
@@ -129,6 +153,12 @@ class Agent:
             await self.link.start()
             self.metrics.watch_hub(self.link.status)
             self._spawn(self.link.run(), "agent-hub-link")
+        devices = [d.id for d in self.fleet.devices]
+        forecast = self.config.telemetry_interval_s > 0
+        self.learning = AgentLearning(
+            self.config.data_dir, self.config.db_path, devices, self.placer, self.link, forecast
+        )
+        await self.learning.start(self._spawn)
 
     def _spawn(self, coro: Any, name: str) -> None:
         task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
@@ -143,9 +173,13 @@ class Agent:
 
     async def stop(self) -> None:
         """Stop placing, let running tasks finish (up to the grace time), close the store."""
+        if self.mesh is not None:
+            await self.mesh.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self.learning is not None:
+            await self.learning.stop()  # SIGTERM the SuperNode
         await self.executor.stop(self.config.shutdown_grace_s)
         if self.link is not None:
             await self.link.close()
@@ -153,9 +187,15 @@ class Agent:
 
     # --- requests -------------------------------------------------------------------
     async def submit(self, tasks: list[NewTask]) -> list[tuple[dict[str, Any], bool]]:
-        """Persist ``tasks`` (committed on return) and queue the new ones."""
+        """Persist ``tasks`` (committed on return) and queue (or, deferrable, hold) the new ones."""
+        tasks = [deferred_submission(self.deferrer, t) if t.deferrable else t for t in tasks]
         stored = await self.store.submit(tasks)
         for task, (row, created) in zip(tasks, stored, strict=True):
+            if task.deferral is not None:
+                self.deferrer.stored(row, created, task.deferral)
+                if created:
+                    self.metrics.move(None, "deferred")
+                continue
             if created:
                 self.metrics.move(None, "queued")
                 deadline = row["deadline_at"]
@@ -179,6 +219,7 @@ class Agent:
         row, before = found
         if before in CANCELLABLE:
             self.metrics.move(before, "cancelled")
+            self.deferrer.cancel(task_id)
             self.scheduler.remove(task_id)
             job = self._jobs.pop(task_id, None)
             if job is not None and not job.cancelled:
@@ -205,6 +246,7 @@ class Agent:
             "overrunning": sorted(self.overrun.flagged),  # devices running far over estimate
             "overrun_replaced": self.overrun.moved,
             "hub": None if self.link is None else self.link.status(),  # None: no hub configured
+            "predictor": None if self.learning is None else self.learning.status(),
         }
 
     # --- hub link -------------------------------------------------------------------
@@ -221,6 +263,13 @@ class Agent:
         await self.store.accept_policy(policy.to_dict(), source="hub")
         self.policy = self._with_shares(policy)
         self.placer.policy = self.policy
+        self.scheduler.pools.set_specs(self.pool_specs())
+        self.scheduler.poke()  # larger quotas may admit waiting work
+
+    def pool_specs(self) -> dict[str, PoolSpec]:
+        """Return the pools in force: the config's [pools], with the policy's tenants replaced."""
+        rule = parse_pools(self.policy.rules.get("pools") or {}, "policy.rules.pools")
+        return {**self.config.pools, **rule}
 
     def hub_report(self) -> dict[str, Any]:
         """Return this agent's heartbeat body: health, live devices, policy in force."""
@@ -230,9 +279,10 @@ class Agent:
             "version": __version__,
             "policy": {"name": self.policy.name, "version": self.policy.version},
             "devices": self.reporter.entries(),
-            "peers": [],  # the mesh (edge_agent/mesh) will fill this in
+            "peers": [] if self.mesh is None else self.mesh.peer_ids(),  # trusted, online
             "queue_depth": self.scheduler.depth(),
             "slo_misses": self.slo_misses,
+            **self.deferrer.report(),  # carbon forecast + deferred work (hub re-evaluation)
         }
 
     def devices(self) -> list[dict[str, Any]]:
@@ -277,6 +327,31 @@ class Agent:
         for job in jobs:
             self.scheduler.requeue(job)
 
+    async def _release_deferred(self, task_id: str) -> None:
+        """Queue a deferred task whose hour has come."""
+        if await self.store.release_deferred(task_id):
+            row = await self.store.get(task_id)
+            if row is not None:
+                self.metrics.move("deferred", "queued")
+                self.scheduler.add(waiting_from_row(row))
+
+    async def run_job(self, job: Job) -> Outcome:
+        """Run a job placed outside the scheduler (the mesh); return its outcome.
+
+        Cancelled before the job starts, it is withdrawn (the task cancelled, its devices
+        released); once started it runs to its end, as every run does.
+        """
+        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.finish_waiters[job.task_id] = waiter
+        self._dispatch(job)
+        try:
+            return await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            self.finish_waiters.pop(job.task_id, None)
+            if self.executor.current.get(job.decision.device_ids[0]) is not job:
+                await asyncio.shield(self.cancel(job.task_id))
+            raise
+
     def _dispatch(self, job: Job) -> None:
         self._jobs[job.task_id] = job
         self.executor.submit(job)
@@ -320,13 +395,19 @@ class Agent:
             "estimate_s": d.service_s,
             "energy_j": energy,  # None: the platform reports no power for this device
             "emulated": int(outcome.emulated),
+            **task_carbon(self.carbon, self.fleet.device(d.device_ids[0]), energy, d.energy_j),
         }
+        self.deferrer.ran(d.service_s)
         await self.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
         self.metrics.move("running", state)
+        waiter = self.finish_waiters.pop(job.task_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
         if outcome.ok:
             self.metrics.service_seconds.labels(str(outcome.emulated).lower()).observe(
                 outcome.latency_s
             )
         if outcome.result and outcome.result.get("over_estimate"):
             self.metrics.over_estimate.inc()
+        self.scheduler.pools.release(job.task_id)
         self.scheduler.poke()

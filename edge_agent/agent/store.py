@@ -23,12 +23,22 @@ from edge_agent.errors import InvalidInput
 from edge_agent.tasks.contract import TaskContract
 
 #: Task states; ``WAITING`` ones are the scheduler's, ``FINAL`` ones never change again.
-STATES = ("queued", "placed", "running", "done", "failed", "cancelled", "interrupted")
+STATES = (
+    "queued",
+    "placed",
+    "running",
+    "done",
+    "failed",
+    "cancelled",
+    "interrupted",
+    "offloaded",  # handed to the mesh (edge_agent/agent/mesh_link.py): a peer may run it
+    "deferred",  # held until a low-carbon hour before its deadline (edge_agent/agent/deferral.py)
+)
 WAITING = ("queued", "interrupted")
 FINAL = ("done", "failed", "cancelled")
 #: Rows kept in the hub outbox (oldest dropped first) unless the store is told otherwise.
 OUTBOX_LIMIT = 10_000
-_JSON_COLUMNS = ("contract", "command", "result")
+_JSON_COLUMNS = ("contract", "command", "result", "chain", "deferral")
 
 
 class IdempotencyConflict(InvalidInput):
@@ -44,6 +54,8 @@ class NewTask:
     idempotency_key: str | None = None
     command: tuple[str, ...] | None = None
     contract_json: str = ""  # the contract as stored; computed here when empty
+    deferrable: bool = False  # held until a low-carbon, low-load hour before its deadline
+    deferral: dict[str, Any] | None = None  # the agent's plan (stored state "deferred")
 
     def stored_contract(self) -> str:
         """Return the contract's JSON text (as ``TaskContract.to_dict`` writes it)."""
@@ -72,6 +84,8 @@ _TASK_COLUMNS = (
     "submitted_at",
     "attempts",
     "emulated",
+    "not_before",
+    "deferral",
 )
 _INSERT_TASK = (
     f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
@@ -144,16 +158,18 @@ class Store:
                     "request_hash": task.request_hash,
                     "contract": text,
                     "command": None if task.command is None else json.dumps(list(task.command)),
-                    "state": "queued",
+                    "state": "queued" if task.deferral is None else "deferred",
                     "priority": c.priority,
                     "tenant": c.tenant,
                     "deadline_at": now + deadline if deadline > 0 else None,
                     "submitted_at": now,
                     "attempts": 0,
                     "emulated": 0,
+                    "not_before": None if task.deferral is None else task.deferral["not_before"],
+                    "deferral": None if task.deferral is None else json.dumps(task.deferral),
                 }
                 db.execute(_INSERT_TASK, list(row.values()))
-                row.update(contract=json.loads(text), emulated=False)
+                row.update(contract=json.loads(text), emulated=False, deferral=task.deferral)
                 if task.command is not None:
                     row["command"] = list(task.command)
                 out.append((row, True))
@@ -288,13 +304,51 @@ class Store:
         """Mark placed/running tasks interrupted; return every waiting task, oldest first."""
 
         def op(db: sqlite_utils.Database) -> list[dict[str, Any]]:
+            # a task a peer forwarded to us is not ours to resume: its origin places it again
             db.execute(
-                "UPDATE tasks SET state = 'interrupted' WHERE state IN ('placed', 'running')"
+                "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
+                "WHERE state IN ('placed', 'running') AND origin IS NOT NULL",
+                (time.time(), "interrupted by a restart; the origin agent places it again"),
+            )
+            db.execute(
+                "UPDATE tasks SET state = 'interrupted' "
+                "WHERE state IN ('placed', 'running', 'offloaded')"
             )
             where = "state IN ('queued', 'interrupted')"
             return [_row(r) for r in db.table("tasks").rows_where(where, order_by="rowid")]
 
         return await self.db.write(op)
+
+    async def deferred(self) -> list[dict[str, Any]]:
+        """Return every task held as deferred, earliest release first."""
+        rows = await self.db.read(
+            lambda db: list(
+                db.table("tasks").rows_where("state = 'deferred'", order_by="not_before")
+            )
+        )
+        return [_row(r) for r in rows]
+
+    async def release_deferred(self, task_id: str) -> bool:
+        """Move a deferred task to queued (its hour came); False if it is no longer deferred."""
+
+        def op(db: sqlite_utils.Database) -> bool:
+            cur = db.execute(
+                "UPDATE tasks SET state = 'queued' WHERE id = ? AND state = 'deferred'", (task_id,)
+            )
+            return cur.rowcount == 1
+
+        return await self.db.write(op)
+
+    async def work_history(self, since: float) -> list[tuple[float, float]]:
+        """Return (time, estimated seconds) of the tasks finished since ``since`` (telemetry)."""
+        rows = await self.db.read(
+            lambda db: db.execute(
+                "SELECT ts, estimate_s FROM telemetry WHERE kind = 'task' AND ts >= ? "
+                "AND estimate_s IS NOT NULL",
+                (since,),
+            ).fetchall()
+        )
+        return [(float(ts), float(est)) for ts, est in rows]
 
     async def accept_policy(self, document: dict[str, Any], source: str = "config") -> None:
         """Record ``document`` (from ``source``: config or hub) as the policy in force."""
@@ -360,7 +414,7 @@ class Store:
         if not rows:
             return None
         row = rows[0]
-        for key in ("devices", "components", "rejections", "why_not"):
+        for key in ("devices", "components", "rejections", "why_not", "spilled_from"):
             row[key] = json.loads(row[key]) if row[key] is not None else None
         row["placed"] = bool(row["placed"])
         return row
@@ -386,4 +440,5 @@ def _decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
         "latency_s": decision.get("latency_s"),
         "service_s": decision.get("service_s"),
         "energy_j": decision.get("energy_j"),
+        "carbon_g": decision.get("carbon_g"),
     }

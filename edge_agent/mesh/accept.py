@@ -20,6 +20,8 @@ from edge_agent.placement import Placer, TaskContract
 
 _log = logging.getLogger(__name__)
 MAX_KEY = 128
+#: Payload key under which ``run`` gets a forwarded attempt's key, attempt and origin.
+MESH_META = "_mesh"
 
 
 def _key(doc: dict[str, Any]) -> tuple[str, int]:
@@ -116,8 +118,9 @@ class Acceptor:
             await self.ledger.finish(key, "peer", attempt, "unplaced")
             return {"state": "unplaced", "error": decision.summary()}
         try:
+            meta = {"key": key, "attempt": attempt, "origin": origin}
             async with asyncio.timeout(lease):
-                result = await self.run(contract, decision, payload)
+                result = await self.run(contract, decision, {**payload, MESH_META: meta})
         except TimeoutError:
             await self.ledger.finish(key, "peer", attempt, "expired")
             return {"state": "expired", "error": f"lease of {lease:g}s ran out"}

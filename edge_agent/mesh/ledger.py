@@ -112,6 +112,14 @@ class Ledger:
         result: list[dict[str, Any]] = await self._run(read)
         return result
 
+    async def lost(self) -> list[tuple[str, str, int]]:
+        """Return (peer, key, attempt) of every origin attempt given up as ``lost``."""
+        sql = (
+            "SELECT target, key, attempt FROM mesh_ledger WHERE role = 'origin' AND state = 'lost'"
+        )
+        rows = await self._run(lambda: self._conn().execute(sql).fetchall())
+        return [(str(t), str(k), int(a)) for t, k, a in rows]
+
     async def done(self, key: str, role: str) -> dict[str, Any] | None:
         """Return the completed attempt of ``key`` in ``role``, if any."""
         rows = await self.attempts(key, role)

@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,9 @@ from edge_agent.placement import Decision, Placer, TaskContract
 
 _log = logging.getLogger(__name__)
 
+#: Every this many heartbeat rounds, offline peers are asked too.
+OFFLINE_RECHECK = 5
+
 
 class MeshNode:
     """One agent's membership in the mesh; ``start(api_port)`` then ``stop()``, once each."""
@@ -47,6 +50,7 @@ class MeshNode:
         ledger_path: Path,
         *,
         session: aiohttp.ClientSession | None = None,
+        run_task_settles: bool = False,
     ) -> None:
         self.cfg = config
         self.agent_id = config.agent_id
@@ -68,6 +72,12 @@ class MeshNode:
         self.kinds = kinds_summary([d.kind.name.lower() for d in placer.devices])
         self.api_port = 0
         self._run_task = run_task
+        # True: run_task itself gives the placer its feedback or releases the decision
+        self._run_task_settles = run_task_settles
+        #: Called with (key, attempt, peer, peer's answer) when a ``lost`` attempt turns out
+        #: to have completed on the peer after all (recorded ``duplicate``, never ``done``).
+        self.on_duplicate: Callable[[str, int, str, dict[str, Any]], Awaitable[None]] | None = None
+        self._reconciling: set[str] = set()
         self._session = session
         self._own_session = session is None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -95,6 +105,8 @@ class MeshNode:
         self.offloader = Offloader(
             self.cfg, self.placer, self.peers, self.client, self.ledger, self.run_placed
         )
+        for peer, key, attempt in await self.ledger.lost():  # from before a restart too
+            self.offloader.lost.setdefault(peer, set()).add((key, attempt))
         self._zc = new_zeroconf(list(self.cfg.interfaces))
         self._browser = Browser(
             self._zc,
@@ -153,6 +165,8 @@ class MeshNode:
         self, contract: TaskContract, decision: Decision, payload: dict[str, Any]
     ) -> dict[str, Any]:
         """Run a task placed on this node's devices; feed back its time or release them."""
+        if self._run_task_settles:
+            return await self._run_task(contract, decision, payload)
         start = time.perf_counter()
         try:
             result = await self._run_task(contract, decision, payload)
@@ -238,6 +252,9 @@ class MeshNode:
             else:
                 self.peers.seen(agent_id, reply.rtt_s)
                 peer.load = dict(reply.doc.get("load", {}))
+                if self.offloader.lost.get(agent_id) and agent_id not in self._reconciling:
+                    self._reconciling.add(agent_id)
+                    self.spawn(self._reconcile(agent_id), f"mesh-reconcile-{agent_id}")
         except (AuthError, PeerRefused, PeerUnavailable):
             self.peers.missed(agent_id)
             if gone:  # a goodbye plus a failed check: it left
@@ -245,10 +262,63 @@ class MeshNode:
         self._notify()
 
     async def _heartbeats(self) -> None:
+        rounds = 0
         while True:
             await asyncio.sleep(self.cfg.heartbeat_s)
-            ids = [a for a, p in self.peers.peers.items() if p.state != OFFLINE]
+            rounds += 1
+            # offline peers are asked too, less often: a healed link brings them back (and
+            # lets lost attempts be reconciled) without waiting for a new mDNS announcement
+            ids = [
+                a
+                for a, p in self.peers.peers.items()
+                if p.state != OFFLINE or rounds % OFFLINE_RECHECK == 0
+            ]
             await asyncio.gather(*(self._check(a) for a in ids))
+
+    async def _reconcile(self, agent_id: str) -> None:
+        """Ask a peer that answers again for the final state of attempts given up as lost.
+
+        An attempt it finished anyway is recorded ``duplicate`` (the task completed
+        elsewhere too: visible, counted, its result unused), never a second ``done``.
+        """
+        try:
+            peer = self.peers.peers.get(agent_id)
+            pending = self.offloader.lost.get(agent_id, set())
+            for key, attempt in sorted(pending):
+                if peer is None:
+                    return
+                try:
+                    reply = await self.client.call(
+                        agent_id,
+                        peer.endpoint,
+                        "tasks/cancel",
+                        {"key": key, "attempt": attempt},
+                        self.cfg.cancel_timeout_s,
+                    )
+                except (AuthError, PeerRefused, PeerUnavailable) as err:
+                    _log.debug("mesh: reconciling %s with %s failed: %s", key, agent_id, err)
+                    return
+                state = str(reply.doc.get("state", ""))
+                if state == "running":
+                    continue  # not settled yet; asked again at the next heartbeat
+                pending.discard((key, attempt))
+                if state == "done":
+                    self.counters["duplicate_runs"] += 1
+                    _log.warning(
+                        "mesh: task %s attempt %s also completed on %s while it was cut off; "
+                        "recorded as duplicate",
+                        key,
+                        attempt,
+                        agent_id,
+                    )
+                    await self.ledger.finish(key, "origin", attempt, "duplicate", reply.doc)
+                    if self.on_duplicate is not None:
+                        await self.on_duplicate(key, attempt, agent_id, reply.doc)
+                else:
+                    self.counters["lost_reconciled"] += 1
+                    await self.ledger.finish(key, "origin", attempt, f"lost_{state or 'unknown'}")
+        finally:
+            self._reconciling.discard(agent_id)
 
     # --- endpoint handlers -----------------------------------------------------------------
     async def on_hello(self, sender: str, remote: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,9 @@ _log = logging.getLogger(__name__)
 #: Peer answers after which the origin may place the task again at once.
 SETTLED = frozenset({"cancelled", "fenced", "expired", "failed", "unplaced"})
 
+#: Payload key that stays on the origin (e.g. the agent's own task id); never forwarded.
+LOCAL = "_local"
+
 RunPlaced = Callable[[TaskContract, Decision, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -87,6 +90,8 @@ class Offloader:
         self.client = client
         self.ledger = ledger
         self.run_placed = run_placed
+        #: Attempts given up as ``lost`` (peer cut off), by peer: reconciled once it answers.
+        self.lost: dict[str, set[tuple[str, int]]] = {}
 
     async def submit(
         self, contract: TaskContract, payload: dict[str, Any] | None = None, key: str | None = None
@@ -116,7 +121,9 @@ class Offloader:
                 excluded.add(best.peer.agent_id)
                 continue
             if not local.placed:
-                chain.append(step(me, attempt, local, "no device here or on a trusted peer"))
+                link = step(me, attempt, local, "no device here or on a trusted peer")
+                link["bids"] = [b.row() for b in bids]  # who was asked, and what they said
+                chain.append(link)
                 await self.ledger.begin(key, "origin", attempt, me)
                 await self.ledger.finish(key, "origin", attempt, "failed")
                 return {"key": key, "state": "failed", "ran_on": None, "chain": chain}
@@ -176,7 +183,7 @@ class Offloader:
             "key": key,
             "attempt": attempt,
             "contract": contract.to_dict(),
-            "payload": payload,
+            "payload": {k: v for k, v in payload.items() if k != LOCAL},
             "lease_s": lease,
             "origin": self.cfg.agent_id,
         }
@@ -201,6 +208,8 @@ class Offloader:
                 "chain": chain,
             }
         state = str(answer.get("state", "lost"))
+        if state == "lost":
+            self.lost.setdefault(peer.agent_id, set()).add((key, attempt))
         chain.append(
             {
                 "node": peer.agent_id,

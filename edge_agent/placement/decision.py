@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from edge_agent.placement import layout as L
 from edge_agent.tasks.contract import TaskContract
+
+_NOTHING_EXCLUDED: Mapping[int, str] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +29,16 @@ class Decision:
     building it costs one list, so that placing stays fast; fields are computed on access.
     """
 
-    __slots__ = ("_ctx", "_row", "reasons", "task", "task_class_index")
+    __slots__ = (
+        "_ctx",
+        "_row",
+        "excluded",
+        "reasons",
+        "spilled_from",
+        "task",
+        "task_class_index",
+        "tier",
+    )
 
     def __init__(
         self,
@@ -41,6 +53,9 @@ class Decision:
         self._ctx = ctx
         self.reasons = reasons  # reason code per device in device_order, if kept
         self.task_class_index = task_class_index
+        self.tier: str | None = None  # the tier placed in, when tier rules routed the task
+        self.spilled_from: tuple[str, ...] = ()  # preferred tiers that were full
+        self.excluded: Mapping[int, str] = _NOTHING_EXCLUDED  # device index -> why left out
 
     @property
     def placed(self) -> bool:
@@ -136,13 +151,21 @@ class Decision:
         """Return the (first) chosen device, or None when the task could not be placed."""
         return self.device_ids[0] if self.device_ids else None
 
+    @property
+    def spilled(self) -> bool:
+        """Return True when the task went to a tier after its preferred one(s) were full."""
+        return bool(self.spilled_from)
+
     def rejections(self) -> dict[str, int]:
         """Return how many devices each hard constraint rejected."""
-        return {
+        counts = list(self.reject_counts)
+        counts[L.R_OFFLINE] -= len(self.excluded)  # left out of the call (shown as offline)
+        found = {
             L.REASON_NAMES[code]: count
-            for code, count in enumerate(self.reject_counts)
+            for code, count in enumerate(counts)
             if count and code != L.R_OK
         }
+        return found | ({"outside its tiers": len(self.excluded)} if self.excluded else {})
 
     def why_not(self, device_id: str) -> str:
         """Return why ``device_id`` was not chosen (its failed constraint, or its score)."""
@@ -152,7 +175,10 @@ class Decision:
             return f"{device_id} is not a device of this fleet"
         if self.reasons is None:
             return "per-device reasons were not kept for this decision"
-        code = self.reasons[self.device_order.index(device_id)]
+        index = self.device_order.index(device_id)
+        if index in self.excluded:
+            return f"{device_id} excluded: {self.excluded[index]}"
+        code = self.reasons[index]
         if code != L.R_OK:
             return f"{device_id} rejected: {L.REASON_NAMES[code]}"
         if device_id == self.runner_up:
@@ -169,6 +195,9 @@ class Decision:
             return f"not placed: no feasible device ({why})"
         main = max(range(L.N_OBJECTIVES), key=lambda o: self.components[o])
         extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
+        if self.tier is not None:
+            spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
+            extra += f"; tier {self.tier}{spill}"
         return (
             f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms, "
             f"{self.energy_j * 1e3:.3f} mJ, score {self.score:.3f} "
@@ -194,5 +223,7 @@ class Decision:
             "policy": self.policy,
             "backend": self.backend,
             "task_class": self.task.task_class,
+            "tier": self.tier,
+            "spilled": self.spilled,
             "summary": self.summary(),
         }

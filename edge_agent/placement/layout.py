@@ -30,8 +30,15 @@ DEV_MEM_FREE = 18  # bytes
 DEV_QUEUE_S = 19  # seconds of committed work; the kernel adds to it
 DEV_PRED_UTIL = 20  # 0..1
 DEV_HEALTH = 21  # Health value
-DEV_CONFIG = 22  # loaded configuration id; the kernel updates it on commit
-DEV_FIELDS = 23
+DEV_CONFIG = 22  # configuration loaded in slot 0; the kernel updates slots on commit
+DEV_SLOTS = 23  # partial-reconfiguration slots, 0..MAX_SLOTS (0 = 1)
+DEV_CONFIG_2 = 24  # configurations loaded in slots 1..3
+DEV_CONFIG_3 = 25
+DEV_CONFIG_4 = 26
+DEV_SLOT_NEXT = 27  # the slot the next new configuration replaces when all are full
+DEV_FIELDS = 28
+MAX_SLOTS = 4
+SLOT_COLS = (DEV_CONFIG, DEV_CONFIG_2, DEV_CONFIG_3, DEV_CONFIG_4)
 LIVE_NAMES = {
     DEV_UTIL: "utilization",
     DEV_MEM_FREE: "memory_free_bytes",
@@ -42,6 +49,7 @@ LIVE_NAMES = {
     DEV_LINK_BW: "link_bw_gbs",
     DEV_CARBON: "carbon_g_per_kwh",
     DEV_CONFIG: "loaded_config",
+    DEV_SLOTS: "slots",
 }
 
 # --- task row ------------------------------------------------------------------------

@@ -262,14 +262,31 @@ class Placer:
         link_bw_gbs: float | None = None,
         carbon_g_per_kwh: float | None = None,
         loaded_config: int | None = None,
+        slots: int | None = None,
+        loaded_configs: Sequence[int] | None = None,
     ) -> None:
         """Overwrite a device's live state; a bad value raises and changes nothing.
 
         ``link_latency_s`` / ``link_bw_gbs`` re-home a device relative to the origin of
         the next placements (0 latency = local), e.g. when one Placer serves many boxes;
         ``carbon_g_per_kwh`` follows the site's grid intensity; ``loaded_config`` records an
-        FPGA configuration loaded outside this Placer's own commits.
+        FPGA configuration loaded outside this Placer's own commits (slot 0);
+        ``slots`` sets an FPGA's partial-reconfiguration slots (1..4; each holds a
+        configuration and 1/slots of the fabric) and ``loaded_configs`` what each holds.
         """
+        dev_index = self._device(device_id)
+        if slots is not None and (
+            isinstance(slots, bool) or slots not in range(1, L.MAX_SLOTS + 1)
+        ):
+            raise InvalidInput(f"update_live: slots must be an integer 1..{L.MAX_SLOTS}")
+        if loaded_configs is not None:
+            n = slots or max(1, int(self._ws.devices[dev_index, L.DEV_SLOTS]))
+            if len(loaded_configs) > n or not all(
+                isinstance(c, int) and 0 <= c <= 2**31 - 1 for c in loaded_configs
+            ):
+                raise InvalidInput(
+                    f"update_live: loaded_configs must be at most {n} configuration ids >= 0"
+                )
         dev = self._ws.devices[self._device(device_id)]
         updates = (
             (L.DEV_UTIL, utilization, 1.0),
@@ -292,6 +309,12 @@ class Placer:
         for col, value, _ in updates:
             if value is not None:
                 dev[col] = value
+        if slots is not None:
+            dev[L.DEV_SLOTS] = float(slots)
+            dev[L.DEV_SLOT_NEXT] = 0.0
+        if loaded_configs is not None:
+            for k, col in enumerate(L.SLOT_COLS):
+                dev[col] = float(loaded_configs[k]) if k < len(loaded_configs) else 0.0
         self._call.devices_changed()
 
     def advance(self, seconds: float) -> None:
@@ -315,6 +338,7 @@ class Placer:
             "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
             "health": float(dev[L.DEV_HEALTH]),
             "loaded_config": float(dev[L.DEV_CONFIG]),
+            "slots": max(1.0, float(dev[L.DEV_SLOTS])),
             "active_power_w": float(dev[L.DEV_MAX_W]),
         }
 

@@ -35,6 +35,8 @@ RULE_DEFAULTS: dict[str, Any] = {
     "allowed_peers": None,  # list of agent ids that may take offload; None = any trusted peer
     "priority_classes": {"low": -10, "normal": 0, "high": 10, "critical": 100},
     "tenant_shares": {},  # tenant -> weight for fair share
+    "pools": {},  # tenant -> resource pool (edge_agent/agent/pools.py)
+    "tiers": {},  # task class -> ordered device tiers (edge_agent/placement/tiers.py)
 }
 
 
@@ -179,4 +181,17 @@ def _rules(rules: object) -> dict[str, Any]:
             for k, v in value.items()
         ):
             raise PolicyError(f"policy.rules.{key}: expected {{name: number}}")
+    _check_pools_and_tiers(merged)
     return merged
+
+
+def _check_pools_and_tiers(rules: Mapping[str, Any]) -> None:
+    """Raise PolicyError naming the field when the ``pools`` or ``tiers`` rule is invalid."""
+    from edge_agent.agent.pools import parse_pools
+    from edge_agent.placement.tiers import parse_tiers
+
+    try:
+        parse_pools(rules["pools"], "policy.rules.pools")
+        parse_tiers(rules["tiers"], "policy.rules.tiers")
+    except ValueError as err:
+        raise PolicyError(str(err)) from None

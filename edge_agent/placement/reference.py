@@ -47,7 +47,30 @@ def _device_ok(r: Sequence[float]) -> bool:
         and r[L.DEV_UTIL] <= 1.0
         and r[L.DEV_PRED_UTIL] <= 1.0
         and r[L.DEV_HEALTH] in (0.0, 1.0, 2.0)
+        and _is_small_int(r[L.DEV_SLOTS], 0, L.MAX_SLOTS)
+        and _is_small_int(r[L.DEV_SLOT_NEXT], 0, L.MAX_SLOTS - 1)
     )
+
+
+def _n_slots(dev: Sequence[float]) -> int:
+    """Return a device's slot count: its configurations share the fabric, 1/slots each."""
+    return int(dev[L.DEV_SLOTS]) if dev[L.DEV_SLOTS] > 1.0 else 1
+
+
+def _config_loaded(dev: Sequence[float], cfg: float) -> bool:
+    return any(dev[L.SLOT_COLS[k]] == cfg for k in range(_n_slots(dev)))
+
+
+def _load_config(devices: MutableSequence[float], base: int, cfg: float) -> None:
+    """Load ``cfg`` into the first empty slot, else the round-robin victim."""
+    s = _n_slots(devices[base : base + L.DEV_FIELDS])
+    for k in range(s):
+        if devices[base + L.SLOT_COLS[k]] == 0.0:
+            devices[base + L.SLOT_COLS[k]] = cfg
+            return
+    victim = int(devices[base + L.DEV_SLOT_NEXT]) % s
+    devices[base + L.SLOT_COLS[victim]] = cfg
+    devices[base + L.DEV_SLOT_NEXT] = float((victim + 1) % s)
 
 
 def _task_ok(r: Sequence[float], n_classes: int) -> bool:
@@ -131,16 +154,19 @@ def _estimate(
     compute_s = work * scr[_peak_slot(int(task[L.TASK_PREC]))]
     mem_s = moved * scr[L.SCR_INV_BW]
     roof = (mem_s if mem_s > compute_s else compute_s) + dev[L.DEV_DISPATCH_S]
-    service = roof * corr
+    # a slot holds 1/slots of the fabric: slower by that factor, and the slots drain the
+    # device's queue side by side; with one slot both factors are exactly 1
+    slots = float(_n_slots(dev))
+    service = roof * corr * slots
     service_eff = service * scr[L.SCR_INV_AVAIL]
     cfg = task[L.TASK_CONFIG]
-    reconf = dev[L.DEV_RECONF_S] if cfg != 0.0 and dev[L.DEV_CONFIG] != cfg else 0.0
+    reconf = dev[L.DEV_RECONF_S] if cfg != 0.0 and not _config_loaded(dev, cfg) else 0.0
     link = dev[L.DEV_LINK_S]
     if link > 0.0 and dev[L.DEV_LINK_BW] > 0.0:
         link = link + task[L.TASK_IN_BYTES] / (dev[L.DEV_LINK_BW] * 1e9)
-    queue = dev[L.DEV_QUEUE_S]
+    queue = dev[L.DEV_QUEUE_S] / slots
     latency = (link if link > queue else queue) + reconf + service_eff  # transfer overlaps wait
-    energy = dev[L.DEV_MAX_W] * (service + reconf)
+    energy = dev[L.DEV_MAX_W] / slots * (service + reconf)
     if queue == 0.0 and dev[L.DEV_MEM_FREE] >= dev[L.DEV_MEM_TOTAL]:
         frag = 1.0  # placing here breaks an untouched device
     else:
@@ -315,5 +341,6 @@ def _commit(
         row[L.OUT_CHARGED + j] = scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
         devices[base + L.DEV_QUEUE_S] += row[L.OUT_CHARGED + j]
         devices[base + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
-        if task[L.TASK_CONFIG] != 0.0:
-            devices[base + L.DEV_CONFIG] = task[L.TASK_CONFIG]
+        cfg = task[L.TASK_CONFIG]
+        if cfg != 0.0 and not _config_loaded(devices[base : base + L.DEV_FIELDS], cfg):
+            _load_config(devices, base, cfg)

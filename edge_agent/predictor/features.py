@@ -100,6 +100,50 @@ def series_from_telemetry(
     return t0, series_from_intervals(starts, ends, np.ones_like(ends), t0, t1, bucket_s)
 
 
+def utilization_from_telemetry(
+    db_path: str,
+    bucket_s: float,
+    device: str,
+    since: float | None = None,
+) -> tuple[float, FloatArray]:
+    """Mean sampled utilization per bucket of one device (telemetry ``sample`` rows): (t0, series).
+
+    Buckets without a sample repeat the previous bucket's value (the sampler skipped a tick).
+    Read-only; InvalidInput if the device has no samples.
+    """
+    query = (
+        "SELECT ts, utilization FROM telemetry WHERE kind = 'sample' AND device = ? "
+        "AND utilization IS NOT NULL"
+    )
+    args: list[object] = [device]
+    if since is not None:
+        query += " AND ts >= ?"
+        args.append(since)
+    try:
+        con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+        try:
+            rows = con.execute(query + " ORDER BY ts", args).fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error as err:
+        raise InvalidInput(f"cannot read telemetry from {db_path}: {err}") from err
+    if not rows:
+        raise InvalidInput(f"no utilization samples in {db_path} for device {device!r}")
+    data = np.asarray(rows, dtype=np.float64)
+    t0 = math.floor(float(data[0, 0]) / bucket_s) * bucket_s
+    idx = ((data[:, 0] - t0) // bucket_s).astype(np.int64)
+    n = int(idx[-1]) + 1
+    sums = np.bincount(idx, weights=data[:, 1], minlength=n)
+    counts = np.bincount(idx, minlength=n)
+    series = np.empty(n, dtype=np.float64)
+    last = 0.0
+    for i in range(n):  # carry forward over empty buckets
+        if counts[i]:
+            last = float(sums[i] / counts[i])
+        series[i] = last
+    return t0, series
+
+
 def window_level(window: FloatArray, spec: FeatureSpec) -> float:
     """The scale a window is normalized by: its mean, at least the floor."""
     return max(float(np.mean(np.abs(window))), spec.floor)

@@ -11,6 +11,7 @@ from numpy.typing import NDArray
 
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor import baselines
+from edge_agent.predictor.fastpath import AGREE_ATOL, FastPredictor
 from edge_agent.predictor.features import FeatureSpec, make_dataset, make_features
 from edge_agent.predictor.onnx_export import (
     INPUT_NAME,
@@ -23,6 +24,7 @@ FloatArray = NDArray[np.float64]
 log = logging.getLogger(__name__)
 
 DEFAULT_MARGIN = 0.02
+NOT_ENOUGH_DATA = "no local series"  # how a verdict that could not score anything begins
 EWMA_ALPHA = 0.5
 
 
@@ -48,6 +50,11 @@ class OrtPredictor:
             raise InvalidInput(
                 f"model input has {shape[-1]} features, metadata implies {self.spec.n_features}"
             )
+        self.fast = FastPredictor(data, self.spec)
+        probe = np.random.default_rng(0).uniform(0.0, 2.0, (16, self.spec.n_features))
+        gap = float(np.max(np.abs(self.fast.predict_norm(probe) - self.predict_norm(probe))))
+        if not gap <= AGREE_ATOL:
+            raise InvalidInput(f"numpy and onnxruntime disagree by {gap:.3g} on probe inputs")
 
     def predict_norm(self, x: FloatArray) -> FloatArray:
         """Normalized forecasts for feature rows (n, F)."""
@@ -88,18 +95,28 @@ class Forecaster:
         return None if self.current is None else self.current.version
 
     def forecast(self, window: FloatArray, t_next: float) -> tuple[float, str]:
-        """Forecast for the bucket starting at t_next, and its source ('model' or 'ewma')."""
-        w = np.asarray(window, dtype=np.float64)
+        """Forecast for the bucket starting at t_next, and its source ('model' or 'ewma').
+
+        The model path is FastPredictor (the validated ONNX weights in numpy, checked against
+        onnxruntime when the model was loaded); EWMA while no model passed validation.
+        """
         if self.current is not None:
-            x, level = make_features(w, t_next, self.spec)
-            value = float(self.current.predict_norm(x[None, :])[0]) * level
-            if np.isfinite(value):
-                return max(value, 0.0), "model"
+            value = self.current.fast.forecast(window, t_next)
+            if value == value and value - value == 0.0:  # finite, without a numpy call
+                return (value if value > 0.0 else 0.0), "model"
+            make_features(np.asarray(window, dtype=np.float64), t_next, self.spec)  # names why
             log.warning("model %s gave a non-finite forecast; using EWMA", self.version)
+        w = np.asarray(window, dtype=np.float64)
+        if w.shape != (self.spec.window,):
+            raise InvalidInput(f"window must have {self.spec.window} values, got shape {w.shape}")
         return float(baselines.ewma(w[None, :], EWMA_ALPHA)[0]), "ewma"
 
     def validate(self, data: bytes, series: FloatArray, t0: float) -> Verdict:
         """Score a candidate against the current model and EWMA on a recent local series."""
+        return self.validate_many(data, [(series, t0)])
+
+    def validate_many(self, data: bytes, series: list[tuple[FloatArray, float]]) -> Verdict:
+        """As validate, pooled over several local series (e.g. one per device): (series, t0)."""
         try:
             cand = OrtPredictor(data)
         except InvalidInput as err:
@@ -112,8 +129,18 @@ class Forecaster:
                 float("nan"),
                 f"feature spec {cand.spec} differs from the agent's {self.spec}",
             )
-        x, y_norm, level = make_dataset(np.asarray(series, dtype=np.float64), t0, self.spec)
-        truth = y_norm * level
+        parts = []
+        for values, t0 in series:
+            try:
+                parts.append(make_dataset(np.asarray(values, dtype=np.float64), t0, self.spec))
+            except InvalidInput:
+                continue  # too short to score; the others may still be
+        if not parts:
+            reason = f"{NOT_ENOUGH_DATA} of at least {self.spec.window + self.spec.horizon} buckets"
+            return Verdict(False, float("inf"), None, float("nan"), reason)
+        x = np.concatenate([p[0] for p in parts])
+        level = np.concatenate([p[2] for p in parts])
+        truth = np.concatenate([p[1] for p in parts]) * level
         windows = x[:, : self.spec.window] * level[:, None]
         ewma_mae = _mae(baselines.ewma(windows, EWMA_ALPHA), truth)
         cand_mae = _mae(np.maximum(cand.predict_norm(x) * level, 0.0), truth)
@@ -122,15 +149,29 @@ class Forecaster:
             cur_mae = _mae(np.maximum(self.current.predict_norm(x) * level, 0.0), truth)
         bar = min(ewma_mae, cur_mae if cur_mae is not None else float("inf"))
         ok = cand_mae <= bar * (1.0 + self.margin)
-        reason = f"candidate MAE {cand_mae:.4g} vs bar {bar:.4g} (margin {self.margin:.0%})"
+        reason = (
+            f"candidate MAE {cand_mae:.4g} vs bar {bar:.4g} (margin {self.margin:.0%}, "
+            f"{x.shape[0]} forecasts)"
+        )
         return Verdict(ok, cand_mae, cur_mae, ewma_mae, reason)
 
     def offer(self, data: bytes, series: FloatArray, t0: float) -> Verdict:
         """Validate a candidate and swap it in only if it passes; the old model stays otherwise."""
-        verdict = self.validate(data, series, t0)
+        return self.offer_many(data, [(series, t0)])
+
+    def offer_many(self, data: bytes, series: list[tuple[FloatArray, float]]) -> Verdict:
+        """offer() pooled over several local series."""
+        verdict = self.validate_many(data, series)
         if verdict.accepted:
             self.current = OrtPredictor(data)
             log.info("load model %s accepted: %s", self.version, verdict.reason)
         else:
             log.warning("load model candidate refused: %s", verdict.reason)
         return verdict
+
+    def load_trusted(self, data: bytes) -> None:
+        """Use a model this agent validated before (its own persisted copy), without re-scoring."""
+        model = OrtPredictor(data)
+        if model.spec != self.spec:
+            raise InvalidInput(f"stored model's feature spec {model.spec} is not {self.spec}")
+        self.current = model

@@ -6,6 +6,7 @@ import contextlib
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -214,3 +215,115 @@ def supernode_process(cfg: SuperNodeConfig, name: str, log_path: Path) -> Flower
     if cfg.superexec_poll_s is not None:
         extra[SUPEREXEC_POLL_ENV] = str(cfg.superexec_poll_s)
     return FlowerProcess(name, cfg.argv(), flower_env(extra), log_path)
+
+
+def make_node_key(directory: Path, name: str) -> tuple[Path, Path]:
+    """A SuperNode key pair (NIST P-384, OpenSSH, as `flwr supernode register` wants): paths.
+
+    Returns (private key, public key); the private key file is readable by the owner only.
+    """
+    # cryptography comes with the `learning` extra (flwr); the agent imports this module always
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP384R1())
+    private = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.OpenSSH,
+        serialization.NoEncryption(),
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+    )
+    priv_path, pub_path = directory / f"{name}_key", directory / f"{name}_key.pub"
+    fd = os.open(priv_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(private)
+    pub_path.write_bytes(public)
+    return priv_path, pub_path
+
+
+class SuperNodeSupervisor:
+    """The agent's SuperNode: running only while the hub wants rounds; SIGTERM to stop.
+
+    ``want(run)`` takes the hub's instruction ({"active", "superlink", "root_certificates"}):
+    start (or restart at a new address, or after a crash) while active, stop otherwise. The
+    node's identity key pair lives in ``state_dir`` and survives restarts; its public key is
+    what the hub registers with the SuperLink.
+    """
+
+    def __init__(
+        self, state_dir: Path, telemetry_db: Path, superexec_poll_s: float | None = None
+    ) -> None:
+        """Load or create the node key pair (blocking); nothing runs yet."""
+        self.state_dir = state_dir
+        self.telemetry_db = telemetry_db
+        self.superexec_poll_s = superexec_poll_s
+        state_dir.mkdir(parents=True, exist_ok=True)
+        private, public = state_dir / "supernode_key", state_dir / "supernode_key.pub"
+        if not (private.exists() and public.exists()):
+            private, public = make_node_key(state_dir, "supernode")
+        self.private_key = private
+        self.public_key = public.read_text().strip()
+        self.process: FlowerProcess | None = None
+        self.superlink: str | None = None
+        self.starts = 0
+        self.exit_codes: list[int | None] = []
+
+    @property
+    def running(self) -> bool:
+        """Whether the SuperNode daemon is alive now."""
+        return self.process is not None and self.process.alive()
+
+    def want(self, run: Mapping[str, object]) -> None:
+        """Apply the hub's instruction (blocking: starting and stopping are process calls)."""
+        address = run.get("superlink")
+        if not run.get("active") or not isinstance(address, str):
+            self.stop()
+            return
+        if self.running and address == self.superlink:
+            return
+        self.stop()
+        root = None
+        pem = run.get("root_certificates")
+        if isinstance(pem, str):
+            root = self.state_dir / "superlink-ca.pem"
+            root.write_text(pem)
+        cfg = SuperNodeConfig(
+            superlink=address,
+            node_config={"telemetry-db": str(self.telemetry_db)},
+            root_certificates=root,
+            auth_private_key=self.private_key if root is not None else None,
+            runtime_port=_free_port(),
+            superexec_poll_s=self.superexec_poll_s,
+            flwr_home=self.state_dir / "flwr-home",
+        )
+        self.process = supernode_process(cfg, "supernode", self.state_dir / "supernode.log")
+        self.process.start()
+        self.superlink = address
+        self.starts += 1
+
+    def stop(self) -> None:
+        """SIGTERM the SuperNode (a planned stop) and wait for it and its children (blocking)."""
+        if self.process is not None:
+            code = self.process.stop()
+            self.exit_codes.append(code)
+            log.info("supernode stopped (exit %s)", code)
+        self.process, self.superlink = None, None
+
+    def status(self) -> dict[str, object]:
+        """What the agent reports: running, where, how often started, last exit code."""
+        return {
+            "running": self.running,
+            "superlink": self.superlink,
+            "starts": self.starts,
+            "last_exit": self.exit_codes[-1] if self.exit_codes else None,
+        }
+
+
+def _free_port() -> int:
+    """A loopback port free now, for the SuperNode's own ClientAppIo API."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

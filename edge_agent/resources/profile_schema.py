@@ -55,7 +55,6 @@ _DEVICE_KEYS = {
     "id",
     "kind",
     "name",
-    "tier",
     "execution_provider",
     "precisions",
     "operator_families",
@@ -63,7 +62,9 @@ _DEVICE_KEYS = {
     "peak_gops",
     *_DEVICE_FIGURES,
 }
-_DEVICE_OPTIONAL = {"configurations", "latencies", "note"}
+#: Optional device keys (a device without ``tier`` gets ``default_tier`` of its kind).
+_DEVICE_OPTIONAL = {"configurations", "latencies", "note", "tier", "pr_slots"}
+MAX_PR_SLOTS = 4  # partial-reconfiguration slots an FPGA may have (the kernel's MAX_SLOTS)
 _LATENCY_KEYS = {"model", "latency_ms", "precision", "batch", "metric", "status", "source"}
 _LATENCY_OPTIONAL = {
     "input",
@@ -78,6 +79,19 @@ _CONFIG_KEYS = {"id", "name", "source", "status"}
 _CONFIG_OPTIONAL = {"note"}
 #: Which listed precisions make each peak slot supported (Capability.peak_gops maps them).
 _SLOT_USERS = {"int8": ("int8", "int4"), "fp16": ("fp16", "bf16"), "fp32": ("fp32",)}
+
+
+def default_tier(kind: DeviceKind) -> Tier:
+    """Return the tier of a device whose profile names none: the one rule for the default.
+
+    GPUs, NPUs, FPGAs and DSPs are hot (real-time inference), x86 CPUs warm, ARM CPUs cold
+    (batch work).
+    """
+    if kind == DeviceKind.CPU_X86:
+        return Tier.WARM
+    if kind == DeviceKind.CPU_ARM:
+        return Tier.COLD
+    return Tier.HOT
 
 
 def normalize_model_name(name: str) -> str:
@@ -183,7 +197,8 @@ class _Checker:
         dev = self.obj(value, field, _DEVICE_KEYS, _DEVICE_OPTIONAL)
         self.ident(dev["id"], f"{field}.id")
         self.name(dev["kind"], f"{field}.kind", DeviceKind)
-        self.name(dev["tier"], f"{field}.tier", Tier)
+        if "tier" in dev:
+            self.name(dev["tier"], f"{field}.tier", Tier)
         self.text(dev["name"], f"{field}.name")
         self.text(dev["execution_provider"], f"{field}.execution_provider")
         precisions = self.names(dev["precisions"], f"{field}.precisions", Precision)
@@ -209,6 +224,12 @@ class _Checker:
         if "note" in dev:
             self.text(dev["note"], f"{field}.note")
         self.configurations(dev.get("configurations", []), f"{field}.configurations")
+        if "pr_slots" in dev:  # FPGA partial-reconfiguration regions, each one configuration
+            regions = self.figure(dev["pr_slots"], f"{field}.pr_slots", "slots")
+            if dev["kind"] != "fpga":
+                self.fail(f"{field}.pr_slots", "only an FPGA has partial-reconfiguration slots")
+            if regions not in range(1, MAX_PR_SLOTS + 1):
+                self.fail(f"{field}.pr_slots.value", f"must be an integer 1..{MAX_PR_SLOTS}")
         rows = dev.get("latencies", [])
         if not isinstance(rows, list):
             self.fail(f"{field}.latencies", "must be a list of latency rows")

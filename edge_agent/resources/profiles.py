@@ -21,6 +21,7 @@ from edge_agent.resources.profile_schema import (
     FIGURE_STATUSES,
     MATCH_RULE_KEYS,
     SCHEMA_ID,
+    default_tier,
     iter_figures,
     normalize_model_name,
     validate_profile,
@@ -125,12 +126,13 @@ class FirmwareProfile:
             dispatch_s=_value(spec["dispatch_s"]),
             reconfig_s=_value(spec["reconfig_s"]),
         )
+        kind = DeviceKind[str(spec["kind"]).upper()]
         return Device(
             id=f"{prefix}/{spec['id']}",
-            kind=DeviceKind[str(spec["kind"]).upper()],
+            kind=kind,
             name=str(spec["name"]),
             capability=cap,
-            tier=Tier[str(spec["tier"]).upper()],
+            tier=Tier[str(spec["tier"]).upper()] if "tier" in spec else default_tier(kind),
             emulated=emulated,
             profile=self.id,
         )

@@ -104,11 +104,39 @@ function renderDevices(stateByAgent) {
   }));
 }
 
+function seconds(s) {
+  if (s === null || s === undefined) return "—";
+  if (s < 0.001) return (s * 1e6).toFixed(0) + " µs";
+  return s < 1 ? (s * 1000).toFixed(1) + " ms" : s.toFixed(2) + " s";
+}
+
+function throughputRow(label, f, scope) {
+  const tr = el("tr", null, scope === "fleet" ? "total" : "");
+  tr.dataset.scope = scope;
+  tr.append(el("td", label, "mono"), el("td", f.per_s.toFixed(2), "num rate"));
+  tr.append(el("td", f.done, "num"), el("td", f.failed, f.failed ? "num problem" : "num"));
+  tr.append(el("td", seconds(f.latency_p50_s), "num p50"), el("td", seconds(f.latency_p95_s), "num"));
+  tr.append(el("td", seconds(f.latency_mean_s), "num"));
+  return tr;
+}
+
+function renderThroughput() {
+  const t = snap.throughput;
+  if (!t) return;
+  document.getElementById("throughput-window").textContent = "last " + t.window_s + " s";
+  const rows = t.agents.map((a) => throughputRow(a.agent_id, a, a.agent_id));
+  if (rows.length) rows.push(throughputRow("fleet", t.fleet, "fleet"));
+  fill("throughput", rows);
+}
+
 function renderDecisions() {
   fill("decisions", snap.decisions.map((d) => {
     const tr = el("tr");
     tr.append(el("td", ago(d.received_at)), el("td", d.agent_id, "mono"));
-    tr.append(el("td", d.task_id || "", "mono"), el("td", d.device || "—", "mono"));
+    const task = el("td", (d.task_id || "").slice(0, 12), "mono");
+    task.title = d.task_id || "";
+    tr.append(task, el("td", d.device || "—", "mono"));
+    tr.append(el("td", d.policy || "", "mono"));
     tr.append(el("td", d.why_here || d.summary || "", "why"));
     return tr;
   }));
@@ -132,6 +160,7 @@ function render() {
   conn.textContent = live ? "live" : "disconnected: states unknown until the hub answers";
   conn.className = "conn " + (live ? "up" : "down");
   renderDevices(renderFleet());
+  renderThroughput();
   renderDecisions();
   renderPolicies();
 }

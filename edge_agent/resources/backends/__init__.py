@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from edge_agent.resources.device import Capability, Device, LiveState
+from edge_agent.resources.profile_schema import default_tier
 from edge_agent.resources.vocab import DeviceKind
 
 #: Capability fields that are figures and therefore carry a source label.
@@ -69,6 +70,7 @@ class DetectedDevice:
             live=dataclasses.replace(self.live),
             emulated=False,
             profile=None,
+            tier=default_tier(self.kind),
         )
 
 

@@ -1,0 +1,136 @@
+"""The hub's load-model routes: the model registry, federated runs, and agents' learning polls.
+
+* ``GET /v1/models``: every version with its metrics (sha256, download URL), newest last.
+* ``GET /v1/models/{version}/onnx``: the ONNX bytes, checked against the registered sha256
+  before they are sent (header ``X-Model-Sha256``).
+* ``POST /v1/models`` (admin token): register ``{"onnx_base64": "...", "metrics": {...}}``.
+* ``GET /v1/learning``: runs, models and each agent's predictor error (the dashboard).
+* ``POST /v1/learning/runs`` (admin token): start a training run now.
+* ``POST /v1/agents/{id}/learning`` (signed by the agent): the agent's predictor report; the
+  answer names the latest model and whether its SuperNode should run now.
+
+``register(app)`` adds the routes and a ``Federation`` that starts and stops with the hub.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+from collections.abc import AsyncIterator
+from typing import Any
+
+from aiohttp import web
+
+from cloud_hub.learning.federation import Federation, LearningSettings, model_entry
+from edge_agent.errors import InvalidInput
+from edge_agent.http_errors import ApiError
+
+FEDERATION = web.AppKey("federation", Federation)
+SHA_HEADER = "X-Model-Sha256"
+
+
+def _api() -> Any:
+    """The hub API module, imported late (it imports this one to register the routes)."""
+    from cloud_hub.hub import api
+
+    return api
+
+
+async def _models(request: web.Request) -> web.Response:
+    fed = request.app[FEDERATION]
+    return web.json_response(
+        {"ok": True, "models": [model_entry(v) for v in fed.registry.versions()]}
+    )
+
+
+async def _download(request: web.Request) -> web.Response:
+    fed = request.app[FEDERATION]
+    version = int(request.match_info["version"])
+    entry = next((v for v in fed.registry.versions() if v.version == version), None)
+    if entry is None:
+        raise ApiError(404, f"no model version {version}; GET /v1/models lists them")
+    data = fed.registry.read(entry)  # InvalidInput if the file no longer matches its sha256
+    return web.Response(
+        body=data,
+        content_type="application/octet-stream",
+        headers={SHA_HEADER: entry.sha256, "ETag": f'"{entry.sha256}"'},
+    )
+
+
+async def _upload(request: web.Request) -> web.Response:
+    api = _api()
+    api._admin(request)
+    doc = api._parse(await request.read())
+    if not isinstance(doc, dict) or not isinstance(doc.get("onnx_base64"), str):
+        raise ApiError(400, "body.onnx_base64: expected the ONNX model, base64-encoded")
+    try:
+        data = base64.b64decode(doc["onnx_base64"], validate=True)
+    except (binascii.Error, ValueError):
+        raise ApiError(400, "body.onnx_base64: not valid base64") from None
+    metrics = doc.get("metrics", {})
+    if not isinstance(metrics, dict) or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        for v in metrics.values()
+    ):
+        raise ApiError(400, 'body.metrics: expected {"name": finite number, ...}')
+    try:
+        entry = request.app[FEDERATION].registry.add(data, metrics)
+    except InvalidInput as err:
+        raise ApiError(400, f"body.onnx_base64: {err}") from None
+    return web.json_response({"ok": True, "model": model_entry(entry)}, status=201)
+
+
+async def _learning(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, **request.app[FEDERATION].summary()})
+
+
+async def _run_now(request: web.Request) -> web.Response:
+    _api()._admin(request)
+    fed = request.app[FEDERATION]
+    if not fed.settings.enabled:
+        raise ApiError(409, "learning is off: set the hub's [learning] learning_port")
+    fed.run_now()
+    return web.json_response({"ok": True, "queued": True}, status=202)
+
+
+async def _agent_learning(request: web.Request) -> web.Response:
+    api = _api()
+    agent_id, body = await api._signed(request)
+    doc = api._parse(body)
+    if not isinstance(doc, dict):
+        raise ApiError(400, "body: expected the agent's learning report (a JSON object)")
+    answer = await request.app[FEDERATION].agent_report(agent_id, doc)
+    return web.json_response({"ok": True, **answer})
+
+
+def register(app: web.Application) -> None:
+    """Add the model and learning routes; the Federation starts and stops with the hub."""
+
+    async def federation_ctx(app: web.Application) -> AsyncIterator[None]:
+        config = app[_api().HUB].config
+        fed = Federation(
+            LearningSettings(
+                state_dir=config.data_dir / "learning",
+                host=config.learning_host,
+                port=config.learning_port,
+                every_s=config.learning_every_s,
+                rounds=config.learning_rounds,
+                min_nodes=config.learning_min_nodes,
+                start_timeout_s=config.learning_start_timeout_s,
+                gather_s=2 * config.heartbeat_interval_s + 1.0,  # every agent has polled
+            )
+        )
+        await fed.start()
+        app[FEDERATION] = fed
+        yield
+        await fed.stop()
+
+    app.cleanup_ctx.append(federation_ctx)
+    r = app.router
+    r.add_get("/v1/models", _models)
+    r.add_post("/v1/models", _upload)
+    r.add_get("/v1/models/{version:[0-9]{1,9}}/onnx", _download)
+    r.add_get("/v1/learning", _learning)
+    r.add_post("/v1/learning/runs", _run_now)
+    r.add_post("/v1/agents/{agent_id:[A-Za-z0-9._-]{1,64}}/learning", _agent_learning)

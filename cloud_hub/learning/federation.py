@@ -1,0 +1,255 @@
+"""The hub's side of federated learning: model registry, SuperLink, scheduled runs, agent reports.
+
+One ``Federation`` per hub. The registry is always there (agents pull models from it). With a
+learning port configured it also starts a TLS SuperLink with SuperNode authentication, and
+every ``every_s`` it runs one training run: while a run is wanted, agents that ask (their
+signed learning poll) are told to start their SuperNode; their public keys are registered
+first. A run that cannot start (too few nodes by ``start_timeout_s``) ends failed and is
+recorded; a run past its deadline is stopped (``flwr stop``). Either way, agents are then told
+to stop their SuperNodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cloud_hub.learning.registry import ModelRegistry, ModelVersion
+from cloud_hub.learning.superlink import FederationError, SuperLink, SuperLinkConfig
+from edge_agent.errors import InvalidInput
+from edge_agent.predictor.supernode import ConfigValue
+
+log = logging.getLogger(__name__)
+
+RUNS_FILE = "runs.json"
+#: Runs the history keeps.
+RUN_HISTORY = 50
+#: Seconds after a run is wanted that the hub waits for nodes before submitting it.
+GATHER_S = 5.0
+
+
+@dataclass(frozen=True)
+class LearningSettings:
+    """Where the SuperLink listens (port 0: no federated learning) and how runs go."""
+
+    state_dir: Path
+    host: str = "127.0.0.1"
+    port: int = 0
+    every_s: float = 3600.0
+    rounds: int = 3
+    min_nodes: int = 2
+    start_timeout_s: float = 60.0
+    round_timeout_s: float = 120.0
+    run_config: dict[str, ConfigValue] = field(default_factory=dict)  # extra Flower run config
+    superexec_poll_s: float | None = None
+    gather_s: float = GATHER_S  # agents see "rounds wanted" and start SuperNodes meanwhile
+
+    @property
+    def enabled(self) -> bool:
+        """Whether the hub runs a SuperLink at all."""
+        return self.port > 0
+
+    @property
+    def run_deadline_s(self) -> float:
+        """How long a run may take before it is stopped."""
+        return self.gather_s + self.start_timeout_s + self.rounds * self.round_timeout_s + 60.0
+
+
+@dataclass
+class RunRecord:
+    """One training run as the dashboard shows it."""
+
+    started_at: float
+    run_id: int | None = None
+    ended_at: float | None = None
+    status: str = "running"  # running | completed | failed
+    error: str | None = None
+    model_version: int | None = None
+    nodes: int = 0
+
+
+class Federation:
+    """Registry, SuperLink and run schedule; ``start`` then ``stop`` on the hub's loop."""
+
+    def __init__(self, settings: LearningSettings) -> None:
+        """Open the registry and the run history; nothing runs until start()."""
+        self.settings = settings
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+        self.registry = ModelRegistry(settings.state_dir / "models")
+        self.runs: list[RunRecord] = self._load_runs()
+        self.reports: dict[str, dict[str, Any]] = {}  # agent id -> its last learning report
+        self.superlink: SuperLink | None = None
+        self.ca_pem: str | None = None
+        self.wanted = False
+        self._registered: dict[str, str] = {}  # agent id -> public key registered
+        self._keys_lock = threading.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._kick = asyncio.Event()
+
+    def _load_runs(self) -> list[RunRecord]:
+        path = self.settings.state_dir / RUNS_FILE
+        try:
+            rows = json.loads(path.read_text())
+            return [RunRecord(**row) for row in rows]
+        except FileNotFoundError:
+            return []
+        except (ValueError, TypeError) as err:
+            log.warning("run history %s unreadable (%s); starting a new one", path, err)
+            return []
+
+    def _save_runs(self) -> None:
+        path = self.settings.state_dir / RUNS_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps([asdict(r) for r in self.runs[-RUN_HISTORY:]]))
+        tmp.replace(path)
+
+    async def start(self) -> None:
+        """Start the SuperLink and the run schedule when learning is configured."""
+        s = self.settings
+        if not s.enabled:
+            return
+        from cloud_hub.learning.pki import make_tls  # cryptography: the `learning` extra
+
+        tls = await asyncio.to_thread(make_tls, s.state_dir / "pki", [s.host])
+        self.ca_pem = tls.ca_cert.read_text()
+        cfg = SuperLinkConfig(
+            s.state_dir / "superlink",
+            host=s.host,
+            port=s.port,
+            tls=tls,
+            supernode_auth=True,
+            superexec_poll_s=s.superexec_poll_s,
+        )
+        self.superlink = SuperLink(cfg)
+        await asyncio.to_thread(self.superlink.start)
+        log.info("SuperLink listening on %s (TLS, SuperNode auth)", cfg.address)
+        self._task = asyncio.create_task(self._schedule(), name="hub-learning")
+
+    async def stop(self) -> None:
+        """Stop the schedule and the SuperLink (SIGTERM)."""
+        self.wanted = False
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self.superlink is not None:
+            await asyncio.to_thread(self.superlink.stop)
+
+    def run_now(self) -> None:
+        """Start the next run at once instead of waiting for the schedule."""
+        self._kick.set()
+
+    async def _schedule(self) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.settings.every_s):
+                    await self._kick.wait()
+            self._kick.clear()
+            try:
+                await self.run_once()
+            except Exception:  # a failed run must not end the schedule
+                log.exception("learning run failed")
+
+    async def run_once(self) -> RunRecord:
+        """Tell agents rounds are wanted, run one training run, then tell them to stop."""
+        if self.superlink is None:
+            raise InvalidInput("learning is not configured (set the hub's learning_port)")
+        s = self.settings
+        record = RunRecord(started_at=time.time())
+        self.runs.append(record)
+        self.wanted = True
+        try:
+            await asyncio.sleep(s.gather_s)  # agents poll, register and start their SuperNodes
+            before = self.registry.latest()
+            config: dict[str, ConfigValue] = {
+                "num-rounds": s.rounds,
+                "min-nodes": s.min_nodes,
+                "start-timeout-s": s.start_timeout_s,
+                "round-timeout-s": s.round_timeout_s,
+                **s.run_config,
+                "registry-dir": str(self.registry.root),
+            }
+            link = self.superlink
+            record.nodes = len(self._registered)
+            record.run_id = await asyncio.to_thread(link.submit, config)
+            await asyncio.to_thread(link.wait, record.run_id, s.run_deadline_s)
+            after = self.registry.latest()
+            if after is not None and (before is None or after.version != before.version):
+                record.model_version = after.version
+            record.status = "completed"
+        except FederationError as err:
+            record.status, record.error = "failed", str(err)[:500]
+            log.warning("learning run %s: %s", record.run_id, err)
+        finally:
+            self.wanted = False
+            record.ended_at = time.time()
+            if record.status == "running":
+                record.status, record.error = "failed", "interrupted"
+            await asyncio.to_thread(self._save_runs)
+        return record
+
+    async def agent_report(self, agent_id: str, doc: dict[str, Any]) -> dict[str, Any]:
+        """Keep an agent's learning report; answer with the latest model and run instructions."""
+        self.reports[agent_id] = {**doc, "received_at": time.time()}
+        latest = self.registry.latest()
+        answer: dict[str, Any] = {"latest": None if latest is None else model_entry(latest)}
+        run: dict[str, Any] = {"active": False}
+        key = doc.get("supernode_public_key")
+        if self.wanted and self.superlink is not None and isinstance(key, str):
+            await asyncio.to_thread(self._register, agent_id, key)
+            run = {
+                "active": True,
+                "superlink": self.superlink.cfg.address,
+                "root_certificates": self.ca_pem,
+            }
+        answer["run"] = run
+        return answer
+
+    def _register(self, agent_id: str, public_key: str) -> None:
+        """Register an agent's SuperNode public key with the SuperLink once (blocking CLI)."""
+        if not public_key.startswith("ecdsa-sha2-") or "\n" in public_key.strip():
+            raise InvalidInput("supernode_public_key: expected one OpenSSH ecdsa public key line")
+        with self._keys_lock:
+            if self._registered.get(agent_id) == public_key:
+                return
+            assert self.superlink is not None
+            keys = self.settings.state_dir / "node-keys"
+            keys.mkdir(exist_ok=True)
+            path = keys / f"{agent_id}.pub"
+            path.write_text(public_key.strip() + "\n")
+            try:
+                self.superlink.register_supernodes([path])
+            except FederationError as err:  # kept by the SuperLink across a hub restart
+                if "already" not in str(err).lower():
+                    raise
+            self._registered[agent_id] = public_key
+            log.info("registered SuperNode key of agent %s", agent_id)
+
+    def summary(self) -> dict[str, Any]:
+        """What the dashboard shows: runs, models with their metrics, each agent's predictor."""
+        return {
+            "enabled": self.settings.enabled,
+            "superlink": None if self.superlink is None else self.superlink.cfg.address,
+            "active": self.wanted,
+            "runs": [asdict(r) for r in self.runs[-RUN_HISTORY:]],
+            "models": [model_entry(v) for v in self.registry.versions()],
+            "agents": self.reports,
+        }
+
+
+def model_entry(v: ModelVersion) -> dict[str, Any]:
+    """A registry version as the API lists it, with where to download it."""
+    return {
+        "version": v.version,
+        "sha256": v.sha256,
+        "metrics": v.metrics,
+        "added_at": v.added_at,
+        "url": f"/v1/models/{v.version}/onnx",
+    }

@@ -1,0 +1,69 @@
+"""The agent's own status page: ``GET /`` (HTML) and ``GET /v1/status`` (what it shows).
+
+It needs nothing but the agent itself, so it works with no hub configured or the hub gone:
+health, devices with live utilization, the queue, recent tasks with their decision summary,
+the hub link's state and the policy in force. The page's static files are in
+``status_page/`` beside this module; it polls ``/v1/status`` once a second.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from edge_agent.agent.hub_devices import DeviceReporter
+from edge_agent.agent.service import Agent
+
+STATUS_PAGE = Path(__file__).with_name("status_page")
+#: Recent tasks the page lists.
+RECENT_TASKS = 15
+_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
+_TASK_FIELDS = ("id", "state", "device", "tenant", "priority", "submitted_at", "finished_at")
+
+
+async def status_document(agent: Agent, reporter: DeviceReporter) -> dict[str, Any]:
+    """Return everything the status page shows, from the agent's own state."""
+    running = {device_id: job.task_id for device_id, job in agent.executor.current.items() if job}
+    devices = [{**entry, "running_task": running.get(entry["id"])} for entry in reporter.entries()]
+    tasks = []
+    for row in await agent.store.list(None, RECENT_TASKS):
+        doc = {k: row.get(k) for k in _TASK_FIELDS}
+        result = row.get("result") or {}
+        doc["latency_s"] = result.get("latency_s") if isinstance(result, dict) else None
+        doc["error"] = row.get("error")
+        decision = await agent.store.decision(row["id"])
+        doc["why_here"] = None if decision is None else decision.get("summary")
+        tasks.append(doc)
+    return {
+        "ok": True,
+        "health": agent.health(),
+        "devices": devices,
+        "tasks": tasks,
+        "counts": await agent.store.counts(),
+        "policy": agent.policy.to_dict(),
+    }
+
+
+async def _page(request: web.Request) -> web.FileResponse:
+    return web.FileResponse(STATUS_PAGE / "index.html", headers=_HEADERS)
+
+
+def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> None:
+    """Serve the status page at ``/`` (files under ``/status/``) and its data at ``/v1/status``."""
+
+    reporters: dict[int, DeviceReporter] = {}  # one per running agent, made on first use
+
+    async def status(request: web.Request) -> web.Response:
+        agent = request.app[agent_key]
+        reporter = reporters.get(id(agent))
+        if reporter is None:  # utilization is the busy share since the previous poll
+            reporter = DeviceReporter(agent.fleet, agent.placer, agent.executor.busy_s.__getitem__)
+            reporters.clear()
+            reporters[id(agent)] = reporter
+        return web.json_response(await status_document(agent, reporter))
+
+    app.router.add_get("/", _page)
+    app.router.add_get("/v1/status", status)
+    app.router.add_static("/status/", STATUS_PAGE, append_version=False)

@@ -1,0 +1,329 @@
+"""The agent's load model: pulled from the hub, validated locally, kept on disk, and its SuperNode.
+
+``LocalModel`` holds the Forecaster and persists the accepted model in
+``<data_dir>/predictor/`` (``model.onnx`` + ``state.json``), so a restarted agent forecasts with
+it even with the hub gone. ``ModelPuller`` posts the agent's learning report to the hub
+(signed; ``POST /v1/agents/{id}/learning``) every heartbeat interval; the answer names the
+hub's latest model and whether rounds are wanted. A new model is downloaded, its sha256
+checked, then offered to the Forecaster's gate on this agent's own recent per-device
+utilization: it replaces the current one only if its MAE is no worse than the current model's
+or EWMA's (by the gate's margin). Every verdict is recorded with its reason. While the hub
+wants rounds, the SuperNode runs (``SuperNodeSupervisor``); otherwise it is stopped (SIGTERM).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import numpy as np
+
+from edge_agent.agent.forecast import DeviceForecasts
+from edge_agent.agent.hub_auth import signed_headers
+from edge_agent.agent.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
+from edge_agent.errors import HetmeshError, InvalidInput
+from edge_agent.placement import Placer
+from edge_agent.predictor.features import FeatureSpec, utilization_from_telemetry
+from edge_agent.predictor.onnx_export import read_metadata, spec_from_metadata
+from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Forecaster, Verdict
+from edge_agent.predictor.supernode import SuperNodeSupervisor
+
+_log = logging.getLogger(__name__)
+
+MODEL_FILE = "model.onnx"
+STATE_FILE = "state.json"
+#: Verdicts kept in state.json.
+HISTORY = 20
+#: Buckets of recent telemetry a candidate is validated on (per device), at most.
+VALIDATE_BUCKETS = 240
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class LocalModel:
+    """The Forecaster in use and its on-disk copy; blocking methods (call in a thread)."""
+
+    def __init__(self, directory: Path, spec: FeatureSpec | None = None) -> None:
+        """Start on EWMA with ``spec`` (default FeatureSpec()); ``load()`` restores a model."""
+        self.dir = directory
+        self.forecaster = Forecaster(spec or FeatureSpec())
+        self.model_version: int | None = None
+        self.accepted: dict[str, Any] | None = None  # the verdict that accepted the model
+        self.history: list[dict[str, Any]] = []
+
+    @property
+    def sha256(self) -> str | None:
+        """The model in use, or None on EWMA."""
+        return self.forecaster.version
+
+    def load(self) -> None:
+        """Restore the last accepted model; a missing or damaged copy leaves EWMA in use."""
+        try:
+            state = json.loads((self.dir / STATE_FILE).read_text())
+            data = (self.dir / MODEL_FILE).read_bytes()
+        except FileNotFoundError:
+            return
+        except (OSError, ValueError) as err:
+            _log.warning("stored load model unreadable (%s); forecasting with EWMA", err)
+            return
+        self.history = list(state.get("history", []))[-HISTORY:]
+        if hashlib.sha256(data).hexdigest() != state.get("sha256"):
+            _log.warning("stored load model does not match its sha256; forecasting with EWMA")
+            return
+        try:
+            fc = Forecaster(spec_from_metadata(read_metadata(data)))
+            fc.load_trusted(data)
+        except InvalidInput as err:
+            _log.warning("stored load model refused (%s); forecasting with EWMA", err)
+            return
+        self.forecaster = fc
+        self.model_version = state.get("version")
+        self.accepted = state.get("accepted")
+        _log.info("load model v%s restored from %s", self.model_version, self.dir)
+
+    def offer(
+        self, data: bytes, version: int, series: Sequence[tuple[np.ndarray[Any, Any], float]]
+    ) -> Verdict:
+        """Validate a candidate on local series; swap in and persist it only if it passes."""
+        fc = self.forecaster
+        if fc.current is None:
+            try:  # no model yet: the first one defines the windows the agent feeds
+                spec = spec_from_metadata(read_metadata(data))
+                if spec != fc.spec:
+                    fc = Forecaster(spec, fc.margin)
+            except InvalidInput:
+                pass  # validate_many reports it
+        verdict = fc.offer_many(data, list(series))
+        row = {
+            "version": version,
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "accepted": verdict.accepted,
+            "candidate_mae": _num(verdict.candidate_mae),
+            "current_mae": None if verdict.current_mae is None else _num(verdict.current_mae),
+            "ewma_mae": _num(verdict.ewma_mae),
+            "reason": verdict.reason,
+            "at": time.time(),
+        }
+        self.history = [*self.history, row][-HISTORY:]
+        if verdict.accepted:
+            self.forecaster, self.model_version, self.accepted = fc, version, row
+            self.dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.dir / MODEL_FILE, data)
+        self._save()
+        return verdict
+
+    def _save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        state = {
+            "sha256": self.sha256,
+            "version": self.model_version,
+            "accepted": self.accepted,
+            "history": self.history,
+        }
+        _atomic_write(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
+
+    def report(self) -> dict[str, Any]:
+        """The model part of the agent's learning report (and health)."""
+        return {
+            "version": self.model_version,
+            "sha256": self.sha256,
+            "source": "ewma" if self.sha256 is None else "model",
+            "accepted": self.accepted,
+            "last_verdict": self.history[-1] if self.history else None,
+        }
+
+
+def _num(value: float) -> float | None:
+    """A JSON-safe number (NaN and infinities become None)."""
+    return float(value) if np.isfinite(value) else None
+
+
+def recent_series(
+    db_path: Path, devices: Sequence[str], spec: FeatureSpec, now: float
+) -> list[tuple[np.ndarray[Any, Any], float]]:
+    """Each device's recent utilization series (at most VALIDATE_BUCKETS buckets) (blocking)."""
+    since = now - spec.bucket_s * VALIDATE_BUCKETS
+    out = []
+    for device in devices:
+        try:
+            t0, series = utilization_from_telemetry(str(db_path), spec.bucket_s, device, since)
+        except InvalidInput:
+            continue
+        complete = int((now - t0) // spec.bucket_s)  # the current bucket is still filling
+        out.append((series[:complete], t0))
+    return out
+
+
+class ModelPuller:
+    """Polls the hub for models and run instructions; ``run`` until cancelled."""
+
+    def __init__(
+        self,
+        local: LocalModel,
+        link: Any,  # HubLink: url, agent_id, interval_s, client (key, session)
+        db_path: Path,
+        devices: Sequence[str],
+        supernode: SuperNodeSupervisor | None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.local, self.link, self.db_path = local, link, db_path
+        self.devices, self.supernode, self.clock = list(devices), supernode, clock
+        self.refused: set[str] = set()  # sha256 of candidates this agent scored and refused
+        self.polls = 0
+        self.last_error: str | None = None
+
+    async def run(self) -> None:
+        """Poll every heartbeat interval; ride out hub outages."""
+        while True:
+            try:
+                await self.poll_once()
+                self.last_error = None
+            except (HetmeshError, KeyError, ValueError, TypeError) as err:
+                if self.last_error is None:
+                    _log.warning("learning poll: %s", err)
+                self.last_error = str(err)
+            await asyncio.sleep(self.link.interval_s)
+
+    async def _request(self, method: str, path: str, doc: Any = None) -> tuple[int, bytes, Any]:
+        client = self.link.client
+        body = b"" if doc is None else json.dumps(doc).encode()
+        headers = {}
+        if doc is not None:
+            if client.key is None:
+                raise HubRejected(401, "not enrolled with the hub yet")
+            headers = signed_headers(
+                client.agent_id, client.key, method, path, body, client.clock()
+            )
+        timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
+        try:
+            async with client.session.request(
+                method, client.base_url + path, data=body or None, headers=headers, timeout=timeout
+            ) as resp:
+                data = await resp.read()
+                if resp.status >= 500:
+                    raise HubUnreachable(f"hub answered {resp.status} to {path}")
+                if resp.status >= 400:
+                    raise HubRejected(resp.status, data[:200].decode(errors="replace"))
+                return resp.status, data, resp.headers
+        except (aiohttp.ClientError, TimeoutError) as err:
+            raise HubUnreachable(f"no answer from {client.base_url}: {err}") from err
+
+    def report(self) -> dict[str, Any]:
+        """The learning report the agent posts."""
+        doc: dict[str, Any] = {"model": self.local.report()}
+        if self.supernode is not None:
+            doc["supernode"] = self.supernode.status()
+            doc["supernode_public_key"] = self.supernode.public_key
+        return doc
+
+    async def poll_once(self) -> dict[str, Any]:
+        """Report, then act on the answer: pull a newer model, start or stop the SuperNode."""
+        if self.link.client.key is None:
+            return {}  # not enrolled yet: the hub link enrols first
+        path = f"/v1/agents/{self.link.client.agent_id}/learning"
+        _, body, _ = await self._request("POST", path, self.report())
+        answer: dict[str, Any] = json.loads(body)
+        self.polls += 1
+        latest = answer.get("latest")
+        if isinstance(latest, dict) and latest.get("sha256") not in (
+            self.local.sha256,
+            *self.refused,
+        ):
+            await self.pull(latest)
+        if self.supernode is not None:
+            run = answer.get("run")
+            await asyncio.to_thread(self.supernode.want, run if isinstance(run, dict) else {})
+        return answer
+
+    async def pull(self, entry: dict[str, Any]) -> Verdict | None:
+        """Download one model version, check its sha256, validate it locally; the verdict."""
+        sha, version = str(entry["sha256"]), int(entry["version"])
+        _, data, _ = await self._request("GET", str(entry["url"]))
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise InvalidInput(f"model v{version} download does not match its sha256; retrying")
+        spec = self.local.forecaster.spec
+        if self.local.forecaster.current is None:
+            with contextlib.suppress(InvalidInput):
+                spec = spec_from_metadata(read_metadata(data))
+        now = self.clock()
+        series = await asyncio.to_thread(recent_series, self.db_path, self.devices, spec, now)
+        verdict = await asyncio.to_thread(self.local.offer, data, version, series)
+        if verdict.accepted:
+            _log.info("load model v%s accepted: %s", version, verdict.reason)
+        elif verdict.reason.startswith(NOT_ENOUGH_DATA):
+            _log.info("load model v%s not validated yet: %s", version, verdict.reason)
+        else:
+            self.refused.add(sha)  # worse, or unusable here: not downloaded again
+            _log.warning("load model v%s refused: %s", version, verdict.reason)
+        return verdict
+
+
+class AgentLearning:
+    """The agent's predictor parts together: model on disk, forecasts, and, with a hub, pulls."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        db_path: Path,
+        devices: Sequence[str],
+        placer: Placer,
+        link: Any | None,  # HubLink, or None without a hub
+        forecast: bool = True,
+    ) -> None:
+        self.local = LocalModel(data_dir / "predictor")
+        self.forecasts = DeviceForecasts(db_path, devices, placer, lambda: self.local.forecaster)
+        self.link, self.db_path, self.devices, self.forecast = link, db_path, devices, forecast
+        self.data_dir = data_dir
+        self.supernode: SuperNodeSupervisor | None = None
+        self.puller: ModelPuller | None = None
+
+    async def start(self, spawn: Callable[[Any, str], None]) -> None:
+        """Restore the model from disk; start forecasting and (with a hub) the puller."""
+        await asyncio.to_thread(self.local.load)
+        if self.forecast:
+            spawn(self.forecasts.run(), "agent-forecast")
+        if self.link is not None:
+            try:
+                self.supernode = await asyncio.to_thread(
+                    SuperNodeSupervisor, self.data_dir / "supernode", self.db_path
+                )
+            except ImportError as err:  # no `learning` extra: pull models, never train
+                _log.info("no SuperNode on this box (%s); install hetmesh[learning]", err)
+            self.puller = ModelPuller(
+                self.local, self.link, self.db_path, self.devices, self.supernode
+            )
+            spawn(self.puller.run(), "agent-model-pull")
+
+    async def stop(self) -> None:
+        """Stop the SuperNode (SIGTERM: a planned restart or shutdown)."""
+        if self.supernode is not None:
+            await asyncio.to_thread(self.supernode.stop)
+
+    def status(self) -> dict[str, Any]:
+        """Model in use, latest forecasts, SuperNode (for the health document)."""
+        return {
+            "model": self.local.report(),
+            "forecasts": self.forecasts.last,
+            "supernode": None if self.supernode is None else self.supernode.status(),
+        }

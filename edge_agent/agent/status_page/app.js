@@ -1,0 +1,141 @@
+// hetmesh agent status page: polls the agent's own /v1/status. No framework, no build step;
+// every value goes in through textContent.
+"use strict";
+
+let live = false;
+
+function el(tag, text, cls) {
+  const node = document.createElement(tag);
+  if (text !== undefined && text !== null) node.textContent = String(text);
+  if (cls) node.className = cls;
+  return node;
+}
+
+function seconds(s) {
+  if (s === null || s === undefined) return "—";
+  return s < 1 ? (s * 1000).toFixed(2) + " ms" : s.toFixed(2) + " s";
+}
+
+function ago(ts) {
+  if (ts === null || ts === undefined) return "never";
+  const s = Math.max(0, Date.now() / 1000 - ts);
+  return s < 60 ? s.toFixed(1) + " s ago" : Math.floor(s / 60) + " min ago";
+}
+
+function facts(id, pairs) {
+  const box = document.getElementById(id);
+  box.replaceChildren(...pairs.flatMap(([k, v, cls]) => {
+    const dd = el("dd", v, cls);
+    dd.dataset.key = k;
+    return [el("dt", k), dd];
+  }));
+}
+
+function fill(id, rows) {
+  document.querySelector("#" + id + " tbody").replaceChildren(...rows);
+  const empty = document.getElementById(id + "-empty");
+  if (empty) empty.hidden = rows.length > 0;
+}
+
+function renderHealth(doc) {
+  const h = doc.health;
+  const chip = el("span", h.status, "badge state-" + (h.status === "ok" ? "online" : "degraded"));
+  chip.id = "status";
+  document.getElementById("summary").replaceChildren(chip);
+  const c = doc.counts;
+  facts("health", [
+    ["status", h.status + (h.problem ? ": " + h.problem : "")],
+    ["version", h.version],
+    ["uptime", seconds(h.uptime_s)],
+    ["fleet", h.fleet.devices + " devices, " + h.fleet.mode +
+      (h.fleet.profile ? " (" + h.fleet.profile + ")" : "")],
+    ["queue", h.queue_depth + " waiting, " + h.backlog + " on devices"],
+    ["tasks", ["queued", "running", "done", "failed"].map((s) => (c[s] || 0) + " " + s).join(", ")],
+  ]);
+}
+
+function renderDevices(doc) {
+  fill("devices", doc.devices.map((d) => {
+    const tr = el("tr");
+    tr.dataset.device = d.id;
+    tr.append(el("td", d.id, "mono"), el("td", d.kind));
+    const cell = el("td");
+    const util = el("div", null, "util");
+    if (d.utilization !== null) {
+      const bar = el("div", null, "bar");
+      const fillBar = el("span");
+      fillBar.style.width = Math.round(d.utilization * 100) + "%";
+      bar.append(fillBar);
+      util.append(bar, el("span", Math.round(d.utilization * 100) + "%", "pct"));
+    } else {
+      util.append(el("span", "—", "pct"));
+    }
+    cell.append(util);
+    tr.append(cell, el("td", seconds(d.queued_s)), el("td", d.health || "unknown"));
+    tr.append(el("td", d.running_task ? d.running_task.slice(0, 12) : "idle", "mono"));
+    return tr;
+  }));
+}
+
+function renderTasks(doc) {
+  fill("tasks", doc.tasks.map((t) => {
+    const tr = el("tr");
+    tr.dataset.task = t.id;
+    tr.append(el("td", t.id.slice(0, 12), "mono"), el("td", t.state, "task-" + t.state));
+    tr.append(el("td", t.device || "—", "mono"), el("td", seconds(t.latency_s), "num"));
+    tr.append(el("td", t.why_here || t.error || "", "why"));
+    return tr;
+  }));
+}
+
+function renderHub(doc) {
+  const hub = doc.health.hub;
+  if (!hub) {
+    facts("hub", [["hub", "none configured: this agent works on its own", "muted"]]);
+    return;
+  }
+  const d = hub.discovery;
+  const pairs = [
+    ["hub", hub.url],
+    ["state", hub.connected ? "connected" : "offline: working on its own",
+      hub.connected ? "ok" : "warn"],
+    ["agent id", hub.agent_id],
+    ["last contact", ago(hub.last_contact)],
+    ["outbox", hub.pending + " pending, " + hub.dropped + " dropped, acked #" + hub.acked],
+  ];
+  if (d) pairs.push(["discovery", "mDNS: " + (d.hub_id || "no verified hub") + ", " +
+    d.refused + " refused"]);
+  facts("hub", pairs);
+}
+
+function renderPolicy(doc) {
+  const p = doc.policy;
+  const weights = Object.entries(p.weights).map(([k, v]) => k + " " + Number(v).toFixed(2));
+  facts("policy", [
+    ["policy", p.name + "@" + p.version],
+    ["weights", weights.join(", ")],
+    ["rules", Object.keys(p.rules).length ? Object.keys(p.rules).join(", ") : "none"],
+  ]);
+}
+
+async function poll() {
+  try {
+    const resp = await fetch("/v1/status", {cache: "no-store"});
+    if (!resp.ok) throw new Error("status " + resp.status);
+    const doc = await resp.json();
+    live = true;
+    renderHealth(doc);
+    renderDevices(doc);
+    renderTasks(doc);
+    renderHub(doc);
+    renderPolicy(doc);
+  } catch (err) {
+    live = false;
+  }
+  const conn = document.getElementById("conn");
+  conn.textContent = live ? "live" : "agent not answering";
+  conn.className = "conn " + (live ? "up" : "down");
+}
+
+poll();
+setInterval(poll, 1000);

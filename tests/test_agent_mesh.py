@@ -1,0 +1,322 @@
+"""Real agents in a mesh on loopback: `edge-agent run`'s serve(), real mDNS, HTTP and SQLite.
+
+An rpi5 agent (no NPU) gets an int8 NPU-only task over its HTTP API; an rk3588 agent (the
+only NPU) runs it once; the origin shows where it ran and the decision chain. A node that
+shows the fleet's fingerprint without the key is counted on /metrics and gets no work.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import socket
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp import web
+from zeroconf.asyncio import AsyncServiceInfo
+
+from edge_agent.agent import daemon
+from edge_agent.agent.api import AGENT, make_app
+from edge_agent.agent.config import AgentConfig, ConfigError, load_config
+from edge_agent.agent.hub_devices import DeviceReporter
+from edge_agent.agent.mesh_link import MESH
+from edge_agent.cli import main as cli_main
+from edge_agent.mesh import FleetKey, MeshConfig
+from edge_agent.mesh.advertise import SERVICE_TYPE, new_zeroconf
+from edge_agent.mesh.standalone import emulated_node, serve
+
+KEY = "agent-mesh-test-fleet-key-000000"
+NPU_TASK = {
+    "semantics": {"gflops": 2.0, "precision": "int8"},
+    "requirements": {"kinds": ["npu"], "precision": "int8", "model_format": None},
+    "task_class": "detect",
+}
+
+
+def agent_config(tmp: Path, name: str, profile: str, **changes: Any) -> AgentConfig:
+    base = AgentConfig(
+        data_dir=tmp / name,
+        port=0,
+        profile=profile,
+        shutdown_grace_s=0.0,
+        telemetry_interval_s=0.0,
+        emulation_jitter=0.0,
+        mesh_fleet_key=KEY,
+        mesh_heartbeat_s=0.3,
+    )
+    return base.replace(**changes)
+
+
+@contextlib.asynccontextmanager
+async def running(config: AgentConfig) -> AsyncIterator[str]:
+    """Run ``daemon.serve`` (what `edge-agent run` runs); yield its base URL."""
+    stop = asyncio.Event()
+    task = asyncio.create_task(daemon.serve(config, stop))
+    try:
+        deadline = time.monotonic() + 20
+        while not config.state_path.exists():
+            if task.done():
+                task.result()  # raises what stopped it
+            assert time.monotonic() < deadline, "agent did not start"
+            await asyncio.sleep(0.02)
+        port = json.loads(config.state_path.read_text())["port"]
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        await task
+
+
+async def get(session: aiohttp.ClientSession, url: str) -> Any:
+    async with session.get(url) as resp:
+        assert resp.status == 200, await resp.text()
+        return await resp.json()
+
+
+async def until(check: Any, timeout_s: float = 15.0) -> Any:
+    """Await ``check()`` until it returns something truthy."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        found = await check()
+        if found:
+            return found
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.asyncio
+async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_agent(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cpu_cfg = agent_config(tmp_path, "cpu", "rpi5", mesh_bid_above_s=0.1)
+    npu_cfg = agent_config(tmp_path, "npu", "rk3588")
+    # a node showing the fleet's fingerprint (public) without the key: a faster NPU board
+    spoof_cfg = MeshConfig(agent_id="spoofer", heartbeat_s=0.3, announce_burst=100)
+    spoofer = emulated_node(
+        spoof_cfg, FleetKey("not-the-fleet-key-at-all-000000"), ["hailo8_host"], tmp_path / "s.db"
+    )
+    async with (
+        aiohttp.ClientSession() as http,
+        running(cpu_cfg) as cpu,
+        running(npu_cfg) as npu,
+        serve(spoofer) as spoof_port,
+    ):
+        npu_id = (await get(http, f"{npu}/v1/peers"))["agent_id"]
+        cpu_id = (await get(http, f"{cpu}/v1/peers"))["agent_id"]
+        assert npu_id != cpu_id and (tmp_path / "npu" / "mesh_id").read_text().strip() == npu_id
+
+        async def npu_online() -> bool:
+            rows = (await get(http, f"{cpu}/v1/peers"))["peers"]
+            return any(r["agent_id"] == npu_id and r["state"] == "online" for r in rows)
+
+        await until(npu_online)
+        # forge an announcement: the spoofer's endpoint under the fleet's fingerprint
+        zc = new_zeroconf(["127.0.0.1"])
+        try:
+            await zc.async_register_service(
+                AsyncServiceInfo(
+                    SERVICE_TYPE,
+                    f"spoofer.{SERVICE_TYPE}",
+                    addresses=[socket.inet_aton("127.0.0.1")],
+                    port=spoof_port,
+                    properties={
+                        "id": "spoofer",
+                        "v": "0.1.0",
+                        "port": str(spoof_port),
+                        "fp": FleetKey(KEY).fingerprint,
+                        "kinds": "npu:1",
+                    },
+                    server="spoofer-forged.local.",
+                ),
+                cooperating_responders=True,
+            )
+
+            async def spoof_counted() -> bool:
+                async with http.get(f"{cpu}/metrics") as resp:
+                    text = await resp.text()
+                return 'hetmesh_mesh_events_total{event="spoof_wrong_key"} 1.0' in text
+
+            await until(spoof_counted)
+        finally:
+            await zc.async_close()
+
+        async with http.post(f"{cpu}/v1/tasks", json=NPU_TASK) as resp:
+            assert resp.status == 202, await resp.text()
+            task_id = (await resp.json())["task"]["id"]
+
+        async def finished() -> dict[str, Any] | None:
+            task = (await get(http, f"{cpu}/v1/tasks/{task_id}"))["task"]
+            return task if task["state"] in ("done", "failed") else None
+
+        task = await until(finished)
+        assert task["state"] == "done", task
+        assert task["ran_on"] == npu_id and task["device"] == f"{npu_id}:rk3588/npu"
+        origin_link, peer_link = task["chain"]
+        assert origin_link["node"] == cpu_id and origin_link["action"] == f"forward to {npu_id}"
+        assert "not placed" in origin_link["summary"]
+        assert [b["peer"] for b in origin_link["bids"]] == [npu_id]  # the spoofer never bids
+        assert peer_link["node"] == npu_id and peer_link["devices"] == ["rk3588/npu"]
+        assert task["result"]["emulated"] is True
+
+        # the NPU agent ran it once, as a task of its own that names its origin
+        ran = (await get(http, f"{npu}/v1/tasks"))["tasks"]
+        assert [(t["origin"], t["state"], t["device"]) for t in ran] == [
+            (cpu_id, "done", "rk3588/npu")
+        ]
+        assert spoofer.counters["forwards_received"] == 0 and not await spoofer.ledger.attempts(
+            task_id
+        )
+
+        explain = await get(http, f"{cpu}/v1/tasks/{task_id}/explain")
+        assert explain["ran_on"] == npu_id and len(explain["chain"]) == 2
+
+        metrics = await (await http.get(f"{cpu}/metrics")).text()
+        assert 'hetmesh_mesh_peers{state="online"} 1.0' in metrics
+        assert 'hetmesh_agent_tasks{state="done"} 1.0' in metrics
+        assert 'hetmesh_agent_tasks{state="offloaded"} 0.0' in metrics
+
+        # `edge-agent peers` and `edge-agent explain` against the running origin
+        code = await asyncio.to_thread(cli_main, ["peers", "--url", cpu])
+        out = capsys.readouterr().out
+        assert code == 0
+        line = next(x for x in out.splitlines() if x.startswith(npu_id))
+        assert "online" in line and "yes" in line and "npu:1" in line and "spoofer" not in out
+        code = await asyncio.to_thread(cli_main, ["explain", task_id, "--url", cpu])
+        out = capsys.readouterr().out
+        assert code == 0 and f"ran on {npu_id}" in out and f"forward to {npu_id}" in out
+
+        # a task the origin can run itself, cheaply, stays here (no bids asked)
+        async with http.post(f"{cpu}/v1/tasks", json={"semantics": {"gflops": 0.01}}) as resp:
+            local_id = (await resp.json())["task"]["id"]
+        local = await until(lambda: _final(http, cpu, local_id))
+        assert local["state"] == "done" and local["ran_on"] is None and local["chain"] is None
+        assert local["device"] == "rpi5/cpu"
+
+        # one it could run (CPU, ~0.32 s estimated, over bid_above_s) that the NPU peer bids
+        # far better for (~0.06 s, beyond the policy's offload_margin) goes to the peer
+        big = {"semantics": {"gflops": 50.0, "precision": "int8"}}
+        big["requirements"] = {"model_format": None}
+        async with http.post(f"{cpu}/v1/tasks", json=big) as resp:
+            big_id = (await resp.json())["task"]["id"]
+        moved = await until(lambda: _final(http, cpu, big_id))
+        assert moved["state"] == "done" and moved["ran_on"] == npu_id
+        assert moved["chain"][0]["devices"] == ["rpi5/cpu"]  # placed here, then beaten
+        assert moved["chain"][0]["bids"][0]["estimate_ms"] < 100
+
+
+async def _final(http: aiohttp.ClientSession, base: str, task_id: str) -> dict[str, Any] | None:
+    task: dict[str, Any] = (await get(http, f"{base}/v1/tasks/{task_id}"))["task"]
+    return task if task["state"] in ("done", "failed") else None
+
+
+@pytest.mark.asyncio
+async def test_a_task_no_member_can_run_fails_with_the_chain(tmp_path: Path) -> None:
+    async with (
+        aiohttp.ClientSession() as http,
+        running(agent_config(tmp_path, "a", "rpi5")) as a,
+        running(agent_config(tmp_path, "b", "intel_n100")) as b,
+    ):
+        b_id = (await get(http, f"{b}/v1/peers"))["agent_id"]
+
+        async def b_online() -> bool:
+            return any(r["agent_id"] == b_id for r in (await get(http, f"{a}/v1/peers"))["peers"])
+
+        await until(b_online)
+        async with http.post(f"{a}/v1/tasks", json=NPU_TASK) as resp:
+            task_id = (await resp.json())["task"]["id"]
+        task = await until(lambda: _final(http, a, task_id))
+        assert task["state"] == "failed" and task["ran_on"] is None
+        assert task["chain"][0]["bids"][0]["peer"] == b_id
+        assert task["chain"][0]["bids"][0]["placed"] is False
+        assert "no device here or on a trusted peer" in task["error"]
+
+
+@pytest.mark.asyncio
+async def test_the_hub_heartbeat_names_the_trusted_online_peers(tmp_path: Path) -> None:
+    app = make_app(agent_config(tmp_path, "embedded", "rpi5"))
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = next(a[1] for a in runner.addresses if isinstance(a, tuple))
+        await app[MESH].start(int(port))  # what daemon.serve does once the site is bound
+        agent = app[AGENT]
+        agent.reporter = DeviceReporter(
+            agent.fleet, agent.placer, agent.executor.busy_s.__getitem__
+        )
+        assert agent.hub_report()["peers"] == []
+        async with running(agent_config(tmp_path, "other", "rk3588")) as other:
+            async with aiohttp.ClientSession() as http:
+                other_id = (await get(http, f"{other}/v1/peers"))["agent_id"]
+
+            async def listed() -> bool:
+                return bool(agent.hub_report()["peers"] == [other_id])
+
+            await until(listed)
+    finally:
+        await runner.cleanup()  # the agent stops its mesh before its store closes
+
+
+@pytest.mark.asyncio
+async def test_without_a_fleet_key_there_is_no_mesh(tmp_path: Path) -> None:
+    cfg = agent_config(tmp_path, "solo", "rpi5", mesh_fleet_key="")
+    assert not cfg.mesh_on
+    async with aiohttp.ClientSession() as http, running(cfg) as base:
+        assert await get(http, f"{base}/v1/peers") == {"ok": True, "enabled": False, "peers": []}
+        async with http.post(f"{base}/mesh/v1/hello", json={}) as resp:
+            assert resp.status == 404
+        async with http.post(f"{base}/v1/tasks", json=NPU_TASK) as resp:
+            task_id = (await resp.json())["task"]["id"]
+        task = await until(lambda: _final(http, base, task_id))
+        assert task["state"] == "failed" and task["chain"] is None
+
+
+def test_mesh_config_from_toml_and_environment(tmp_path: Path) -> None:
+    key_file = tmp_path / "fleet.key"
+    key_file.write_text(KEY + "\n")
+    toml = tmp_path / "agent.toml"
+    toml.write_text(
+        f'[mesh]\nfleet_key_file = "{key_file}"\naddress = "127.0.0.2"\nheartbeat_s = 0.5\n'
+    )
+    cfg = load_config(toml, env={})
+    assert cfg.mesh_on and cfg.mesh_address == "127.0.0.2" and cfg.mesh_heartbeat_s == 0.5
+    assert not load_config(toml, env={"EDGE_AGENT_MESH_ENABLED": "false"}).mesh_on
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    env_only = load_config(empty, env={"EDGE_AGENT_MESH_FLEET_KEY": KEY})
+    assert env_only.mesh_on and KEY not in repr(env_only)  # a secret: never in a repr/log
+    bad: dict[str, tuple[dict[str, str], str]] = {
+        "short": ({"EDGE_AGENT_MESH_FLEET_KEY": "short"}, "at least 16"),
+        "on without key": ({"EDGE_AGENT_MESH_ENABLED": "true"}, "needs a fleet key"),
+        "not a flag": ({"EDGE_AGENT_MESH_ENABLED": "maybe"}, "expected true or false"),
+        "any address": (
+            {"EDGE_AGENT_MESH_FLEET_KEY": KEY, "EDGE_AGENT_HOST": "0.0.0.0"},
+            "set [mesh] address",
+        ),
+    }
+    for env, message in bad.values():
+        with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
+            load_config(empty, env=env)
+
+
+def test_init_writes_a_fleet_key_readable_only_by_its_owner(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "agent.toml"
+    assert cli_main(["init", "--path", str(path), "--new-fleet-key"]) == 0
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    cfg = load_config(path, env={})
+    assert cfg.mesh_on and len(cfg.mesh_fleet_key) >= 32
+    out = capsys.readouterr().out
+    assert FleetKey(cfg.mesh_fleet_key).fingerprint in out and cfg.mesh_fleet_key not in out
+    assert cli_main(["init", "--path", str(path), "--force", "--fleet-key", KEY]) == 0
+    assert load_config(path, env={}).mesh_fleet_key == KEY
+    assert cli_main(["init", "--path", str(path), "--force", "--fleet-key", "short"]) == 2
+    assert "at least 16" in capsys.readouterr().err

@@ -1,0 +1,158 @@
+"""The hub runs federated rounds with agents' SuperNodes, only while rounds are wanted (slow).
+
+Real hub (TLS SuperLink with SuperNode authentication, started from its config) and real
+agents on loopback: each agent registers its SuperNode key through its signed learning poll,
+starts ``flower-supernode`` when the hub wants rounds and SIGTERMs it when the run is over.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import sqlite_utils
+from aiohttp import web
+
+with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 deprecates
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import flwr.supercore.logger  # noqa: F401
+
+from cloud_hub.hub.api import make_app as hub_app
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.models_api import FEDERATION
+from edge_agent.agent.api import AGENT
+from edge_agent.agent.api import make_app as agent_app
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.db import migrate
+from edge_agent.agent.schema import MIGRATIONS
+from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV, stopped_cleanly
+
+pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+TOKEN, ADMIN = "join-me", "admin-me"
+DEVICE = "rk3588/cpu"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0).start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+def telemetry(db_path: Path, seed: int, minutes: int = 600) -> None:
+    """Agent telemetry in an 8-minute cycle: task rows (training) and samples (validation)."""
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite_utils.Database(db_path)
+    migrate(db, MIGRATIONS)
+    start = (math.floor(time.time() / 60.0) - minutes) * 60.0
+    rows = []
+    for i in range(minutes):
+        busy = min(max(0.5 + 0.4 * math.sin(2 * math.pi * i / 8 + seed), 0.02), 0.98)
+        t = start + 60 * i
+        rows.append({"ts": t + 60 * busy, "kind": "task", "device": DEVICE, "latency_s": 60 * busy})
+        rows.append({"ts": t + 30, "kind": "sample", "device": DEVICE, "utilization": busy})
+    db.table("telemetry").insert_all(rows)
+    db.close()
+
+
+async def until(check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        await asyncio.sleep(0.1)
+    return value
+
+
+async def federation(tmp_path: Path, agents: int, min_nodes: int, **hub: Any) -> None:
+    """One run with ``agents`` agents; checks SuperNodes run only while the run is wanted."""
+    config = HubConfig(
+        data_dir=tmp_path / "hub",
+        port=0,
+        join_token=TOKEN,
+        admin_token=ADMIN,
+        heartbeat_interval_s=0.2,
+        learning_port=free_port(),
+        learning_every_s=3600.0,
+        learning_rounds=1,
+        learning_min_nodes=min_nodes,
+        **hub,
+    )
+    hub_runner, hub_url = await serve(hub_app(config))
+    fed = hub_runner.app[FEDERATION]
+    runners, learnings = [], []
+    try:
+        for i in range(agents):
+            cfg = AgentConfig(
+                data_dir=tmp_path / f"a{i}",
+                port=0,
+                profile="rk3588",
+                shutdown_grace_s=0.0,
+                telemetry_interval_s=3600.0,
+                hub_url=hub_url,
+                hub_join_token=TOKEN,
+                hub_agent_id=f"a{i}",
+                hub_retry_s=0.1,
+            )
+            telemetry(cfg.db_path, seed=i)
+            runner, _ = await serve(agent_app(cfg))
+            runners.append(runner)
+            learning = runner.app[AGENT].learning
+            assert learning is not None and learning.supernode is not None
+            learnings.append(learning)
+        supernodes = [lr.supernode for lr in learnings if lr.supernode is not None]
+        assert not any(sn.running for sn in supernodes)  # no rounds wanted yet
+        async with aiohttp.ClientSession() as s:
+            headers = {"Authorization": f"Bearer {ADMIN}"}
+            async with s.post(f"{hub_url}/v1/learning/runs", headers=headers) as resp:
+                assert resp.status == 202
+        await until(lambda: fed.wanted, 10)
+        await until(lambda: all(sn.running for sn in supernodes), 30)
+        await until(lambda: fed.runs and fed.runs[-1].status != "running", 120)
+        await until(lambda: all(sn.exit_codes for sn in supernodes), 30)  # stopped by the agent
+        assert not any(sn.running for sn in supernodes)
+        assert all(sn.starts == 1 and stopped_cleanly(sn.exit_codes[-1]) for sn in supernodes)
+        run = fed.runs[-1]
+        if min_nodes > agents:
+            assert run.status == "failed" and "finished:failed" in (run.error or "")
+            assert fed.registry.latest() is None
+        else:
+            assert run.status == "completed", run.error
+            assert run.model_version == 1
+            for lr in learnings:  # every agent pulls the new model and scores it locally
+                await until(lambda: lr.local.history, 30)  # noqa: B023  # awaited at once
+                verdict = lr.local.history[-1]
+                assert verdict["version"] == 1 and verdict["candidate_mae"] is not None
+    finally:
+        for runner in runners:
+            await runner.cleanup()
+        await hub_runner.cleanup()
+    assert (tmp_path / "hub" / "learning" / "runs.json").exists()
+
+
+async def test_a_run_with_too_few_nodes_is_stopped_and_supernodes_stop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
+    await federation(tmp_path, agents=1, min_nodes=2, learning_start_timeout_s=4.0)
+
+
+async def test_two_agents_train_one_round_and_pull_the_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
+    await federation(tmp_path, agents=2, min_nodes=2, learning_start_timeout_s=30.0)
