@@ -16,22 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from edge_agent.errors import InvalidInput
+from edge_agent.errors import FileFieldError
 
 HOUR_S = 3600.0
 J_PER_KWH = 3.6e6
 
 
-class SeriesError(InvalidInput):
+class SeriesError(FileFieldError):
     """A carbon intensity series file is malformed: names the file, line and field."""
-
-    def __init__(self, path: str, field: str, problem: str, line: int | None = None) -> None:
-        where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: field {field!r}: {problem}")
-        self.path = path
-        self.field = field
-        self.line = line
-        self.problem = problem
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,18 @@ class ProfileError(InvalidInput):
         self.problem = problem
 
 
+class FileFieldError(InvalidInput):
+    """An input file is malformed; names the file, the line (when there is one) and the field."""
+
+    def __init__(self, path: str, field: str, problem: str, line: int | None = None) -> None:
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: field {field!r}: {problem}")
+        self.path = path
+        self.field = field
+        self.line = line
+        self.problem = problem
+
+
 class ContractError(InvalidInput):
     """A task contract or model is invalid; names the field."""
 

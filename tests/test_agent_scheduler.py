@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -106,14 +107,10 @@ def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise()
 
 
 @pytest.mark.asyncio
-async def test_urgent_task_preempts_queued_work_end_to_end(aiohttp_client: Any, tmp_path: Path):
-    config = AgentConfig(
-        data_dir=tmp_path / "data",
-        port=0,
-        profile="rk3588",
-        emulation_jitter=0.0,
-        shutdown_grace_s=0.0,
-    )
+async def test_urgent_task_preempts_queued_work_end_to_end(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    config = emulated_agent()
     client = await aiohttp_client(make_app(config))
     resp = await client.post("/v1/tasks:batch", json={"tasks": [CPU_TASK] * 8})
     assert resp.status == 202

@@ -6,6 +6,7 @@ import asyncio
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -65,15 +66,10 @@ def test_no_power_reported_here_is_clean_absence() -> None:
 
 
 @pytest.mark.asyncio
-async def test_sampler_writes_host_and_device_samples(aiohttp_client: Any, tmp_path: Path) -> None:
-    config = AgentConfig(
-        data_dir=tmp_path / "data",
-        port=0,
-        profile="rk3588",
-        telemetry_interval_s=0.02,
-        emulation_jitter=0.0,
-        shutdown_grace_s=0.0,
-    )
+async def test_sampler_writes_host_and_device_samples(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    config = emulated_agent(telemetry_interval_s=0.02)
     client = await aiohttp_client(make_app(config))
     body = {"semantics": {"gflops": 2.5}, "requirements": {"kinds": ["cpu"], "model_format": None}}
     assert (await client.post("/v1/tasks", json=body)).status == 202

@@ -6,6 +6,7 @@ import asyncio
 import copy
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,15 +149,10 @@ def test_batch_placement_routes_each_task_in_priority_order() -> None:
 
 # --- the agent -----------------------------------------------------------------------
 @pytest.mark.asyncio
-async def test_agent_records_the_tier_and_the_spill(aiohttp_client: Any, tmp_path: Path) -> None:
-    config = AgentConfig(
-        data_dir=tmp_path / "data",
-        port=0,
-        profile="rk3588",
-        emulation_jitter=0.0,
-        shutdown_grace_s=0.0,
-        telemetry_interval_s=0.0,
-    )
+async def test_agent_records_the_tier_and_the_spill(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    config = emulated_agent()
     client = await aiohttp_client(make_app(config))
     agent = client.server.app[AGENT]
     rules = {"classes": {"detect": ["hot", "warm"]}, "max_queue_s": {"hot": 0.0}}

@@ -87,6 +87,32 @@ def document() -> dict[str, Any]:
             },
             "/v1/events": {"get": _op("server-sent events: the fleet snapshot as it changes")},
             "/v1/health": {"get": _op("hub health")},
+            "/v1/reevaluation": {
+                "get": _op(
+                    "fleet-wide re-evaluation of deferred work: moves that pay (?fresh=1: now)"
+                )
+            },
+            "/v1/models": {
+                "get": _op("registered predictor versions with their metrics"),
+                "post": _op("register an ONNX predictor version", security=_ADMIN, body=True),
+            },
+            "/v1/models/{version}/onnx": {
+                "get": _op(
+                    "one version's ONNX file (sha256 checked before sending)",
+                    params=[{**_AGENT, "name": "version", "schema": {"type": "integer"}}],
+                )
+            },
+            "/v1/learning": {"get": _op("federated runs, models and per-agent predictor error")},
+            "/v1/learning/runs": {"post": _op("start a federated run now", security=_ADMIN)},
+            "/v1/agents/{agent_id}/learning": {
+                "post": _op(
+                    "agent's predictor report; answers the latest model and SuperNode wanted",
+                    security=_SIGNED,
+                    params=agent,
+                    body=True,
+                )
+            },
+            "/v1/openapi.json": {"get": _op("this document")},
             "/metrics": {"get": _op("Prometheus metrics")},
         },
         "components": {

@@ -72,6 +72,11 @@ _CONTRACT: dict[str, Any] = {
         "priority": {"type": "integer"},
         "tenant": {"type": "string"},
         "policy": {"type": ["string", "null"]},
+        "deferrable": {
+            "type": "boolean",
+            "description": "hold until a low-carbon, low-load hour that still meets "
+            "requirements.deadline_s (required, > 0, when true)",
+        },
         "command": {
             "type": "array",
             "items": {"type": "string"},

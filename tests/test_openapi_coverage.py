@@ -1,0 +1,49 @@
+"""Every HTTP route the agent and the hub serve is described in their OpenAPI documents."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from aiohttp import web
+
+from cloud_hub.hub.api import make_app as make_hub_app
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.openapi import document as hub_document
+from edge_agent.agent.api import make_app as make_agent_app
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.openapi import document as agent_document
+
+#: Routes that serve files for a browser, not an API (the dashboard and the status page).
+PAGES = {"/", "/dashboard", "/status"}
+
+
+def served(app: web.Application) -> set[tuple[str, str]]:
+    """Return (method, path) of every route of ``app``, with ``{name:regex}`` as ``{name}``."""
+    out = set()
+    for route in app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("formatter") or info.get("path") or info.get("prefix", "")
+        if path in PAGES or route.method == "HEAD" or path.startswith("/mesh/"):
+            continue  # the mesh's signed endpoints are documented in docs/mesh.md
+        out.add((route.method.lower(), re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)))
+    return out
+
+
+def documented(doc: dict[str, object]) -> set[tuple[str, str]]:
+    paths = doc["paths"]
+    assert isinstance(paths, dict)
+    return {(method, path) for path, ops in paths.items() for method in ops}
+
+
+def test_every_agent_route_is_in_the_agent_document(tmp_path: Path) -> None:
+    app = make_agent_app(AgentConfig(data_dir=tmp_path, port=0))
+    assert served(app) - documented(agent_document()) == set()
+    assert documented(agent_document()) - served(app) == set()
+
+
+def test_every_hub_route_is_in_the_hub_document(tmp_path: Path) -> None:
+    config = HubConfig(data_dir=tmp_path, port=0, join_token="join-me", admin_token="adm")
+    app = make_hub_app(config)
+    assert served(app) - documented(hub_document()) == set()
+    assert documented(hub_document()) - served(app) == set()
