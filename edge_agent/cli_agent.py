@@ -243,7 +243,7 @@ def _status(args: argparse.Namespace) -> int:
                 d["kind"],
                 "yes" if d["emulated"] else "no",
                 f"{d['live']['queued_s']:.4f}",
-                d["running_task"] or "-",
+                ", ".join(d.get("running_tasks") or []) or "-",
             )
         )
     print("\n".join(columns(rows, right={3})))

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from types import SimpleNamespace
-from typing import Any
 
 import pytest
 
@@ -44,6 +42,16 @@ def _job(placer: Placer, seq: int) -> Job:
     return Job(f"t{seq}", placer.place_one(contract), None, 0, math.inf, seq=seq)
 
 
+class _Running:
+    """The executor's view OverrunWatch reads: running jobs by device and their starts."""
+
+    def __init__(self) -> None:
+        self.jobs: list[tuple[str, Job, float]] = []
+
+    def running(self) -> list[tuple[str, Job, float]]:
+        return list(self.jobs)
+
+
 class _Harness:
     """A placer, an executor's running/started view, and a requeue that records."""
 
@@ -52,9 +60,7 @@ class _Harness:
         self.placer = Placer(
             [_device("fast", 4000.0), _device("slow", 1000.0)], Policy.template("latency-first")
         )
-        self.executor: Any = SimpleNamespace(  # the two views OverrunWatch reads
-            current={"fast": None, "slow": None}, started_at={"fast": 0.0, "slow": 0.0}
-        )
+        self.executor = _Running()
         self.queued: list[Job] = []
         self.requeued: list[Job] = []
         self.watch = OverrunWatch(
@@ -75,8 +81,7 @@ def test_an_overrun_marks_the_device_suspect_and_moves_its_queue() -> None:
     assert running.decision.device_id == "fast"
     h.queued = [_job(h.placer, i) for i in range(1, 3)]
     assert {j.decision.device_id for j in h.queued} == {"fast"}
-    h.executor.current["fast"] = running
-    h.executor.started_at["fast"] = 100.0
+    h.executor.jobs = [("fast", running, 100.0)]
     estimate = running.decision.service_s
 
     assert asyncio.run(h.watch.check(100.0 + 2 * estimate)) == []  # slow, not yet overrunning
@@ -105,7 +110,25 @@ def test_work_on_other_devices_stays_where_it_is() -> None:
     h.placer.update_live("fast", queued_s=busy)
     assert elsewhere.decision.device_id == "slow"
     h.queued = [elsewhere]
-    h.executor.current["fast"] = running
+    h.executor.jobs = [("fast", running, 0.0)]
     moved = asyncio.run(h.watch.check(10 * running.decision.service_s))
     assert moved == [] and h.queued == [elsewhere]
+    assert h.placer.live("fast")["health"] == Health.SUSPECT
+
+
+def test_jobs_side_by_side_flag_their_device_once_each_in_turn() -> None:
+    """Two jobs running at once on one device (FPGA slots): the overrunning one flags it."""
+    h = _Harness()
+    first, second = _job(h.placer, 0), _job(h.placer, 1)
+    estimate = first.decision.service_s
+    h.executor.jobs = [("fast", first, 100.0), ("fast", second, 100.0 + 3 * estimate)]
+    asyncio.run(h.watch.check(100.0 + 5 * estimate))  # only the first is 4x over
+    assert h.watch.flagged == {"fast": first}
+    asyncio.run(h.watch.check(100.0 + 9 * estimate))  # the second too, the device already is
+    assert h.watch.flagged == {"fast": first}
+    h.watch.finished(first)
+    h.executor.jobs = [("fast", second, 100.0 + 3 * estimate)]
+    assert h.placer.live("fast")["health"] == Health.ONLINE
+    asyncio.run(h.watch.check(100.0 + 9 * estimate))  # still running 6x over: flagged again
+    assert h.watch.flagged == {"fast": second}
     assert h.placer.live("fast")["health"] == Health.SUSPECT

@@ -116,39 +116,99 @@ def test_profile_pr_slots_labelled_unverified_and_checked(tmp_path: Path) -> Non
             validate_profile(bad, "kria_bad.json")
 
 
-@pytest.mark.asyncio
-async def test_emulated_fpga_sleeps_the_reconfiguration(
-    aiohttp_client: Any, tmp_path: Path
-) -> None:
+async def _kv260_agent(aiohttp_client: Any, tmp_path: Path) -> tuple[Any, Any]:
+    """An agent emulating the KV260 (FPGA with pr_slots 2), without service-time jitter."""
     config = AgentConfig(
-        data_dir=tmp_path / "data", port=0, shutdown_grace_s=0.0, profile="kria_kv260"
+        data_dir=tmp_path / "data",
+        port=0,
+        shutdown_grace_s=0.0,
+        profile="kria_kv260",
+        emulation_jitter=0.0,
     ).replace()
     client = await aiohttp_client(make_app(config))
-    agent = client.app[AGENT]
+    return client, client.app[AGENT]
 
-    async def run(config_id: int) -> dict[str, Any]:
-        body = {
-            "semantics": {"gflops": 0.1, "precision": "int8"},
-            "requirements": {
-                "kinds": ["fpga"],
-                "model_format": None,
-                "precision": "int8",
-                "config_id": config_id,
-            },
-        }
-        task_id = (await (await client.post("/v1/tasks", json=body)).json())["task"]["id"]
-        for _ in range(1000):
-            task = (await (await client.get(f"/v1/tasks/{task_id}")).json())["task"]
-            if task["state"] in ("done", "failed"):
-                return dict(task)
-            await asyncio.sleep(0.01)
-        raise AssertionError("task did not finish")
 
-    first = await run(1)  # nothing loaded: the board loads configuration 1 (1.0 s, unverified)
-    again = await run(1)  # loaded: no reconfiguration
-    assert first["state"] == again["state"] == "done"
-    assert first["result"]["reconfig_s"] == pytest.approx(1.0)
-    assert again["result"]["reconfig_s"] == 0.0
-    assert first["result"]["wall_s"] < 0.5  # the service time excludes the load
-    assert agent.executor.loaded[FPGA] == [1]
-    assert agent.placer.live(FPGA)["loaded_config"] == 1.0
+async def _submit(client: Any, config_id: int) -> str:
+    body = {
+        "semantics": {"gflops": 0.1, "precision": "int8"},
+        "requirements": {
+            "kinds": ["fpga"],
+            "model_format": None,
+            "precision": "int8",
+            "config_id": config_id,
+        },
+    }
+    return str((await (await client.post("/v1/tasks", json=body)).json())["task"]["id"])
+
+
+async def _finished(client: Any, task_id: str) -> dict[str, Any]:
+    for _ in range(1000):
+        task = (await (await client.get(f"/v1/tasks/{task_id}")).json())["task"]
+        if task["state"] in ("done", "failed"):
+            assert task["state"] == "done", task
+            return dict(task)
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"task {task_id} did not finish")
+
+
+@pytest.mark.asyncio
+async def test_emulated_kv260_runs_two_configurations_side_by_side(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client, agent = await _kv260_agent(aiohttp_client, tmp_path)
+    ex = agent.executor
+    assert ex.slots(FPGA) == 2 and agent.placer.live(FPGA)["slots"] == 2.0  # from pr_slots
+    assert ex.slots("kria_kv260/cpu") == 1
+    reconf = agent.fleet.device(FPGA).capability.reconfig_s  # 1.0 s, unverified
+
+    ids = [await _submit(client, 1), await _submit(client, 2)]
+    for _ in range(500):  # both loading at once, one per slot
+        if len(ex.running_jobs(FPGA)) == 2:
+            break
+        await asyncio.sleep(0.01)
+    assert {j.task_id for j in ex.running_jobs(FPGA)} == set(ids)
+    assert agent._queued_jobs() == []  # running in a slot is not queued (nor preemptible)
+    fpga_doc = next(d for d in agent.devices() if d["id"] == FPGA)
+    assert set(fpga_doc["running_tasks"]) == set(ids)
+    a, b = [await _finished(client, i) for i in ids]
+    assert a["result"]["reconfig_s"] == b["result"]["reconfig_s"] == pytest.approx(reconf)
+    assert {a["result"]["slot"], b["result"]["slot"]} == {0, 1}
+    assert max(a["started_at"], b["started_at"]) < min(a["finished_at"], b["finished_at"])
+    assert b["finished_at"] - a["started_at"] < 2 * reconf  # the two loads overlapped
+    assert ex.loaded(FPGA) == [1, 2]
+    ws = agent.placer._ws.devices[1]
+    assert [ws[c] for c in L.SLOT_COLS[:2]] == [1.0, 2.0]  # the placer knows both slots
+
+    c = await _finished(client, await _submit(client, 1))  # loaded in slot 0: no load
+    assert c["result"]["reconfig_s"] == 0.0 and c["result"]["slot"] == 0
+    assert c["result"]["wall_s"] < 0.5 * reconf
+    # half the fabric: twice the whole fabric's service time (no jitter here)
+    whole = Placer(devices_from_profiles(["kria_kv260"])).place_one(dpu(1, 0.1)).service_s
+    assert c["result"]["latency_s"] == pytest.approx(2 * whole)
+
+    d = await _finished(client, await _submit(client, 3))  # loaded nowhere: replaces slot 0
+    assert d["result"]["reconfig_s"] == pytest.approx(reconf) and d["result"]["slot"] == 0
+    assert ex.loaded(FPGA) == [3, 2] and [ws[c] for c in L.SLOT_COLS[:2]] == [3.0, 2.0]
+    assert agent.overrun.flagged == {}  # the load is not counted as an overrun
+    assert agent.executor.busy_s[FPGA] < 3 * reconf  # fabric time: each slot counts half
+
+
+@pytest.mark.asyncio
+async def test_a_job_waits_for_the_busy_slot_holding_its_configuration(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    """Configuration 1 loading in slot 0: a second job for 1 waits for it, no second load."""
+    client, agent = await _kv260_agent(aiohttp_client, tmp_path)
+    reconf = agent.fleet.device(FPGA).capability.reconfig_s
+    first = await _submit(client, 1)
+    for _ in range(500):
+        if agent.executor.running_jobs(FPGA):
+            break
+        await asyncio.sleep(0.01)
+    second = await _finished(client, await _submit(client, 1))
+    done = await _finished(client, first)
+    assert second["result"]["reconfig_s"] == 0.0 and second["result"]["slot"] == 0
+    assert second["started_at"] >= done["finished_at"] - 0.05
+    assert agent.executor.loaded(FPGA) == [1, 0]
+    assert done["result"]["reconfig_s"] == pytest.approx(reconf)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +15,8 @@ import pytest
 
 from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.executor import Job
+from edge_agent.agent.preempt import preempt_for
 from edge_agent.errors import PolicyError, ProfileError
 from edge_agent.placement import (
     Placer,
@@ -176,3 +179,28 @@ async def test_agent_records_the_tier_and_the_spill(
         doc["tier"] == "warm" and doc["spilled_from"] == ["hot"] for doc in spilled
     )
     assert "spilled from hot" in spilled[0]["why_here"]
+
+
+def test_preemption_places_the_urgent_task_by_its_tiers() -> None:
+    """An urgent detect task preempts queued work on its own tiers, never the cold server."""
+    p = placer()
+    low = [task("other", kinds=("cpu_x86",)) for _ in range(8)]
+    low += [task("other", kinds=("npu",)) for _ in range(8)]
+    queued = [Job(f"low{i}", p.place_one(c), None, 0, math.inf) for i, c in enumerate(low)]
+    assert [j.decision.device_id for j in queued] == [X86] * 8 + [NPU] * 8
+    npu_service = queued[-1].decision.service_s
+    urgent = TaskContract(
+        Semantics(1.0, precision="int8"),
+        Requirements(deadline_s=3.5 * npu_service),
+        task_class="detect",
+        priority=10,
+    )
+    assert not tiers.place_one(p, urgent).placed  # 8 tasks ahead on the NPU, ARM too slow
+    x86_queued = p.live(X86)["queued_s"]
+    found = preempt_for(p, urgent, queued)  # the x86 jobs come first, and x86 is fastest
+    assert found is not None
+    decision, victims = found
+    assert decision.device_id == NPU and decision.tier == "hot"
+    assert victims and {v.decision.device_id for v in victims} == {NPU}
+    assert p.live(X86)["queued_s"] == pytest.approx(x86_queued)  # cold work left alone
+    assert all(p.live(d)["health"] == Health.ONLINE for d in p.device_ids)

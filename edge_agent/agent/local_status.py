@@ -25,8 +25,11 @@ _TASK_FIELDS = ("id", "state", "device", "tenant", "priority", "submitted_at", "
 
 async def status_document(agent: Agent, reporter: DeviceReporter) -> dict[str, Any]:
     """Return everything the status page shows, from the agent's own state."""
-    running = {device_id: job.task_id for device_id, job in agent.executor.current.items() if job}
-    devices = [{**entry, "running_task": running.get(entry["id"])} for entry in reporter.entries()]
+    ex = agent.executor
+    devices = [
+        {**entry, "running_tasks": [job.task_id for job in ex.running_jobs(entry["id"])]}
+        for entry in reporter.entries()
+    ]
     tasks = []
     for row in await agent.store.list(None, RECENT_TASKS):
         doc = {k: row.get(k) for k in _TASK_FIELDS}

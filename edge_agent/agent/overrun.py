@@ -7,6 +7,8 @@ extra queued time (a task that has overrun by X is expected to need about X more
 every job queued on that device but not started is withdrawn, released and placed again,
 elsewhere if another device now scores better. When the slow task finishes, the extra
 charge is returned and the device is online again; its feedback corrects the estimates.
+A device running several jobs side by side (FPGA slots) is flagged for the first of them
+that overruns; once that one ends, another still overrunning flags it again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 from edge_agent.agent.executor import OVER_ESTIMATE, Job
@@ -32,13 +34,10 @@ Requeue = Callable[[list[Job]], Awaitable[None]]
 
 
 class Running(Protocol):
-    """What the watch reads of the executor: the job on each device and when it started."""
+    """What the watch reads of the executor: every running job, its device, its start."""
 
-    @property
-    def current(self) -> Mapping[str, Job | None]: ...
-
-    @property
-    def started_at(self) -> Mapping[str, float]: ...
+    def running(self) -> Sequence[tuple[str, Job, float]]:
+        """Return (device id, job, perf_counter its service started) per running job."""
 
 
 class OverrunWatch:
@@ -69,11 +68,11 @@ class OverrunWatch:
     async def check(self, now: float) -> list[Job]:
         """Flag newly overrunning tasks; re-place their devices' queued jobs; return those."""
         moved: list[Job] = []
-        for device_id, job in self._executor.current.items():
-            if job is None or self.flagged.get(device_id) is job:
+        for device_id, job, started in self._executor.running():
+            if device_id in self.flagged:  # already suspect, its queue already moved
                 continue
             estimate = job.decision.service_s
-            elapsed = now - self._executor.started_at[device_id]
+            elapsed = now - started
             if estimate <= 0 or elapsed <= max(self._factor * estimate, self._min_overrun):
                 continue
             self.flagged[device_id] = job

@@ -4,6 +4,8 @@ Only work that has not started is taken (a running task is never stopped). Devic
 tried one at a time; on each, the lowest-priority jobs with the most slack go first, and no
 more are taken than the urgent task needs. When even all of a device's lower-priority work
 is not enough, that device's charges are restored exactly and the next device is tried.
+The urgent task is placed by the policy's tier rule (``edge_agent.placement.tiers``), as
+every task is: a class routed to tiers only preempts work on devices of those tiers.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from edge_agent.agent.executor import Job
-from edge_agent.placement import Decision, Placer, TaskContract
+from edge_agent.placement import Decision, Placer, TaskContract, tiers
 from edge_agent.placement import layout as L
 
 #: Rejections an urgent task may preempt for (its deadline or latency bound, not e.g. memory).
@@ -33,10 +35,15 @@ def preempt_for(
     Returns None (and leaves every device as it was) when no set of victims is enough.
     The victims' charges are released in the placer; the caller withdraws and requeues them.
     """
+    rules = tiers.rules_of(placer.policy)
+    wanted = rules.classes.get(contract.task_class)
+    tier_of = {d.id: d.tier.name.lower() for d in placer.devices}
     by_device: dict[str, list[Job]] = {}
     for job in queued:
         if job.priority < contract.priority and not job.cancelled and job.decision.placed:
-            by_device.setdefault(job.decision.device_ids[0], []).append(job)
+            device_id = job.decision.device_ids[0]
+            if wanted is None or tier_of.get(device_id) in wanted:  # room it may use
+                by_device.setdefault(device_id, []).append(job)
     for jobs in by_device.values():
         jobs.sort(key=_slack_first)
         snapshot = _snapshot(placer)
@@ -44,7 +51,7 @@ def preempt_for(
         for job in jobs[:MAX_VICTIMS]:
             placer.release(job.decision)
             released.append(job)
-            decision = placer.place_one(contract)
+            decision = tiers.place_one(placer, contract, rules)
             if decision.placed:
                 return decision, released
         _restore(placer, snapshot)

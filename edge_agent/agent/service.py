@@ -27,7 +27,7 @@ from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import Placer, Policy
+from edge_agent.placement import Placer, Policy, TaskContract
 
 if TYPE_CHECKING:
     from edge_agent.agent.mesh_link import MeshLink
@@ -150,6 +150,8 @@ class Agent:
             self.link = HubLink(
                 self.config, self.store.outbox, self.hub_report, self.apply_policy, labels
             )
+            if self.mesh is not None:  # the hub's re-evaluation moves work through the mesh
+                self.link.on_moves = self.mesh.execute_moves
             await self.link.start()
             self.metrics.watch_hub(self.link.status)
             self._spawn(self.link.run(), "agent-hub-link")
@@ -282,19 +284,28 @@ class Agent:
             "peers": [] if self.mesh is None else self.mesh.peer_ids(),  # trusted, online
             "queue_depth": self.scheduler.depth(),
             "slo_misses": self.slo_misses,
-            **self.deferrer.report(),  # carbon forecast + deferred work (hub re-evaluation)
+            # hub re-evaluation: carbon forecast, deferred and queued work, moves' outcomes
+            **self.deferrer.report(self._movable()),
+            "mesh_id": None if self.mesh is None else self.mesh.agent_id,
+            "move_outcomes": [] if self.mesh is None else self.mesh.move_report(),
         }
+
+    def _movable(self) -> list[tuple[str, TaskContract, float]]:
+        """Return the waiting tasks another site could run: (id, contract, deadline_at)."""
+        waiting = self.scheduler._waiting.values()  # no public view of it in the scheduler
+        return [(w.task_id, w.contract, w.deadline_at) for w in waiting if w.command is None]
 
     def devices(self) -> list[dict[str, Any]]:
         """Return every device with its capability, live state and current task."""
         out = []
         for device in self.fleet.devices:
-            job = self.executor.current.get(device.id)
+            jobs = self.executor.running_jobs(device.id)  # several: one per FPGA slot
             out.append(
                 {
                     **device.summary(),
                     "live": self.placer.live(device.id),
-                    "running_task": job.task_id if job else None,
+                    "running_task": jobs[0].task_id if jobs else None,
+                    "running_tasks": [job.task_id for job in jobs],
                     "busy_s": round(self.executor.busy_s[device.id], 6),
                 }
             )
@@ -306,12 +317,8 @@ class Agent:
 
     def _queued_jobs(self) -> list[Job]:
         """Return the dispatched jobs that have not started (preemption candidates)."""
-        current = self.executor.current
-        return [
-            job
-            for job in self._jobs.values()
-            if not job.cancelled and current.get(job.decision.device_ids[0]) is not job
-        ]
+        running = self.executor.is_running
+        return [job for job in self._jobs.values() if not job.cancelled and not running(job)]
 
     def _withdraw(self, job: Job) -> None:
         """Take a preempted job off its device queue (the scheduler places it again)."""
@@ -348,7 +355,7 @@ class Agent:
             return await asyncio.shield(waiter)
         except asyncio.CancelledError:
             self.finish_waiters.pop(job.task_id, None)
-            if self.executor.current.get(job.decision.device_ids[0]) is not job:
+            if not self.executor.is_running(job):
                 await asyncio.shield(self.cancel(job.task_id))
             raise
 

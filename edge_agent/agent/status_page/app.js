@@ -72,7 +72,8 @@ function renderDevices(doc) {
     }
     cell.append(util);
     tr.append(cell, el("td", seconds(d.queued_s)), el("td", d.health || "unknown"));
-    tr.append(el("td", d.running_task ? d.running_task.slice(0, 12) : "idle", "mono"));
+    const running = d.running_tasks.map((id) => id.slice(0, 12)).join(", ");
+    tr.append(el("td", running || "idle", "mono"));
     return tr;
   }));
 }
