@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import time
 from datetime import UTC, datetime
@@ -197,3 +198,88 @@ async def test_agent_defers_persists_across_restart_and_releases(
     explain = await (await client.get(f"/v1/tasks/{task['id']}/explain")).json()
     assert explain["placed"] and explain["deferral"]["not_before"] == hour0 + 2 * H
     assert math.isfinite(explain["estimate"]["carbon_g"])
+
+
+@pytest.mark.asyncio
+async def test_a_moved_task_keeps_its_deadline_and_goes_to_its_peer_at_the_targets_hour(
+    tmp_path: Path,
+) -> None:
+    start = datetime(2031, 3, 1, tzinfo=UTC).timestamp()
+    series = load_series(write_series(tmp_path / "g.csv", start, [388, 300, 212, 250, 400, 50]))
+    clock = [start + 600.0]
+    released: list[str] = []
+    forwarded: list[tuple[str, str | None]] = []
+
+    async def release(task_id: str) -> None:
+        released.append(task_id)
+
+    async def forward(task_id: str, plan: Deferral) -> None:
+        forwarded.append((task_id, plan.moved_to))
+
+    placer = Placer(devices_from_profiles(["rk3588"]))
+    d = Deferrer(placer, CarbonSource(0.0, series), release, clock=lambda: clock[0])
+    plan = d.plan(deferrable(4 * H), clock[0] + 4 * H)
+    assert plan is not None and plan.not_before == start + 2 * H
+    d.hold("t1", plan)
+    planned = sum(d.planner.planned.values())
+    assert [w["id"] for w in d.report()["deferred"]] == ["t1"]
+    # the target's clean hour is after the task's latest safe start: refused, plan unchanged
+    with pytest.raises(ValueError, match="latest safe start"):
+        d.moved("t1", "peer-b", plan.latest_start + 1, "mv-1", "moved by hub re-evaluation")
+    with pytest.raises(ValueError, match="no longer deferred"):
+        d.moved("nope", "peer-b", clock[0], "mv-1", "moved")
+    moved = d.moved("t1", "peer-b", start + H, "mv-1", "moved by hub re-evaluation (saving 1 g)")
+    assert moved.not_before == start + H and moved.latest_start == plan.latest_start
+    assert moved.deadline_at == plan.deadline_at and moved.moved_to == "peer-b"
+    assert "then forwarded to peer-b: moved by hub re-evaluation" in moved.explain()
+    assert Deferral.from_dict(moved.to_dict()) == moved
+    d.move("t1", moved)
+    assert d.held() == {"t1": start + H}
+    assert sum(d.planner.planned.values()) < planned  # its room here is freed
+    assert d.report()["deferred"] == []  # never offered to the hub twice
+    with pytest.raises(ValueError, match="moved to peer-b already"):
+        d.moved("t1", "peer-c", start + H, "mv-2", "moved")
+    # at the target's hour the task goes to the peer, not the local queue; without a
+    # forward hook (no mesh) it would be queued here, still before its latest start
+    d.forward = forward
+    runner = asyncio.create_task(d.run(poll_s=0.01))
+    try:
+        clock[0] = start + H
+        d.poke()
+        for _ in range(200):
+            if forwarded:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        runner.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await runner
+    assert forwarded == [("t1", "peer-b")] and released == []
+    # after a restart the moved plan is held again, its room not counted here
+    again = Deferrer(placer, CarbonSource(0.0, series), release, clock=lambda: clock[0])
+    again.restore("t1", moved)
+    assert again.held() == {"t1": start + H} and sum(again.planner.planned.values()) == 0
+
+
+def test_the_heartbeat_reports_queued_work_bounded() -> None:
+    clock = 1000 * H
+    placer = Placer(devices_from_profiles(["rk3588"]))
+
+    async def release(task_id: str) -> None:
+        return None
+
+    d = Deferrer(placer, CarbonSource(321.0), release, clock=lambda: clock)
+    contract = TaskContract(Semantics(gflops=1.0), Requirements(), task_class="detect")
+    waiting = [(f"q{i}", contract, math.inf if i else clock + H) for i in range(80)]
+    report = d.report(waiting)
+    assert len(report["queued"]) == 50  # QUEUED_MAX
+    first, second = report["queued"][:2]
+    assert first["id"] == "q0" and first["deadline_at"] == clock + H
+    assert second["deadline_at"] is None and second["task_class"] == "detect"
+    assert first["g_per_kwh"] == 321.0
+    assert first["energy_j"] == pytest.approx(placer.preview(contract).energy_j)
+    assert Deferrer(placer, None, release).report(waiting) == {
+        "carbon": None,
+        "deferred": [],
+        "queued": [],
+    }

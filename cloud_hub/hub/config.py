@@ -51,12 +51,14 @@ class HubConfig:
     advertise_address: str = ""  # the IPv4 address announced and bound for mDNS ("": host)
     canary_timeout_s: float = 900.0  # a canary not through the health gate by then rolls back
     record_retention_s: float = 7 * 86400.0  # synced records are kept this long after receipt
+    reevaluate_s: float = 300.0  # fleet-wide re-evaluation of deferred/queued work this often
     learning_port: int = 0  # the Flower SuperLink's port; 0: no federated learning
     learning_host: str = "127.0.0.1"  # where the SuperLink listens, as agents reach it
     learning_every_s: float = 3600.0  # one training run this often
     learning_rounds: int = 3
     learning_min_nodes: int = 2  # a run with fewer SuperNodes is stopped, not left waiting
     learning_start_timeout_s: float = 60.0
+    learning_run_config: str = ""  # more Flower run config, e.g. "window=8 bucket-s=2.0"
 
     @property
     def db_path(self) -> Path:
@@ -90,7 +92,14 @@ class HubConfig:
 
 
 SECTIONS: dict[str, tuple[str, ...]] = {
-    "hub": ("data_dir", "join_token", "admin_token", "hub_id", "record_retention_s"),
+    "hub": (
+        "data_dir",
+        "join_token",
+        "admin_token",
+        "hub_id",
+        "record_retention_s",
+        "reevaluate_s",
+    ),
     "discovery": ("advertise", "advertise_address"),
     "rollouts": ("canary_timeout_s",),
     "api": ("host", "port", "max_body_bytes", "max_clock_skew_s"),
@@ -102,6 +111,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "learning_rounds",
         "learning_min_nodes",
         "learning_start_timeout_s",
+        "learning_run_config",
     ),
 }
 _KINDS: dict[str, type] = {
@@ -119,6 +129,7 @@ _KINDS: dict[str, type] = {
     "advertise": bool,
     "advertise_address": str,
     "record_retention_s": float,
+    "reevaluate_s": float,
     "canary_timeout_s": float,
     "learning_port": int,
     "learning_host": str,
@@ -126,6 +137,7 @@ _KINDS: dict[str, type] = {
     "learning_rounds": int,
     "learning_min_nodes": int,
     "learning_start_timeout_s": float,
+    "learning_run_config": str,
 }
 
 
@@ -197,6 +209,13 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
     for name, ok, problem in checks:
         if not ok:
             raise ConfigError(f"{where}: {name} {problem}, got {getattr(config, name)!r}")
+    if config.learning_run_config:
+        from cloud_hub.learning.federation import parse_run_config  # no flwr import
+
+        try:
+            parse_run_config(config.learning_run_config)
+        except InvalidInput as err:
+            raise ConfigError(f"{where}: {err}") from None
     if config.hub_id and not _HUB_ID.match(config.hub_id):
         raise ConfigError(
             f"{where}: hub_id must be 1-63 letters, digits or '-' (a DNS label), "
@@ -220,6 +239,7 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
         "push_interval_s",
         "max_clock_skew_s",
         "record_retention_s",
+        "reevaluate_s",
         "canary_timeout_s",
         "learning_every_s",
         "learning_start_timeout_s",

@@ -50,7 +50,7 @@ def document() -> dict[str, Any]:
             },
             "/v1/agents/{agent_id}/heartbeat": {
                 "post": _op(
-                    "signed heartbeat; answers the desired policy",
+                    "signed heartbeat; answers the desired policy and the moves to carry out",
                     security=_SIGNED,
                     params=agent,
                     body=True,
@@ -89,7 +89,8 @@ def document() -> dict[str, Any]:
             "/v1/health": {"get": _op("hub health")},
             "/v1/reevaluation": {
                 "get": _op(
-                    "fleet-wide re-evaluation of deferred work: moves that pay (?fresh=1: now)"
+                    "fleet-wide re-evaluation of deferred and queued work: moves that pay, "
+                    "issued moves and their outcomes (?fresh=1: evaluate now)"
                 )
             },
             "/v1/models": {

@@ -1,25 +1,33 @@
-"""Fleet-wide re-evaluation of deferred work: which moves between sites would pay (issue 8).
+"""Fleet-wide re-evaluation of deferred and queued work, and the moves it issues (issue 8).
 
-Every ``interval_s`` (default 300 s, the seed report's 5-minute global evaluation) the hub
-looks at the deferred tasks each agent reports in its heartbeat (``carbon`` and
-``deferred``, see ``edge_agent/agent/deferral.py``: ``Deferrer.report``) and, for each,
-at every other current agent: the lowest intensity that agent forecasts before the task's
-latest start, if that agent's load leaves room (mean device utilization at most
-``max_load``). A move *pays* when the target's grams are below the origin's planned grams
-by more than ``min_saving`` (a fraction), scored like the kernel's carbon objective: the
-task's estimated energy x intensity / 3.6e6. The energy is the origin's estimate (the
-target's devices may differ: the target's own placer decides there).
+Every ``interval_s`` (``[hub] reevaluate_s``, default 300 s: the seed report's 5-minute
+global evaluation) the hub looks at the work each agent reports in its heartbeat
+(``carbon``, ``deferred`` and ``queued``, see ``edge_agent/agent/deferral.py``:
+``Deferrer.report``) and, for each task, at every other current agent: the lowest intensity
+that agent forecasts before the task's latest start (a queued task: its current hour), if
+that agent's load leaves room (mean device utilization at most ``max_load``). A move *pays*
+when the target's grams are below the origin's planned grams by more than ``min_saving`` (a
+fraction), scored like the kernel's carbon objective: the task's estimated energy x
+intensity / 3.6e6. The energy is the origin's estimate (the target's own placer decides
+there).
 
-This module only evaluates: ``GET /v1/reevaluation`` returns the moves that would pay
-with their predicted saving. Executing a move (the origin offloading the task through the
-mesh) is not built yet.
+A move that pays is *issued* when the origin can carry it out: both sites are in the mesh
+(their heartbeats name their mesh ids) and the target is one of the origin's trusted online
+peers. An issued move rides in the origin's next heartbeat answers (``moves``) until the
+origin reports its outcome (``move_outcomes``: accepted, then done or failed; or refused,
+with the reason). A move is issued once per (task, target): a refused one is never issued
+again. ``GET /v1/reevaluation`` lists the moves that would pay and the issued ones with their
+outcome (``executed``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
+import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +44,15 @@ _log = logging.getLogger(__name__)
 INTERVAL_S = 300.0
 MAX_FORECAST_H = 72
 MAX_DEFERRED = 200
+MAX_QUEUED = 50
+#: Move records kept (issued and finished); the oldest finished ones go first.
+MAX_RECORDS = 500
+#: Outcomes one heartbeat may report.
+MAX_OUTCOMES = 200
+#: What an origin may report about a move; the final ones never change again.
+OUTCOMES = ("accepted", "done", "failed", "refused")
+FINAL = frozenset({"done", "failed", "refused", "expired"})
+_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
 @dataclass(frozen=True)
@@ -48,7 +65,8 @@ class Work:
     deadline_at: float
     not_before: float
     latest_start: float
-    g_per_kwh: float  # the origin's forecast for its planned release hour
+    g_per_kwh: float  # the origin's forecast for its planned release hour (queued: now)
+    queued: bool = False  # queued to run now (not deferred): only the target's hour now counts
 
 
 @dataclass(frozen=True)
@@ -60,6 +78,8 @@ class SiteReport:
     utilization: float  # mean over its devices, 0..1
     deferred: tuple[Work, ...]
     received_at: float
+    mesh_id: str | None = None  # its id in the mesh (None: no mesh, no moves from or to it)
+    peers: frozenset[str] = frozenset()  # the mesh peers it trusts and sees online
 
     def best(self, start: float, end: float) -> tuple[float, float] | None:
         """Return (lowest forecast intensity, its hour start) within [start, end], or None."""
@@ -86,6 +106,9 @@ class Move:
     target_carbon_g: float
     saving_g: float
     saving_fraction: float
+    queued: bool = False  # the task was queued (not deferred) at the origin
+    to: str | None = None  # the target's mesh id: where the origin forwards it
+    executable: bool = False  # both in the mesh and the target a trusted peer of the origin
 
 
 def _num(doc: Mapping[str, Any], key: str, where: str, low: float = 0.0) -> float:
@@ -95,6 +118,42 @@ def _num(doc: Mapping[str, Any], key: str, where: str, low: float = 0.0) -> floa
     if value < low:
         raise InvalidInput(f"{where}.{key}: expected a number >= {low}, got {value!r}")
     return float(value)
+
+
+def _work(items: Any, where: str, most: int, now: float, queued: bool) -> list[Work]:
+    if items is None:
+        return []
+    if not isinstance(items, list) or len(items) > most:
+        raise InvalidInput(f"{where}: expected a list of at most {most} tasks")
+    work = []
+    for i, item in enumerate(items):
+        w = f"{where}[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            raise InvalidInput(f"{w}: expected an object with a string id")
+        given = item.get("deadline_at")
+        deadline = math.inf if queued and given is None else _num(item, "deadline_at", w)
+        work.append(
+            Work(
+                item["id"],
+                str(item.get("task_class", "default"))[:64],
+                _num(item, "energy_j", w),
+                deadline,
+                now if queued else _num(item, "not_before", w),
+                now if queued else _num(item, "latest_start", w),
+                _num(item, "g_per_kwh", w),
+                queued,
+            )
+        )
+    return work
+
+
+def _mesh_id(doc: Mapping[str, Any]) -> tuple[str | None, frozenset[str]]:
+    mesh_id = doc.get("mesh_id")
+    if mesh_id is not None and (not isinstance(mesh_id, str) or not _ID.match(mesh_id)):
+        raise InvalidInput(f"body.mesh_id: expected 1-64 of A-Z a-z 0-9 . _ -, got {mesh_id!r}")
+    peers = doc.get("peers") or []
+    ids = frozenset(p for p in peers if isinstance(p, str)) if isinstance(peers, list) else set()
+    return mesh_id, frozenset(ids)
 
 
 def parse_report(doc: Mapping[str, Any], now: float) -> SiteReport | None:
@@ -116,31 +175,40 @@ def parse_report(doc: Mapping[str, Any], now: float) -> SiteReport | None:
         for d in doc.get("devices") or []
         if isinstance(d, Mapping) and isinstance(d.get("utilization"), int | float)
     ]
-    items = doc.get("deferred") or []
-    if not isinstance(items, list) or len(items) > MAX_DEFERRED:
-        raise InvalidInput(f"body.deferred: expected a list of at most {MAX_DEFERRED} tasks")
-    work = []
-    for i, item in enumerate(items):
-        w = f"body.deferred[{i}]"
-        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
-            raise InvalidInput(f"{w}: expected an object with a string id")
-        work.append(
-            Work(
-                item["id"],
-                str(item.get("task_class", "default"))[:64],
-                _num(item, "energy_j", w),
-                _num(item, "deadline_at", w),
-                _num(item, "not_before", w),
-                _num(item, "latest_start", w),
-                _num(item, "g_per_kwh", w),
-            )
-        )
+    work = _work(doc.get("deferred"), "body.deferred", MAX_DEFERRED, now, False)
+    work += _work(doc.get("queued"), "body.queued", MAX_QUEUED, now, True)
     util = sum(utils) / len(utils) if utils else 0.0
-    return SiteReport(hour, values, min(1.0, max(0.0, util)), tuple(work), now)
+    mesh_id, peers = _mesh_id(doc)
+    return SiteReport(hour, values, min(1.0, max(0.0, util)), tuple(work), now, mesh_id, peers)
+
+
+def parse_outcomes(doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Return a heartbeat's ``move_outcomes`` (InvalidInput names the bad field)."""
+    items = doc.get("move_outcomes") or []
+    if not isinstance(items, list) or len(items) > MAX_OUTCOMES:
+        raise InvalidInput(f"body.move_outcomes: expected a list of at most {MAX_OUTCOMES}")
+    out = []
+    for i, item in enumerate(items):
+        w = f"body.move_outcomes[{i}]"
+        if not isinstance(item, Mapping) or not isinstance(item.get("id"), str):
+            raise InvalidInput(f"{w}: expected an object with the move's string id")
+        state = item.get("state")
+        if state not in OUTCOMES:
+            raise InvalidInput(f"{w}.state: expected one of {', '.join(OUTCOMES)}, got {state!r}")
+        reason, ran_on = item.get("reason"), item.get("ran_on")
+        out.append(
+            {
+                "id": item["id"][:64],
+                "state": state,
+                "reason": None if reason is None else str(reason)[:300],
+                "ran_on": None if ran_on is None else str(ran_on)[:64],
+            }
+        )
+    return out
 
 
 class Reevaluator:
-    """Keeps each agent's latest site report and evaluates fleet-wide moves."""
+    """Keeps each agent's latest site report, evaluates fleet-wide moves and tracks them."""
 
     def __init__(
         self,
@@ -158,30 +226,135 @@ class Reevaluator:
         self.max_load = max_load
         self.sites: dict[str, SiteReport] = {}
         self.latest: dict[str, Any] = {"evaluated_at": None, "moves": [], "sites": 0}
+        #: move id -> record (issued first; insertion order is issue order)
+        self.records: dict[str, dict[str, Any]] = {}
+        #: (origin, task id, target mesh id) -> move id: a move is issued once, ever
+        self._issued: dict[tuple[str, str, str], str] = {}
+        self._seq = itertools.count(1)
+        self._prefix = secrets.token_hex(3)  # move ids stay unique across hub restarts
 
     def observe(self, agent_id: str, doc: Mapping[str, Any]) -> None:
-        """Keep the site report of a heartbeat (a bad one raises InvalidInput naming the field)."""
-        report = parse_report(doc, self.clock())
+        """Keep a heartbeat's site report and apply its move outcomes.
+
+        A bad report raises InvalidInput naming the field, before anything is kept.
+        """
+        now = self.clock()
+        report = parse_report(doc, now)
+        outcomes = parse_outcomes(doc)
         if report is None:
             self.sites.pop(agent_id, None)
         else:
             self.sites[agent_id] = report
+        for outcome in outcomes:
+            record = self.records.get(outcome["id"])
+            if record is None or record["origin"] != agent_id or record["state"] in FINAL:
+                continue  # unknown (forgotten), another agent's, or settled already
+            if record["state"] == outcome["state"]:
+                continue
+            record.update(
+                state=outcome["state"],
+                reason=outcome["reason"] or record["reason"],
+                ran_on=outcome["ran_on"],
+                updated_at=now,
+            )
+            _log.info(
+                "move %s of task %s from %s to %s: %s%s",
+                record["id"],
+                record["task_id"],
+                agent_id,
+                record["to"],
+                outcome["state"],
+                f" ({outcome['reason']})" if outcome["reason"] else "",
+            )
+
+    def pending(self, agent_id: str) -> list[dict[str, Any]]:
+        """Return the moves ``agent_id`` should carry out (its heartbeat answer's ``moves``)."""
+        return [
+            {
+                "id": r["id"],
+                "task_id": r["task_id"],
+                "to": r["to"],
+                "reason": r["reason"],
+                "saving_g": r["saving_g"],
+                "start_at": r["start_at"],
+            }
+            for r in self.records.values()
+            if r["origin"] == agent_id and r["state"] == "issued"
+        ]
+
+    def issue(self, move: Move) -> dict[str, Any] | None:
+        """Issue ``move`` (to ``move.to``); return its record (None: another move of the task
+        is under way, or this one was issued before and its record is forgotten)."""
+        if move.to is None:
+            raise ValueError("a move names the target's mesh id (to)")
+        key = (move.origin, move.task_id, move.to)
+        if key in self._issued:
+            return self.records.get(self._issued[key])
+        if any(
+            r["origin"] == move.origin and r["task_id"] == move.task_id and r["state"] not in FINAL
+            for r in self.records.values()
+        ):
+            return None
+        now = self.clock()
+        move_id = f"mv-{self._prefix}-{next(self._seq)}"
+        record = {
+            "id": move_id,
+            "task_id": move.task_id,
+            "origin": move.origin,
+            "target": move.target,
+            "to": move.to,
+            "queued": move.queued,
+            "start_at": move.start_at,
+            "saving_g": move.saving_g,
+            "reason": f"moved by hub re-evaluation (saving {move.saving_g:.3g} g)",
+            "state": "issued",
+            "ran_on": None,
+            "issued_at": now,
+            "updated_at": now,
+        }
+        self._issued[key] = move_id
+        self.records[move_id] = record
+        self._trim()
+        return record
+
+    def _trim(self) -> None:
+        while len(self.records) > MAX_RECORDS:
+            old = next((k for k, r in self.records.items() if r["state"] in FINAL), None)
+            if old is None:
+                return
+            del self.records[old]
+
+    def _expire(self, now: float) -> None:
+        """An issued move whose task its origin no longer reports is expired (it ran first)."""
+        for r in self.records.values():
+            if r["state"] != "issued" or now - r["issued_at"] < self.interval_s:
+                continue
+            site = self.sites.get(r["origin"])
+            if site is None or all(w.id != r["task_id"] for w in site.deferred):
+                r.update(
+                    state="expired", reason="the origin no longer holds the task", updated_at=now
+                )
+
+    def executed(self) -> list[dict[str, Any]]:
+        """Return the issued moves with their outcome, newest first."""
+        return [dict(r) for r in reversed(self.records.values())]
 
     def evaluate(self, current: set[str]) -> dict[str, Any]:
-        """Return the moves that would pay among the ``current`` (online, fresh) agents."""
+        """Return the moves that would pay among the ``current`` agents; issue executable ones."""
         now = self.clock()
+        self._expire(now)
         sites = {a: r for a, r in self.sites.items() if a in current}
         moves: list[Move] = []
         for origin, report in sites.items():
             for w in report.deferred:
-                if w.latest_start <= now:
+                if not w.queued and w.latest_start <= now:
                     continue
                 here = grams(w.energy_j, w.g_per_kwh)
                 best: Move | None = None
                 for target, other in sites.items():
                     if target == origin or other.utilization > self.max_load:
                         continue
-                    found = other.best(now, w.latest_start)
+                    found = other.best(now, now if w.queued else w.latest_start)
                     if found is None:
                         continue
                     g, start = found
@@ -191,23 +364,35 @@ class Reevaluator:
                     if best is None or there < best.target_carbon_g:
                         saving = here - there
                         fraction = 1 - g / w.g_per_kwh if w.g_per_kwh > 0 else 0.0
+                        to = other.mesh_id
+                        ok = report.mesh_id is not None and to is not None and to in report.peers
                         best = Move(
                             w.id, w.task_class, origin, target, w.g_per_kwh, g, start,
-                            here, there, saving, fraction,
+                            here, there, saving, fraction, w.queued, to, ok,
                         )  # fmt: skip
                 if best is not None:
                     moves.append(best)
         moves.sort(key=lambda m: -m.saving_g)
+        listed = []
+        for m in moves:
+            row = asdict(m)
+            record = self.issue(m) if m.executable else None
+            row["move_id"] = None if record is None else record["id"]
+            listed.append(row)
         self.latest = {
             "evaluated_at": now,
             "interval_s": self.interval_s,
             "sites": len(sites),
-            "deferred": sum(len(r.deferred) for r in sites.values()),
-            "moves": [asdict(m) for m in moves],
+            "deferred": sum(sum(not w.queued for w in r.deferred) for r in sites.values()),
+            "queued": sum(sum(w.queued for w in r.deferred) for r in sites.values()),
+            "moves": listed,
             "saving_g": sum(m.saving_g for m in moves),
-            "executed": False,  # moving work between sites is not built yet: evaluation only
         }
-        return self.latest
+        return self.view()
+
+    def view(self) -> dict[str, Any]:
+        """Return the latest evaluation with the issued moves and their outcomes."""
+        return {**self.latest, "executed": self.executed()}
 
     async def evaluate_hub(self, hub: Hub) -> dict[str, Any]:
         """Evaluate with the hub's liveness: only agents whose data is current count."""
@@ -223,9 +408,10 @@ class Reevaluator:
                 result = await self.evaluate_hub(hub)
                 if result["moves"]:
                     _log.info(
-                        "re-evaluation: %s moves would save %.3g g CO2",
+                        "re-evaluation: %s moves would save %.3g g CO2 (%s issued)",
                         len(result["moves"]),
                         result["saving_g"],
+                        sum(m["move_id"] is not None for m in result["moves"]),
                     )
             except Exception:  # keep evaluating; one bad pass is logged
                 _log.exception("fleet re-evaluation failed")

@@ -8,12 +8,20 @@ deadline with the lowest forecast intensity (the ``[carbon]`` series; a constant
 carbon config makes every hour alike, so the task is released at once unless the load
 forecast is full) whose forecast load leaves room, such that the task still starts by
 ``deadline - safety x (held work ahead + its estimate) - margin_s``. The load forecast is
-``load_forecast`` when set (the load predictor), else seasonal-naive from the work the
+``load_forecast`` when set (any work-seconds-per-hour forecast; the load predictor is not
+one: it forecasts a device's utilization minutes ahead), else seasonal-naive from the work the
 agent has seen (its telemetry history, then its own submissions).
 
 The release time is stored with the task (``not_before``, and the ``deferral`` document
 that ``explain`` shows), so holding survives a restart: ``restore`` takes the stored
 deferred tasks back, and any whose time has passed are released at once.
+
+The hub's fleet re-evaluation may move a held task to a cleaner site (``moved``): the plan
+then names the peer (``moved_to``) and the target's clean hour as its release time, never
+later than the task's own latest start, so the deadline guarantee holds wherever it runs.
+When that time comes the task goes to ``forward`` (the mesh link forwards it to that peer,
+where it runs at once: its window there has come) instead of the local queue; with no mesh
+it is queued here as any other.
 """
 
 from __future__ import annotations
@@ -38,9 +46,13 @@ from edge_agent.scheduling.window import HOUR_S, WindowPlanner
 _log = logging.getLogger(__name__)
 #: How far back the telemetry history seeds the load forecast.
 HISTORY_S = 7 * 86400.0
-#: Hours of intensity forecast and most deferred tasks a heartbeat carries.
+#: Hours of intensity forecast, most deferred and most queued tasks a heartbeat carries.
 FORECAST_H = 24
 REPORT_MAX = 100
+QUEUED_MAX = 50
+
+#: Forwards a moved task to its peer once its release time comes (the mesh link).
+Forward = Callable[[str, "Deferral"], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,9 @@ class Deferral:
     guaranteed: bool  # False: no safe hour existed; released at once
     energy_j: float = 0.0  # the Placer's energy estimate (for the hub's re-evaluation)
     deadline_at: float = 0.0  # Unix seconds: the task must finish by then
+    moved_to: str | None = None  # a mesh peer the hub's re-evaluation moved the task to
+    move_id: str | None = None  # the hub's id of that move
+    move_reason: str | None = None  # e.g. "moved by hub re-evaluation (saving 3.2 g)"
 
     def to_dict(self) -> dict[str, Any]:
         """Return the JSON-ready document, with its one-line explanation."""
@@ -67,6 +82,9 @@ class Deferral:
             "guaranteed": self.guaranteed,
             "energy_j": self.energy_j,
             "deadline_at": self.deadline_at,
+            "moved_to": self.moved_to,
+            "move_id": self.move_id,
+            "move_reason": self.move_reason,
             "why": self.explain(),
         }
 
@@ -82,6 +100,9 @@ class Deferral:
             bool(doc["guaranteed"]),
             float(doc.get("energy_j", 0.0)),
             float(doc.get("deadline_at", 0.0)),
+            doc.get("moved_to"),
+            doc.get("move_id"),
+            doc.get("move_reason"),
         )
 
     def explain(self) -> str:
@@ -92,6 +113,8 @@ class Deferral:
             text += f", carbon {self.forecast_g_per_kwh:.0f} vs {self.now_g_per_kwh:.0f} g/kWh now"
         if not self.guaranteed:
             text += " (no safe later hour: released at once)"
+        if self.moved_to is not None:
+            text += f"; then forwarded to {self.moved_to}: {self.move_reason or 'moved'}"
         return text
 
 
@@ -117,8 +140,10 @@ class Deferrer:
         self.carbon = carbon
         self._release = release
         self.clock = clock
-        #: forecast work seconds of a Unix hour (the load predictor); None: seasonal-naive
+        #: forecast work seconds of a Unix hour; None: seasonal-naive from history
         self.load_forecast: Callable[[int], float] | None = None
+        #: takes a moved task at its release time (None: no mesh; it is queued here)
+        self.forward: Forward | None = None
         self._held: dict[str, tuple[float, int, float]] = {}  # id -> (not_before, hour, est)
         self._plans: dict[str, Deferral] = {}
         self._heap: list[tuple[float, str]] = []
@@ -208,10 +233,39 @@ class Deferrer:
         self._wake.set()
 
     def restore(self, task_id: str, deferral: Deferral) -> None:
-        """Hold a task stored as deferred (after a restart); its work counts as planned."""
+        """Hold a task stored as deferred (after a restart); its work counts as planned here
+        unless it was moved to a peer."""
         hour = math.floor(deferral.not_before / HOUR_S)
-        self.planner.planned[hour] = self.planner.planned.get(hour, 0.0) + deferral.estimate_s
+        if deferral.moved_to is None:
+            self.planner.planned[hour] = self.planner.planned.get(hour, 0.0) + deferral.estimate_s
         self.hold(task_id, deferral)
+
+    def plan_of(self, task_id: str) -> Deferral | None:
+        """Return the plan of a held task (None: not held)."""
+        return self._plans.get(task_id)
+
+    def moved(self, task_id: str, to: str, start_at: float, move_id: str, reason: str) -> Deferral:
+        """Return the held task's plan moved to peer ``to`` from ``start_at`` on (not held yet).
+
+        Raises ValueError saying why when the task is not held, moved already, or the
+        target's hour comes after the task's latest safe start (its deadline would be at risk).
+        """
+        plan = self._plans.get(task_id)
+        if plan is None:
+            raise ValueError("it is no longer deferred here")
+        if plan.moved_to is not None:
+            raise ValueError(f"it was moved to {plan.moved_to} already")
+        if not start_at <= plan.latest_start:
+            raise ValueError("the target's hour comes after the task's latest safe start")
+        release = max(self.clock(), start_at)
+        return dataclasses.replace(
+            plan, not_before=release, moved_to=to, move_id=move_id, move_reason=reason
+        )
+
+    def move(self, task_id: str, plan: Deferral) -> None:
+        """Hold ``task_id`` with its moved ``plan`` (from ``moved``): its room here is freed."""
+        self.cancel(task_id)
+        self.hold(task_id, plan)
 
     def cancel(self, task_id: str) -> bool:
         """Stop holding ``task_id`` (cancelled); False if it was not held."""
@@ -224,14 +278,16 @@ class Deferrer:
 
     def due(self) -> list[str]:
         """Pop and return the held tasks whose release time has come."""
+        return [task_id for task_id, _ in self._take_due()]
+
+    def _take_due(self) -> list[tuple[str, Deferral | None]]:
         now, out = self.clock(), []
         while self._heap and self._heap[0][0] <= now:
             _, task_id = heapq.heappop(self._heap)
             entry = self._held.get(task_id)
             if entry is not None and entry[0] <= now:
                 del self._held[task_id]
-                self._plans.pop(task_id, None)
-                out.append(task_id)
+                out.append((task_id, self._plans.pop(task_id, None)))
         return out
 
     def next_due(self) -> float:
@@ -240,16 +296,35 @@ class Deferrer:
             heapq.heappop(self._heap)
         return self._heap[0][0] if self._heap else math.inf
 
-    def report(self) -> dict[str, Any]:
-        """Return the heartbeat's ``carbon`` forecast and compact ``deferred`` task list.
+    def report(self, queued: Iterable[tuple[str, TaskContract, float]] = ()) -> dict[str, Any]:
+        """Return the heartbeat's ``carbon`` forecast and compact ``deferred`` and ``queued``
+        task lists (``queued``: (task id, contract, deadline_at) of tasks waiting here now).
 
         The hub's re-evaluation (cloud_hub/hub/reevaluate.py) reads them; without a
-        ``[carbon]`` config there is nothing to compare, so ``carbon`` is None.
+        ``[carbon]`` config there is nothing to compare, so ``carbon`` is None. A task moved
+        to a peer already is not offered again.
         """
         if self.carbon is None:
-            return {"carbon": None, "deferred": []}
-        hour = math.floor(self.clock() / HOUR_S)
+            return {"carbon": None, "deferred": [], "queued": []}
+        now = self.clock()
+        hour = math.floor(now / HOUR_S)
         forecast = [self.carbon.hour(hour + i) for i in range(FORECAST_H)]
+        g_now = self.carbon.at(now)
+        waiting: list[dict[str, Any]] = []
+        for task_id, contract, deadline_at in queued:
+            if len(waiting) >= QUEUED_MAX:
+                break
+            energy = self._preview(contract)[1]
+            if math.isfinite(energy):
+                waiting.append(
+                    {
+                        "id": task_id,
+                        "task_class": contract.task_class,
+                        "energy_j": energy,
+                        "deadline_at": deadline_at if math.isfinite(deadline_at) else None,
+                        "g_per_kwh": g_now,
+                    }
+                )
         deferred = [
             {
                 "id": task_id,
@@ -260,17 +335,26 @@ class Deferrer:
                 "g_per_kwh": plan.forecast_g_per_kwh,
             }
             for task_id, plan in list(self._plans.items())[:REPORT_MAX]
-            if math.isfinite(plan.energy_j) and plan.forecast_g_per_kwh is not None
+            if math.isfinite(plan.energy_j)
+            and plan.forecast_g_per_kwh is not None
+            and plan.moved_to is None
         ]
-        return {"carbon": {"hour": hour, "forecast": forecast}, "deferred": deferred}
+        return {
+            "carbon": {"hour": hour, "forecast": forecast},
+            "deferred": deferred,
+            "queued": waiting,
+        }
 
     async def run(self, poll_s: float = 30.0) -> None:
         """Release held tasks when due (until cancelled); wakes at least every ``poll_s``."""
         while True:
             self._wake.clear()
-            for task_id in self.due():
+            for task_id, plan in self._take_due():
                 try:
-                    await self._release(task_id)
+                    if plan is not None and plan.moved_to is not None and self.forward:
+                        await self.forward(task_id, plan)
+                    else:
+                        await self._release(task_id)
                 except Exception:  # the task stays deferred in the store; retried at restart
                     _log.exception("releasing deferred task %s failed", task_id)
             wait = min(poll_s, max(0.0, self.next_due() - self.clock()))

@@ -12,6 +12,14 @@ from:
   ``offloaded``; the node asks trusted peers for bids and forwards it (idempotency key: the
   task id) or runs it here after all. The row records where it ran (``ran_on``, a peer's
   agent id) and the decision chain, origin → peer (``chain``).
+- moves: the hub's fleet re-evaluation names tasks to forward to a given peer in its
+  heartbeat answers (``execute_moves``, docs/hub-protocol.md §12). A queued task goes now, a
+  deferred one at the target's clean hour (``Deferrer.moved``: never after its latest safe
+  start), through the same exactly-once offload with that peer asked first
+  (``MeshNode.submit(to=...)``); the chain says "moved by hub re-evaluation (saving X g)".
+  A move that cannot be carried out (the task ran or was cancelled meanwhile, the peer is
+  not a trusted online one) is refused with the reason. Outcomes go back in the next
+  heartbeats (``move_report``).
 - peer: a forwarded attempt, already placed on our devices by the node, becomes a task row
   (``origin`` set, idempotency key ``mesh:<origin>:<key>:<attempt>``) and runs on the
   agent's executor like any other: it shows in ``edge-agent tasks`` and survives restarts
@@ -26,7 +34,9 @@ import json
 import logging
 import math
 import time
+from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +45,10 @@ from aiohttp import web
 from edge_agent import __version__
 from edge_agent.agent import outbox
 from edge_agent.agent.config import AgentConfig, ConfigError
+from edge_agent.agent.deferral import Deferral
 from edge_agent.agent.executor import Job
-from edge_agent.agent.scheduler import Scheduler, Waiting, decision_row
+from edge_agent.agent.pools import usage_of
+from edge_agent.agent.scheduler import Scheduler, Waiting, decision_row, waiting_from_row
 from edge_agent.agent.store import NewTask
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh import FleetKey, MeshConfig, MeshNode, Verifier, new_agent_id
@@ -57,6 +69,40 @@ _log = logging.getLogger(__name__)
 #: The mesh endpoints' mount point on the agent's app.
 PREFIX = "/mesh/v1"
 ID_FILE = "mesh_id"
+#: Most moves acted on from one heartbeat answer, and move outcomes kept to report.
+MOVES_MAX = 100
+OUTCOMES_KEPT = 200
+#: Seconds a final move outcome keeps riding in heartbeats (the hub applies it once).
+OUTCOME_REPORT_S = 600.0
+
+
+@dataclass(frozen=True)
+class HubMove:
+    """One move from the hub's heartbeat answer: forward ``task_id`` to peer ``to``."""
+
+    id: str
+    task_id: str
+    to: str
+    reason: str
+    saving_g: float
+    start_at: float
+
+    @classmethod
+    def parse(cls, doc: Any) -> HubMove:
+        """Return the move; ValueError names the field to fix."""
+        if not isinstance(doc, dict):
+            raise ValueError("a move must be a JSON object")
+        for key in ("id", "task_id", "to"):
+            if not isinstance(doc.get(key), str) or not 0 < len(doc[key]) <= 64:
+                raise ValueError(f"move.{key}: expected a string of 1-64 characters")
+        numbers = {}
+        for key in ("saving_g", "start_at"):
+            value = doc.get(key, 0.0)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"move.{key}: expected a number")
+            numbers[key] = float(value)
+        reason = str(doc.get("reason") or "moved by hub re-evaluation")[:200]
+        return cls(doc["id"], doc["task_id"], doc["to"], reason, **numbers)
 
 
 class TaskFailed(HetmeshError):
@@ -131,6 +177,9 @@ class MeshLink:
         self._node: MeshNode | None = None
         self._agent: Agent | None = None
         self._offloads: set[asyncio.Task[None]] = set()
+        #: move id -> its outcome for the hub (heartbeat ``move_outcomes``), newest last
+        self.outcomes: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._moving: dict[str, tuple[str, str]] = {}  # task id -> (move id, peer) in flight
 
     # --- wiring ------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -166,6 +215,7 @@ class MeshLink:
         node.on_duplicate = self._duplicate
         self._node = node
         agent.scheduler.offload = self.take
+        agent.deferrer.forward = self.forward_deferred  # moved tasks, at their hour
         agent.metrics.watch_mesh(lambda: node.counters, self.peer_states)
 
     async def start(self, api_port: int) -> None:
@@ -265,12 +315,144 @@ class MeshLink:
             return False
         if decision.placed and decision.latency_s <= self.cfg.bid_above_s:
             return False
-        job = asyncio.create_task(self._offload(task, decision_row(decision)))
-        self._offloads.add(job)
-        job.add_done_callback(self._offloads.discard)
+        self._spawn_offload(task, decision_row(decision))
         return True
 
-    async def _offload(self, task: Waiting, local: dict[str, Any]) -> None:
+    def _spawn_offload(
+        self, task: Waiting, local: dict[str, Any], to: str | None = None, reason: str = ""
+    ) -> None:
+        job = asyncio.create_task(self._offload(task, local, to, reason))
+        self._offloads.add(job)
+        job.add_done_callback(self._offloads.discard)
+
+    # --- moves from the hub's re-evaluation -------------------------------------------------
+    def move_report(self) -> list[dict[str, Any]]:
+        """Return the outcomes of the hub's moves (the heartbeat's ``move_outcomes``).
+
+        A move under way is reported until it settles; a settled one for
+        ``OUTCOME_REPORT_S`` (it stays known, so a repeated move is not acted on twice).
+        """
+        now = time.monotonic()
+        return [
+            {k: v for k, v in o.items() if k != "at"}
+            for o in self.outcomes.values()
+            if o["state"] == "accepted" or now - o["at"] < OUTCOME_REPORT_S
+        ]
+
+    def _outcome(
+        self, move_id: str, state: str, reason: str | None = None, ran_on: str | None = None
+    ) -> None:
+        self.outcomes[move_id] = {
+            "id": move_id,
+            "state": state,
+            "reason": reason,
+            "ran_on": ran_on,
+            "at": time.monotonic(),
+        }
+        self.outcomes.move_to_end(move_id)
+        while len(self.outcomes) > OUTCOMES_KEPT:
+            self.outcomes.popitem(last=False)
+
+    async def execute_moves(self, moves: Any) -> None:
+        """Carry out (or refuse, saying why) the moves in a hub heartbeat answer; each once."""
+        if not isinstance(moves, list):
+            _log.warning("hub moves ignored: expected a list, got %s", type(moves).__name__)
+            return
+        for doc in moves[:MOVES_MAX]:
+            try:
+                move = HubMove.parse(doc)
+            except ValueError as err:
+                _log.warning("hub move ignored: %s", err)
+                continue
+            if move.id in self.outcomes:
+                continue  # acted on already; its outcome goes with the next heartbeat
+            try:
+                refused = await self._move(move)
+            except Exception as err:  # a failing move must not stop the hub link
+                _log.exception("hub move %s of task %s failed", move.id, move.task_id)
+                refused = f"the agent could not carry it out: {err}"
+            if refused is not None:
+                _log.info("hub move %s of task %s refused: %s", move.id, move.task_id, refused)
+                self._outcome(move.id, "refused", refused)
+
+    async def _move(self, move: HubMove) -> str | None:
+        """Start ``move``; return None when accepted, else why it is refused."""
+        agent = self.agent
+        row = await agent.store.get(move.task_id)
+        if row is None:
+            return f"no task {move.task_id} here"
+        if not self.started:
+            return "the mesh is not started here"
+        if move.to == self.agent_id:
+            return "the target is this agent"
+        if not self.node.trusts(move.to):
+            return f"{move.to} is not a trusted online mesh peer"
+        allowed = agent.placer.policy.rules.get("allowed_peers")
+        if allowed is not None and move.to not in allowed:
+            return f"the policy's allowed_peers does not include {move.to}"
+        if row.get("command") is not None:
+            return "a command task runs only where it was submitted"
+        state = row["state"]
+        reason = move.reason
+        if state == "deferred":
+            try:
+                plan = agent.deferrer.moved(move.task_id, move.to, move.start_at, move.id, reason)
+            except ValueError as err:
+                return str(err)
+            if not await self._store_plan(move.task_id, plan):
+                return "it is no longer deferred here"
+            if agent.deferrer.plan_of(move.task_id) is None:  # released while stored
+                return "it was released here meanwhile"
+            agent.deferrer.move(move.task_id, plan)  # forwarded at plan.not_before
+            self._outcome(move.id, "accepted", f"forwarded to {move.to} from {plan.not_before:.0f}")
+            return None
+        if state in ("queued", "interrupted"):
+            if not agent.scheduler.remove(move.task_id):
+                return f"it is no longer waiting here (state {state}, being placed)"
+            waiting = waiting_from_row(row)
+            local = decision_row(agent.placer.preview(waiting.contract))
+            self._moving[move.task_id] = (move.id, move.to)
+            self._outcome(move.id, "accepted", f"forwarding to {move.to}")
+            self._spawn_offload(waiting, local, move.to, reason)
+            return None
+        return f"it is no longer movable (state {state})"
+
+    async def _store_plan(self, task_id: str, plan: Deferral) -> bool:
+        doc = json.dumps(plan.to_dict())
+
+        def op(db: sqlite_utils.Database) -> bool:
+            cur = db.execute(
+                "UPDATE tasks SET deferral = ?, not_before = ? WHERE id = ? AND state = 'deferred'",
+                (doc, plan.not_before, task_id),
+            )
+            return cur.rowcount == 1
+
+        return bool(await self.agent.store.db.write(op))
+
+    async def forward_deferred(self, task_id: str, plan: Deferral) -> None:
+        """Deferrer hook: a moved task's hour has come; forward it to its peer (or run it here
+        as usual when the mesh is down: still before its latest safe start)."""
+        agent = self.agent
+        if not await agent.store.release_deferred(task_id):
+            return  # cancelled meanwhile
+        row = await agent.store.get(task_id)
+        if row is None:
+            return
+        agent.metrics.move("deferred", "queued")
+        waiting = waiting_from_row(row)
+        if not self.started or plan.moved_to is None:
+            agent.scheduler.add(waiting)
+            if plan.move_id is not None:
+                self._outcome(plan.move_id, "failed", "the mesh was down: queued here", None)
+            return
+        if plan.move_id is not None:
+            self._moving[task_id] = (plan.move_id, plan.moved_to)
+        local = decision_row(agent.placer.preview(waiting.contract))
+        self._spawn_offload(waiting, local, plan.moved_to, plan.move_reason or "moved")
+
+    async def _offload(
+        self, task: Waiting, local: dict[str, Any], to: str | None = None, reason: str = ""
+    ) -> None:
         agent = self.agent
 
         def mark(db: sqlite_utils.Database) -> bool:
@@ -286,11 +468,16 @@ class MeshLink:
             return True
 
         if not await agent.store.db.write(mark):
+            moving = self._moving.pop(task.task_id, None)
+            if moving is not None:
+                self._outcome(moving[0], "failed", "cancelled before it was forwarded")
             return
         agent.metrics.move(task.state, "offloaded")
         contract = Scheduler._contract(task, time.time())  # the deadline counts from now
         try:
-            out = await self.node.submit(contract, {LOCAL: task.task_id}, key=task.task_id)
+            out = await self.node.submit(
+                contract, {LOCAL: task.task_id}, key=task.task_id, to=to, reason=reason
+            )
         except Exception as err:  # the task fails with the reason; the agent keeps going
             if not isinstance(err, (MeshError, TaskFailed)):
                 _log.exception("mesh: offloading task %s failed", task.task_id)
@@ -330,6 +517,14 @@ class MeshLink:
 
         if await agent.store.db.write(op):
             agent.metrics.move("offloaded", state)
+        moving = self._moving.pop(task_id, None)
+        if moving is not None:
+            move_id, target = moving
+            if done and peer is not None and peer == target:
+                self._outcome(move_id, "done", None, peer)
+            else:
+                where = f"ran on {ran_on}" if done and ran_on else f"{state}: {error}"
+                self._outcome(move_id, "failed", f"not run on the target ({where})", ran_on)
 
     async def _duplicate(self, key: str, attempt: int, peer: str, doc: dict[str, Any]) -> None:
         """Note on the task that a lost attempt completed on ``peer`` too (result unused)."""
@@ -359,6 +554,7 @@ class MeshLink:
         try:
             if isinstance(meta, dict):
                 task_id = await self._forwarded_row(contract, decision, meta)
+                await self._admit_forwarded(task_id, decision, str(meta.get("origin")))
             elif isinstance(payload.get(LOCAL), str):
                 task_id = await self._local_row(str(payload[LOCAL]), decision)
             else:
@@ -371,6 +567,40 @@ class MeshLink:
         if not outcome.ok:
             raise TaskFailed(outcome.error or "the task failed")
         return dict(outcome.result or {})
+
+    async def _admit_forwarded(self, task_id: str, decision: Decision, origin: str) -> None:
+        """Count a peer's task against its tenant's pool here; TaskFailed when it is full.
+
+        Work run for a peer never makes this box's own borrowed work yield, and never waits:
+        refused, the attempt fails with the pool's reason and its origin places it elsewhere.
+        The pool is given back when the task finishes, as for any task (``Agent._finished``).
+        """
+        agent = self.agent
+        pools = agent.scheduler.pools
+        tenant = decision.task.tenant
+        if tenant not in pools.specs:
+            return
+        need = usage_of(decision, agent.placer.devices)
+        verdict = pools.admit(task_id, tenant, need, lambda _task_id: False)
+        if verdict.admit:
+            return
+        pools.forget(task_id)
+        error = f"refused for {origin}: {verdict.reason}"
+
+        def op(db: sqlite_utils.Database) -> None:
+            now = time.time()
+            cur = db.execute(
+                "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
+                "WHERE id = ? AND state = 'placed'",
+                (now, error, task_id),
+            )
+            if cur.rowcount == 1:
+                record = {"id": task_id, "state": "failed", "result": None, "error": error}
+                outbox.append(db, "task", record, now, agent.store.outbox_limit)
+
+        await agent.store.db.write(op)
+        agent.metrics.move("placed", "failed")
+        raise TaskFailed(error)
 
     def _emulated(self, decision: Decision) -> bool:
         device = self.agent.placer.devices[decision.device_indices[0]]

@@ -94,9 +94,22 @@ class Offloader:
         self.lost: dict[str, set[tuple[str, int]]] = {}
 
     async def submit(
-        self, contract: TaskContract, payload: dict[str, Any] | None = None, key: str | None = None
+        self,
+        contract: TaskContract,
+        payload: dict[str, Any] | None = None,
+        key: str | None = None,
+        *,
+        to: str | None = None,
+        reason: str = "",
     ) -> dict[str, Any]:
-        """Run ``contract`` once, here or on a peer; return the result and decision chain."""
+        """Run ``contract`` once, here or on a peer; return the result and decision chain.
+
+        ``to`` names the peer to forward to (e.g. a move the hub's re-evaluation asked for):
+        the first attempt asks only that peer and forwards to it whenever it can place the
+        task, whatever the estimate here; ``reason`` says why in the chain. If that peer
+        cannot place it or the attempt fails, the task is placed as any other (here or on
+        the best other peer), under the same exactly-once rules.
+        """
         key = key or uuid.uuid4().hex
         payload = payload or {}
         chain: list[dict[str, Any]] = []
@@ -104,15 +117,31 @@ class Offloader:
         me = self.cfg.agent_id
         for attempt in range(1, self.cfg.max_attempts + 1):
             local = self.placer.place_one(contract)
-            bids = await self._bids(contract, local, excluded)
+            named = to if to is not None and to not in excluded else None
+            if named is not None:
+                bids = await self._bids(contract, local, excluded, only=named)
+                excluded.add(named)  # asked once: later attempts place it as usual
+            else:
+                bids = await self._bids(contract, local, excluded)
             best = min((b for b in bids if b.placed), key=lambda b: b.total_s, default=None)
+            if named is not None and best is None:  # it cannot take it: place it as usual
+                if local.placed:
+                    self.placer.release(local)
+                link = step(me, attempt, local, f"not forwarded to {named}: {reason}")
+                link["bids"] = [b.row() for b in bids]
+                link["summary"] = f"{named} is not online or cannot place it"
+                chain.append(link)
+                continue
             margin = float(self.placer.policy.rules.get("offload_margin", 0.2))
             if best is not None and (
-                not local.placed or best.total_s < local.latency_s * (1.0 - margin)
+                named is not None
+                or not local.placed
+                or best.total_s < local.latency_s * (1.0 - margin)
             ):
                 if local.placed:
                     self.placer.release(local)
-                link = step(me, attempt, local, f"forward to {best.peer.agent_id}")
+                action = f"forward to {best.peer.agent_id}"
+                link = step(me, attempt, local, f"{action}: {reason}" if named else action)
                 link["bids"] = [b.row() for b in bids]
                 chain.append(link)
                 out = await self._forward(key, attempt, contract, payload, best, chain)
@@ -140,14 +169,18 @@ class Offloader:
             "error": f"gave up after {self.cfg.max_attempts} attempts",
         }
 
-    async def _bids(self, contract: TaskContract, local: Decision, excluded: set[str]) -> list[Bid]:
-        if local.placed and local.latency_s <= self.cfg.bid_above_s:
+    async def _bids(
+        self, contract: TaskContract, local: Decision, excluded: set[str], only: str | None = None
+    ) -> list[Bid]:
+        if only is None and local.placed and local.latency_s <= self.cfg.bid_above_s:
             return []
         allowed = self.placer.policy.rules.get("allowed_peers")
         peers = [
             p
             for p in self.peers.online()
-            if p.agent_id not in excluded and (allowed is None or p.agent_id in allowed)
+            if p.agent_id not in excluded
+            and (allowed is None or p.agent_id in allowed)
+            and (only is None or p.agent_id == only)
         ]
         doc = {"contract": contract.to_dict()}
         replies = await asyncio.gather(*(self._bid(p, doc) for p in peers), return_exceptions=True)
