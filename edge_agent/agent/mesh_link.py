@@ -498,6 +498,8 @@ class MeshLink:
         device = _peer_device(peer, links) if peer else None
 
         text = None if result is None else json.dumps(result)
+        ran_emulated = result.get("emulated") if isinstance(result, dict) else None
+        emulated = None if not isinstance(ran_emulated, bool) else int(ran_emulated)
 
         def op(db: sqlite_utils.Database) -> bool:
             now = time.time()
@@ -506,8 +508,9 @@ class MeshLink:
             )
             cur = db.execute(  # a run here recorded its own outcome already
                 "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ?, "
-                "device = COALESCE(?, device) WHERE id = ? AND state = 'offloaded'",
-                (state, now, text, error, device, task_id),
+                "device = COALESCE(?, device), emulated = COALESCE(?, emulated) "
+                "WHERE id = ? AND state = 'offloaded'",
+                (state, now, text, error, device, emulated, task_id),
             )
             if cur.rowcount != 1:
                 return False

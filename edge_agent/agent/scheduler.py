@@ -127,6 +127,10 @@ class Scheduler:
         """Return the number of tasks waiting for placement."""
         return len(self._waiting)
 
+    def waiting(self) -> list[Waiting]:
+        """Return the tasks waiting for placement (a copy, in no particular order)."""
+        return list(self._waiting.values())
+
     def add(self, task: Waiting) -> None:
         """Make ``task`` wait for placement."""
         self._waiting[task.task_id] = task

@@ -292,7 +292,7 @@ class Agent:
 
     def _movable(self) -> list[tuple[str, TaskContract, float]]:
         """Return the waiting tasks another site could run: (id, contract, deadline_at)."""
-        waiting = self.scheduler._waiting.values()  # no public view of it in the scheduler
+        waiting = self.scheduler.waiting()
         return [(w.task_id, w.contract, w.deadline_at) for w in waiting if w.command is None]
 
     def devices(self) -> list[dict[str, Any]]:
