@@ -8,12 +8,11 @@ shows the fleet's fingerprint without the key is counted on /metrics and gets no
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import os
 import socket
 import time
-from collections.abc import AsyncIterator
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,6 @@ import pytest
 from aiohttp import web
 from zeroconf.asyncio import AsyncServiceInfo
 
-from edge_agent.agent import daemon
 from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config
 from edge_agent.agent.hub_devices import DeviceReporter
@@ -39,6 +37,9 @@ NPU_TASK = {
     "task_class": "detect",
 }
 
+#: The ``agent_daemon`` fixture (tests/conftest.py): serve(config) yields the agent's URL.
+Serve = Callable[[AgentConfig], AbstractAsyncContextManager[str]]
+
 
 def agent_config(tmp: Path, name: str, profile: str, **changes: Any) -> AgentConfig:
     base = AgentConfig(
@@ -52,25 +53,6 @@ def agent_config(tmp: Path, name: str, profile: str, **changes: Any) -> AgentCon
         mesh_heartbeat_s=0.3,
     )
     return base.replace(**changes)
-
-
-@contextlib.asynccontextmanager
-async def running(config: AgentConfig) -> AsyncIterator[str]:
-    """Run ``daemon.serve`` (what `edge-agent run` runs); yield its base URL."""
-    stop = asyncio.Event()
-    task = asyncio.create_task(daemon.serve(config, stop))
-    try:
-        deadline = time.monotonic() + 20
-        while not config.state_path.exists():
-            if task.done():
-                task.result()  # raises what stopped it
-            assert time.monotonic() < deadline, "agent did not start"
-            await asyncio.sleep(0.02)
-        port = json.loads(config.state_path.read_text())["port"]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop.set()
-        await task
 
 
 async def get(session: aiohttp.ClientSession, url: str) -> Any:
@@ -92,7 +74,7 @@ async def until(check: Any, timeout_s: float = 15.0) -> Any:
 
 @pytest.mark.asyncio
 async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_agent(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], agent_daemon: Serve
 ) -> None:
     cpu_cfg = agent_config(tmp_path, "cpu", "rpi5", mesh_bid_above_s=0.1)
     npu_cfg = agent_config(tmp_path, "npu", "rk3588")
@@ -103,8 +85,8 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
     )
     async with (
         aiohttp.ClientSession() as http,
-        running(cpu_cfg) as cpu,
-        running(npu_cfg) as npu,
+        agent_daemon(cpu_cfg) as cpu,
+        agent_daemon(npu_cfg) as npu,
         serve(spoofer) as spoof_port,
     ):
         npu_id = (await get(http, f"{npu}/v1/peers"))["agent_id"]
@@ -216,11 +198,13 @@ async def _final(http: aiohttp.ClientSession, base: str, task_id: str) -> dict[s
 
 
 @pytest.mark.asyncio
-async def test_a_task_no_member_can_run_fails_with_the_chain(tmp_path: Path) -> None:
+async def test_a_task_no_member_can_run_fails_with_the_chain(
+    tmp_path: Path, agent_daemon: Serve
+) -> None:
     async with (
         aiohttp.ClientSession() as http,
-        running(agent_config(tmp_path, "a", "rpi5")) as a,
-        running(agent_config(tmp_path, "b", "intel_n100")) as b,
+        agent_daemon(agent_config(tmp_path, "a", "rpi5")) as a,
+        agent_daemon(agent_config(tmp_path, "b", "intel_n100")) as b,
     ):
         b_id = (await get(http, f"{b}/v1/peers"))["agent_id"]
 
@@ -238,7 +222,9 @@ async def test_a_task_no_member_can_run_fails_with_the_chain(tmp_path: Path) -> 
 
 
 @pytest.mark.asyncio
-async def test_the_hub_heartbeat_names_the_trusted_online_peers(tmp_path: Path) -> None:
+async def test_the_hub_heartbeat_names_the_trusted_online_peers(
+    tmp_path: Path, agent_daemon: Serve
+) -> None:
     app = make_app(agent_config(tmp_path, "embedded", "rpi5"))
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
@@ -252,7 +238,7 @@ async def test_the_hub_heartbeat_names_the_trusted_online_peers(tmp_path: Path) 
             agent.fleet, agent.placer, agent.executor.busy_s.__getitem__
         )
         assert agent.hub_report()["peers"] == []
-        async with running(agent_config(tmp_path, "other", "rk3588")) as other:
+        async with agent_daemon(agent_config(tmp_path, "other", "rk3588")) as other:
             async with aiohttp.ClientSession() as http:
                 other_id = (await get(http, f"{other}/v1/peers"))["agent_id"]
 
@@ -265,10 +251,10 @@ async def test_the_hub_heartbeat_names_the_trusted_online_peers(tmp_path: Path) 
 
 
 @pytest.mark.asyncio
-async def test_without_a_fleet_key_there_is_no_mesh(tmp_path: Path) -> None:
+async def test_without_a_fleet_key_there_is_no_mesh(tmp_path: Path, agent_daemon: Serve) -> None:
     cfg = agent_config(tmp_path, "solo", "rpi5", mesh_fleet_key="")
     assert not cfg.mesh_on
-    async with aiohttp.ClientSession() as http, running(cfg) as base:
+    async with aiohttp.ClientSession() as http, agent_daemon(cfg) as base:
         assert await get(http, f"{base}/v1/peers") == {"ok": True, "enabled": False, "peers": []}
         async with http.post(f"{base}/mesh/v1/hello", json={}) as resp:
             assert resp.status == 404
