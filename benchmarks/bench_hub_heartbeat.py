@@ -5,7 +5,8 @@
 The hub runs as its own process (``cloud-hub run`` code, real SQLite file with WAL and
 synchronous=FULL); the agents run in this process on one aiohttp session, each sending a
 signed heartbeat with two devices every ``--interval`` seconds at a random phase.
-``hub_heartbeat_p99_ms`` is the client-side round trip (sign, send, verify, store, answer);
+``hub_heartbeat_p99_ms`` is the client-side round trip (sign with a fresh nonce, send; the
+hub verifies signature, window and nonce, stores, signs its answer; the agent checks it);
 ``hub_cpu_pct`` is the hub process's CPU time over wall time (100 = one core).
 Target (issue 5): 1,000 agents every 5 s, p99 <= 50 ms. The last line printed is JSON.
 """

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from cloud_hub.hub.agent_client import HubClient, HubRejected
@@ -17,6 +18,9 @@ from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.protocol import signed_headers
 from cloud_hub.hub.sim_agent import SimulatedAgent
+from edge_agent.agent.hub_auth import verify_answer
+from edge_agent.agent.hub_client import HubForged
+from edge_agent.mesh.errors import AuthError
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]
@@ -98,6 +102,91 @@ async def test_bad_signature_is_401_with_json_error(
     assert set(doc) == {"ok", "error", "status"} and doc["ok"] is False and doc["status"] == 401
     fleet = await (await client.get("/v1/fleet")).json()
     assert fleet["agents"][0]["last_seen"] is None  # nothing from a forged request was kept
+
+
+async def enrolled_key(aiohttp_client: Any, tmp_path: Path) -> tuple[Client, str]:
+    """Return a hub client and the key of agent a1, enrolled there."""
+    client = await hub(aiohttp_client, tmp_path)
+    key = (await agent(client)).key
+    assert key is not None
+    return client, key
+
+
+def auth_failures(metrics: str, reason: str) -> float:
+    line = f'hetmesh_hub_auth_failures_total{{reason="{reason}"}} '
+    found = [ln for ln in metrics.splitlines() if ln.startswith(line)]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+@pytest.mark.parametrize("route", ["heartbeat", "sync"])
+async def test_a_replayed_request_is_refused_and_counted(
+    aiohttp_client: Any, tmp_path: Path, route: str
+) -> None:
+    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    path = f"/v1/agents/a1/{route}"
+    doc = {"status": "ok"} if route == "heartbeat" else {"records": [rec(1)]}
+    body = json.dumps(doc).encode()
+    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    first = await client.post(path, data=body, headers=headers)
+    assert first.status == 200, await first.text()
+    replay = await client.post(path, data=body, headers=headers)  # captured and sent again
+    doc = await replay.json()
+    assert replay.status == 401 and "replayed request" in doc["error"], doc
+    metrics = await (await client.get("/metrics")).text()
+    assert auth_failures(metrics, "replay") == 1
+    if route == "sync":
+        assert stored_seqs(tmp_path, "a1") == [1]
+    # the same document under a fresh nonce is a new request, and is accepted
+    fresh = signed_headers("a1", key, "POST", path, body, time.time())
+    assert fresh["X-Hetmesh-Nonce"] != headers["X-Hetmesh-Nonce"]
+    assert (await client.post(path, data=body, headers=fresh)).status == 200
+
+
+async def test_a_tampered_body_is_refused_and_counted(aiohttp_client: Any, tmp_path: Path) -> None:
+    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    path, body = "/v1/agents/a1/sync", json.dumps({"records": [rec(1)]}).encode()
+    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    forged = body.replace(b'"t1"', b'"t9"')
+    resp = await client.post(path, data=forged, headers=headers)
+    assert resp.status == 401 and "bad signature" in (await resp.json())["error"]
+    metrics = await (await client.get("/metrics")).text()
+    assert auth_failures(metrics, "bad_signature") == 1
+    assert stored_seqs(tmp_path, "a1") == []
+    # the untampered request was never used, so its nonce is still good
+    assert (await client.post(path, data=body, headers=headers)).status == 200
+
+
+async def test_the_hubs_answers_are_signed_over_the_requests_nonce(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    path, body = "/v1/agents/a1/heartbeat", json.dumps({"status": "bogus"}).encode()
+    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    resp = await client.post(path, data=body, headers=headers)
+    raw = await resp.read()
+    assert resp.status == 400  # an error answer to a verified request is signed too
+    signature = resp.headers.get("X-Hetmesh-Response-Signature")
+    verify_answer(key, headers["X-Hetmesh-Nonce"], 400, raw, signature)
+    with pytest.raises(AuthError):  # bound to this request's nonce and status
+        verify_answer(key, "0" * 32, 400, raw, signature)
+    with pytest.raises(AuthError):
+        verify_answer(key, headers["X-Hetmesh-Nonce"], 200, raw, signature)
+
+
+async def test_an_answer_not_signed_by_the_hub_is_never_acted_on(
+    aiohttp_client: Any, tmp_path: Path
+) -> None:
+    async def impostor(request: web.Request) -> web.Response:  # knows the protocol, not the key
+        return web.json_response({"ok": True, "heartbeat_interval_s": 1.0, "policy": None})
+
+    fake = web.Application()
+    fake.router.add_post("/v1/agents/a1/heartbeat", impostor)
+    client = await hub(aiohttp_client, tmp_path)
+    hc = await agent(client)
+    other: Client = await aiohttp_client(fake)
+    hc.base_url = str(other.make_url("")).rstrip("/")
+    with pytest.raises(HubForged, match="carries no signature"):
+        await hc.heartbeat({"status": "ok"})
 
 
 async def test_duplicate_batches_apply_once(aiohttp_client: Any, tmp_path: Path) -> None:

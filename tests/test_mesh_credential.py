@@ -10,6 +10,7 @@ from edge_agent.mesh.credential import (
     H_SIGNATURE,
     H_TIMESTAMP,
     FleetKey,
+    KeyedVerifier,
     Verifier,
     sign_request,
     sign_response,
@@ -158,3 +159,28 @@ def test_fleet_keys_are_redacted_fingerprinted_and_checked() -> None:
         FleetKey("short")
     with pytest.raises(ValueError):
         FleetKey("   ")
+
+
+def test_a_keyed_verifier_checks_each_sender_with_its_own_key_and_nonces() -> None:
+    keys = {"a1": "a1-key-0000000000000000", "a2": "a2-key-0000000000000000"}
+    v = KeyedVerifier(keys.get, window_s=30)
+
+    def request(agent: str, key: str, nonce: str) -> dict[str, str]:
+        return sign_request(FleetKey(key), agent, "POST", "/p", BODY, now=NOW, nonce=nonce)
+
+    assert v.verify("POST", "/p", BODY, request("a1", keys["a1"], "n1"), now=NOW) == "a1"
+    # the same nonce from another agent is that agent's own, not a replay
+    assert v.verify("POST", "/p", BODY, request("a2", keys["a2"], "n1"), now=NOW) == "a2"
+    with pytest.raises(AuthError) as replay:
+        v.verify("POST", "/p", BODY, request("a1", keys["a1"], "n1"), now=NOW + 1)
+    assert replay.value.reason == "replay"
+    with pytest.raises(AuthError) as other:  # a2 cannot sign as a1 with its own key
+        v.verify("POST", "/p", BODY, request("a1", keys["a2"], "n2"), now=NOW)
+    assert other.value.reason == "bad_signature"
+    with pytest.raises(AuthError) as stranger:
+        v.verify("POST", "/p", BODY, request("ghost", keys["a1"], "n3"), now=NOW)
+    assert stranger.value.reason == "unknown"
+    keys["a1"] = "a1-rotated-000000000000"  # re-enrolled: the old key stops working
+    with pytest.raises(AuthError):
+        v.verify("POST", "/p", BODY, request("a1", "a1-key-0000000000000000", "n4"), now=NOW)
+    assert v.verify("POST", "/p", BODY, request("a1", keys["a1"], "n4"), now=NOW) == "a1"

@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-import tempfile
 import threading
-import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from edge_agent.mesh import FleetKey
-from edge_agent.mesh.netns import Lan, NetnsUnavailable, NodeProcess, start_spoofer
+from edge_agent.mesh.netns import Fleet, NodeProcess, ledger_rows, wait_for
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 pytestmark = pytest.mark.slow
-KEY = FleetKey("netns-test-fleet-key-00000000000")
+KEY_TEXT = "netns-test-fleet-key-00000000000"
+Nodes = Fleet[NodeProcess]
 # origin (no NPU), the only NPU host, a third board without an NPU
 HOSTS = (("origin", "rpi5"), ("npu", "rk3588"), ("third", "intel_n100"))
 SETTINGS: dict[str, object] = {
@@ -36,74 +33,17 @@ def int8(kinds: tuple[str, ...], gflops: float = 2.0) -> dict[str, Any]:
     return TaskContract(Semantics(gflops=gflops, precision="int8"), req).to_dict()
 
 
-def ledger(path: Path, key: str) -> list[tuple[str, int, str, str]]:
-    with contextlib.closing(sqlite3.connect(path)) as db:
-        rows = db.execute(
-            "SELECT role, attempt, target, state FROM mesh_ledger WHERE key = ? ORDER BY attempt",
-            (key,),
-        ).fetchall()
-    return [(str(r), int(a), str(t), str(s)) for r, a, t, s in rows]
-
-
-def poll(what: str, check: Callable[[], bool], timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-        time.sleep(0.05)
-
-
-class Fleet:
-    """The LAN, the three member nodes and the spoofer."""
-
-    def __init__(self, lan: Lan, work: Path) -> None:
-        self.lan, self.work = lan, work
-        key_file = work / "fleet.key"
-        key_file.write_text("netns-test-fleet-key-00000000000", encoding="utf-8")
-        self.nodes = {
-            agent: NodeProcess(lan.ns(i), work, agent, profile, lan.address(i), key_file, SETTINGS)
-            for i, (agent, profile) in enumerate(HOSTS)
-        }
-        self.spoof_ledger = work / "npu-spoof.db"
-        spoof_ns, spoof_addr = lan.ns(len(HOSTS)), lan.address(len(HOSTS))
-        self.spoofer = start_spoofer(spoof_ns, spoof_addr, KEY.fingerprint, self.spoof_ledger)
-        for node in self.nodes.values():
-            node.wait_ready()
-
-    def close(self) -> None:
-        for node in self.nodes.values():
-            node.stop()
-        if self.spoofer.poll() is None:
-            self.spoofer.kill()
-        self.spoofer.wait(5)
-
-
 @pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
-    try:
-        lan = Lan(hosts=len(HOSTS) + 1)
-    except NetnsUnavailable as err:
-        pytest.skip(f"network namespaces unavailable: {err}")
-    work = Path(tempfile.mkdtemp(prefix="hmnetns-"))  # short: Unix socket paths are limited
-    fl: Fleet | None = None
-    try:
-        fl = Fleet(lan, work)
-        yield fl
-    finally:
-        if fl is not None:
-            fl.close()
-        lan.close()
-        for path in work.iterdir():
-            path.unlink()
-        work.rmdir()
+def fleet(netns_fleet: Callable[..., Nodes]) -> Nodes:
+    return netns_fleet(NodeProcess, HOSTS, KEY_TEXT, SETTINGS)
 
 
-def test_members_discover_each_other_by_multicast_across_hosts(fleet: Fleet) -> None:
-    members = set(fleet.nodes)
-    for agent, node in fleet.nodes.items():
+def test_members_discover_each_other_by_multicast_across_hosts(fleet: Nodes) -> None:
+    members = set(fleet.members)
+    for agent, node in fleet.members.items():
         others = members - {agent}
-        poll(f"{agent} to trust the others", lambda: node.online() >= others, 20)  # noqa: B023
-    for node in fleet.nodes.values():
+        wait_for(f"{agent} to trust the others", lambda: node.online() >= others, 20)  # noqa: B023
+    for node in fleet.members.values():
         status = node.status()
         assert "npu-spoof" not in {p["agent_id"] for p in status["peers"] if p["state"] == "online"}
         rows = {p["agent_id"]: p for p in status["peers"]}
@@ -111,42 +51,44 @@ def test_members_discover_each_other_by_multicast_across_hosts(fleet: Fleet) -> 
         assert rows[other]["address"].startswith("10.99.0.")  # learned across the bridge
 
 
-def test_an_npu_only_task_runs_on_the_only_npu_host(fleet: Fleet) -> None:
-    origin = fleet.nodes["origin"]
-    poll("origin to trust npu", lambda: "npu" in origin.online(), 20)
+def test_an_npu_only_task_runs_on_the_only_npu_host(fleet: Nodes) -> None:
+    origin = fleet.members["origin"]
+    wait_for("origin to trust npu", lambda: "npu" in origin.online(), 20)
     out = origin.call("POST", "/tasks", {"contract": int8(("npu",)), "key": "npu-1"})
     assert out["state"] == "done" and out["ran_on"] == "npu"
     assert out["result"]["devices"] == ["rk3588/npu"]
     assert [link["node"] for link in out["chain"]] == ["origin", "npu"]
     assert {b["peer"] for b in out["chain"][0]["bids"]} >= {"npu", "third"}
-    assert ledger(origin.ledger, "npu-1") == [("origin", 1, "npu", "done")]
-    assert ledger(fleet.nodes["npu"].ledger, "npu-1") == [("peer", 1, "origin", "done")]
-    assert ledger(fleet.nodes["third"].ledger, "npu-1") == []
+    assert ledger_rows(origin.ledger, "npu-1") == [("origin", 1, "npu", "done")]
+    assert ledger_rows(fleet.members["npu"].ledger, "npu-1") == [("peer", 1, "origin", "done")]
+    assert ledger_rows(fleet.members["third"].ledger, "npu-1") == []
 
 
-def test_a_spoofing_host_gets_no_work_and_is_counted(fleet: Fleet) -> None:
+def test_a_spoofing_host_gets_no_work_and_is_counted(fleet: Nodes) -> None:
     def counted() -> bool:  # its announcement failed our challenge; its own hello was refused
-        counters = [n.status()["counters"] for n in fleet.nodes.values()]
+        counters = [n.status()["counters"] for n in fleet.members.values()]
         return all(c.get("spoof_wrong_key", 0) >= 1 for c in counters) and all(
             any(k.startswith("auth_rejected_") for k in c) for c in counters
         )
 
-    poll("every member to count the spoofer", counted, 20)
-    origin = fleet.nodes["origin"]
+    wait_for("every member to count the spoofer", counted, 20)
+    origin = fleet.members["origin"]
     for i in range(3):  # it claims an NPU: it would win bids if it were trusted
         out = origin.call("POST", "/tasks", {"contract": int8(("npu",)), "key": f"spoof-{i}"})
         assert out["ran_on"] == "npu"
         assert "npu-spoof" not in {b["peer"] for b in out["chain"][0]["bids"]}
-    for node in fleet.nodes.values():
+    for node in fleet.members.values():
         assert "npu-spoof" not in node.online()
     assert fleet.spoofer.poll() is None
     with contextlib.closing(sqlite3.connect(fleet.spoof_ledger)) as db:
         assert db.execute("SELECT COUNT(*) FROM mesh_ledger").fetchone() == (0,)
 
 
-def test_a_link_cut_during_offload_places_the_task_again_and_runs_it_once(fleet: Fleet) -> None:
-    origin, npu, third = (fleet.nodes[a] for a in ("origin", "npu", "third"))
-    poll("origin to trust npu", lambda: "npu" in origin.online(), 20)
+def test_a_link_cut_during_offload_places_the_task_again_and_runs_it_once(
+    fleet: Nodes,
+) -> None:
+    origin, npu, third = (fleet.members[a] for a in ("origin", "npu", "third"))
+    wait_for("origin to trust npu", lambda: "npu" in origin.online(), 20)
     outcome: dict[str, Any] = {}
 
     def submit() -> None:  # 30 s on the NPU (its lease, 2 s, ends it), instant elsewhere
@@ -161,17 +103,21 @@ def test_a_link_cut_during_offload_places_the_task_again_and_runs_it_once(fleet:
     job = threading.Thread(target=submit)
     job.start()
     try:
-        poll("the NPU host to start the task", lambda: bool(ledger(npu.ledger, "cut-1")), 10)
-        fleet.lan.link(list(fleet.nodes).index("npu"), up=False)
+        wait_for(
+            "the NPU host to start the task", lambda: bool(ledger_rows(npu.ledger, "cut-1")), 10
+        )
+        fleet.lan.link(fleet.host("npu"), up=False)
     finally:
         job.join(30)
     assert "error" not in outcome, outcome
     out = outcome["out"]
     assert out["state"] == "done" and out["ran_on"] in ("origin", "third")
-    rows = ledger(origin.ledger, "cut-1")
+    rows = ledger_rows(origin.ledger, "cut-1")
     assert rows == [("origin", 1, "npu", "lost"), ("origin", 2, out["ran_on"], "done")]
-    poll("the NPU host to abandon it", lambda: ledger(npu.ledger, "cut-1")[0][3] != "running", 5)
-    assert ledger(npu.ledger, "cut-1") == [("peer", 1, "origin", "expired")]
-    ran_third = ledger(third.ledger, "cut-1")
+    wait_for(
+        "the NPU host to abandon it", lambda: ledger_rows(npu.ledger, "cut-1")[0][3] != "running", 5
+    )
+    assert ledger_rows(npu.ledger, "cut-1") == [("peer", 1, "origin", "expired")]
+    ran_third = ledger_rows(third.ledger, "cut-1")
     assert ran_third == ([("peer", 2, "origin", "done")] if out["ran_on"] == "third" else [])
     assert [link["node"] for link in out["chain"]][:2] == ["origin", "npu"]

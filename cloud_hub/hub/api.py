@@ -8,7 +8,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -24,12 +23,16 @@ from cloud_hub.hub.openapi import document
 from cloud_hub.hub.policies import NotFound
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
-from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce, hub_proof
+from edge_agent.agent.hub_auth import hub_proof, sign_answer
+from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.http_errors import ApiError, json_errors
+from edge_agent.mesh.credential import FleetKey
+from edge_agent.mesh.errors import AuthError
 
 _log = logging.getLogger(__name__)
 
 HUB = web.AppKey("hub", Hub)
+_VERIFIED = web.RequestKey("hub_verified", tuple[FleetKey, str])  # the agent's key, nonce
 DASHBOARD = Path(__file__).with_name("dashboard")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -49,34 +52,39 @@ def _parse(body: bytes) -> Any:
 
 
 async def _signed(request: web.Request) -> tuple[str, bytes]:
-    """Return (agent id, body) of a request signed with that agent's key; 401 otherwise."""
+    """Return (agent id, body) of a request signed with that agent's key; 401 otherwise.
+
+    One signing scheme for mesh and hub (``edge_agent.mesh.credential``, docs/hub-protocol.md
+    §2): a bad signature, a stale timestamp or a replayed nonce is refused and counted in
+    ``hetmesh_hub_auth_failures_total{reason}``; the answer to a verified request is signed.
+    """
     hub, body = request.app[HUB], await request.read()
     agent_id = request.match_info["agent_id"]
-    given = request.headers.get(protocol.SIGNATURE_HEADER)
-    stamp = request.headers.get(protocol.TIME_HEADER, "")
-    problem, reason = None, ""
-    key = hub.store.key(agent_id)
-    if request.headers.get(protocol.AGENT_HEADER) != agent_id or not given:
-        problem, reason = "unsigned", f"sign the request as {agent_id} (see docs/hub-protocol.md)"
-    elif key is None:
-        problem, reason = "unknown", f"agent {agent_id} is not enrolled; enrol with the join token"
-    else:
-        try:
-            skew = abs(hub.clock() - float(stamp))
-        except ValueError:
-            skew = math.inf
-        if not skew <= hub.config.max_clock_skew_s:
-            problem = "clock"
-            reason = f"{protocol.TIME_HEADER} is missing or more than "
-            reason += (
-                f"{hub.config.max_clock_skew_s:g} s from the hub's clock; check the agent's clock"
+    try:
+        if request.headers.get(protocol.AGENT_HEADER) != agent_id:
+            raise AuthError(
+                "agent_mismatch",
+                f"sign the request as {agent_id} ({protocol.AGENT_HEADER} names the path's agent)",
             )
-        elif not protocol.verify(key, request.method, request.path, stamp, body, given):
-            problem, reason = "signature", "bad signature: re-enrol if the fleet credential changed"
-    if problem is not None:
-        hub.metrics.auth_failures.labels(problem).inc()
-        raise ApiError(401, reason)
+        hub.verifier.verify(request.method, request.path_qs, body, request.headers, now=hub.clock())
+    except AuthError as err:
+        hub.metrics.auth_failures.labels(err.reason).inc()
+        hint = " (re-enrol if the credential changed)" if err.reason == "bad_signature" else ""
+        raise ApiError(401, f"{err}{hint}; see docs/hub-protocol.md §2") from None
+    key = hub.verifier.key_for(agent_id)
+    request[_VERIFIED] = (key, request.headers[protocol.NONCE_HEADER])
     return agent_id, body
+
+
+@web.middleware
+async def _sign_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Sign the answer (errors included) to every request ``_signed`` verified."""
+    resp = await handler(request)
+    verified = request.get(_VERIFIED)
+    if verified is not None and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
+        key, nonce = verified
+        resp.headers[protocol.RESPONSE_HEADER] = sign_answer(key, nonce, resp.status, resp.body)
+    return resp
 
 
 def _admin(request: web.Request) -> None:
@@ -127,13 +135,14 @@ async def _heartbeat(request: web.Request) -> web.Response:
     agent_id, body = await _signed(request)
     doc = _parse(body)
     hb = wire.heartbeat(doc)
-    hub.reevaluator.observe(agent_id, doc)  # its grid and deferred work (re-evaluation)
+    hub.reevaluator.observe(agent_id, doc)  # its grid, work and move outcomes (re-evaluation)
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
     reply: dict[str, Any] = {
         "ok": True,
         "heartbeat_interval_s": hub.config.heartbeat_interval_s,
         "desired_policy": None,
         "policy": None,
+        "moves": hub.reevaluator.pending(agent_id),  # work to forward to a peer (§12)
     }
     if desired is not None:
         reply["desired_policy"] = f"{desired['name']}@{desired['version']}"
@@ -145,11 +154,11 @@ async def _heartbeat(request: web.Request) -> web.Response:
 
 
 async def _reevaluation(request: web.Request) -> web.Response:
-    """The latest fleet re-evaluation of deferred work (``?fresh=1``: evaluate now)."""
+    """The latest fleet re-evaluation and the moves issued (``?fresh=1``: evaluate now)."""
     hub = request.app[HUB]
     if request.query.get("fresh") == "1":
         return web.json_response({"ok": True, **await hub.reevaluator.evaluate_hub(hub)})
-    return web.json_response({"ok": True, **hub.reevaluator.latest})
+    return web.json_response({"ok": True, **hub.reevaluator.view()})
 
 
 async def _sync(request: web.Request) -> web.Response:
@@ -253,7 +262,8 @@ async def _index(request: web.Request) -> web.FileResponse:
 
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
-    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors])
+    middlewares = [_sign_answers, _errors]  # the first is outermost: it signs error answers too
+    app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
         hub = Hub(config, clock)

@@ -1,22 +1,23 @@
-"""The hub protocol's shared pieces: request signing and header names (docs/hub-protocol.md).
+"""The hub protocol's shared pieces: header names, agent ids, record kinds (docs/hub-protocol.md).
 
-A signed request carries ``X-Hetmesh-Agent`` (the agent id), ``X-Hetmesh-Time`` (Unix seconds)
-and ``X-Hetmesh-Signature``: hex HMAC-SHA256, keyed with the agent's fleet credential, of
-``METHOD\\nPATH\\nTIME\\nSHA256(body) hex``.
+Requests are signed with hetmesh's one signing scheme (``edge_agent.mesh.credential``, via
+``edge_agent.agent.hub_auth``): ``X-Hetmesh-Agent``, ``-Timestamp``, ``-Nonce`` and
+``-Signature`` (HMAC-SHA256 under the agent's key over method, path+query, body hash,
+timestamp, nonce and agent id); answers carry ``X-Hetmesh-Response-Signature``.
 """
 
 from __future__ import annotations
 
-import hmac
 import re
 import secrets
 
 # the signing scheme is defined once, on the agent side (cloud_hub may import edge_agent)
 from edge_agent.agent.hub_auth import (
     AGENT_HEADER,
+    NONCE_HEADER,
+    RESPONSE_HEADER,
     SIGNATURE_HEADER,
     TIME_HEADER,
-    signature,
     signed_headers,
 )
 
@@ -24,13 +25,13 @@ __all__ = [
     "AGENT_HEADER",
     "AGENT_ID",
     "MAX_BATCH",
+    "NONCE_HEADER",
     "RECORD_KINDS",
+    "RESPONSE_HEADER",
     "SIGNATURE_HEADER",
     "TIME_HEADER",
     "new_key",
-    "signature",
     "signed_headers",
-    "verify",
 ]
 
 #: Agent ids: 1-64 of letters, digits, ``.``, ``_``, ``-``.
@@ -44,8 +45,3 @@ MAX_BATCH = 1000
 def new_key() -> str:
     """Return a fresh fleet credential: 32 random bytes, hex."""
     return secrets.token_hex(32)
-
-
-def verify(key: str, method: str, path: str, timestamp: str, body: bytes, given: str) -> bool:
-    """Return whether ``given`` is the request's signature under ``key`` (constant time)."""
-    return hmac.compare_digest(signature(key, method, path, timestamp, body), given.lower())

@@ -21,6 +21,7 @@ from cloud_hub.hub.reevaluate import Reevaluator
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.stream import Broadcaster
 from cloud_hub.hub.throughput import WINDOW_S, summarize
+from edge_agent.mesh.credential import KeyedVerifier
 
 _log = logging.getLogger(__name__)
 
@@ -62,6 +63,8 @@ class Hub:
         self.store = HubStore(config.db_path)
         self.policies = PolicyBook(self.store.db, clock)
         self.metrics = HubMetrics()
+        # signed agent requests: each agent's key, a nonce cache per agent, the clock window
+        self.verifier = KeyedVerifier(self.store.key, window_s=config.max_clock_skew_s)
         self.stream = Broadcaster()
         self.join_token = ""
         self.admin_token = ""
@@ -70,7 +73,8 @@ class Hub:
         self._task: asyncio.Task[None] | None = None
         self._retained_at = -math.inf
         self.forgotten = 0  # synced records deleted by retention since start
-        self.reevaluator = Reevaluator(clock)  # deferred work across sites, every 5 min
+        # deferred and queued work across sites, every [hub] reevaluate_s (5 min)
+        self.reevaluator = Reevaluator(clock, interval_s=config.reevaluate_s)
         self._reevaluating: asyncio.Task[None] | None = None
 
     async def start(self) -> None:

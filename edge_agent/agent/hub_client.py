@@ -1,7 +1,9 @@
 """The agent's HTTP client for the hub protocol: enrol, signed heartbeat, outbox sync.
 
 Third-party errors are translated here once: no answer (or a 5xx) is ``HubUnreachable`` (keep
-working offline, retry later); a 4xx is ``HubRejected`` (401: re-enrol).
+working offline, retry later); a 4xx is ``HubRejected`` (401: re-enrol). An answer to a signed
+request must carry the hub's signature over our nonce (docs/hub-protocol.md §2); one that does
+not is ``HubForged`` (someone else answered, or a proxy altered it): never acted on.
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ from typing import Any
 
 import aiohttp
 
-from edge_agent.agent.hub_auth import signed_headers
+from edge_agent.agent.hub_auth import NONCE_HEADER, RESPONSE_HEADER, signed_headers, verify_answer
 from edge_agent.errors import HetmeshError
+from edge_agent.mesh.errors import AuthError
 
 #: Seconds one request to the hub may take before it counts as unreachable.
 REQUEST_TIMEOUT_S = 10.0
@@ -26,6 +29,10 @@ class HubError(HetmeshError):
 
 class HubUnreachable(HubError, ConnectionError):
     """No usable answer from the hub; keep working offline and retry later."""
+
+
+class HubForged(HubUnreachable):
+    """An answer to a signed request is not signed by the hub that holds our key; ignored."""
 
 
 class HubRejected(HubError):
@@ -56,20 +63,29 @@ class HubClient:
     async def _call(self, method: str, path: str, doc: Any = None, signed: bool = True) -> Any:
         body = b"" if doc is None else json.dumps(doc).encode()
         headers = {"Content-Type": "application/json"}
+        key = self.key
         if signed:
-            if self.key is None:
+            if key is None:
                 raise HubRejected(401, "not enrolled: enrol with the join token first")
-            headers = signed_headers(self.agent_id, self.key, method, path, body, self.clock())
+            headers = signed_headers(self.agent_id, key, method, path, body, self.clock())
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         try:
             async with self.session.request(
                 method, self.base_url + path, data=body or None, headers=headers, timeout=timeout
             ) as resp:
-                text = await resp.text()
-                status = resp.status
+                raw = await resp.read()
+                status, answer_signature = resp.status, resp.headers.get(RESPONSE_HEADER)
         except (aiohttp.ClientError, TimeoutError) as err:
             reason = getattr(err, "os_error", None) or err or type(err).__name__
             raise HubUnreachable(f"no answer from {self.base_url}: {reason}") from err
+        # the hub signs every answer to a request it verified; it cannot sign a refusal of one
+        # it could not verify (401), and a 5xx is retried whoever sent it
+        if key is not None and signed and status < 500 and status != 401:
+            try:
+                verify_answer(key, headers[NONCE_HEADER], status, raw, answer_signature)
+            except AuthError as err:
+                raise HubForged(f"{self.base_url} {path}: {err}; answer ignored") from err
+        text = raw.decode("utf-8", "replace")
         try:
             answer = json.loads(text)
         except ValueError:
@@ -113,6 +129,12 @@ class HubClient:
         """Send outbox records; return acked, applied, duplicates, lost."""
         doc = {"records": records, "dropped_through": dropped_through}
         answer: dict[str, Any] = await self._call("POST", f"/v1/agents/{self.agent_id}/sync", doc)
+        return answer
+
+    async def learning(self, report: dict[str, Any]) -> dict[str, Any]:
+        """Send the predictor report; return the latest model and the run instruction."""
+        path = f"/v1/agents/{self.agent_id}/learning"
+        answer: dict[str, Any] = await self._call("POST", path, report)
         return answer
 
     async def prove(self, nonce: str) -> dict[str, Any]:

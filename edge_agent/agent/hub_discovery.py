@@ -7,26 +7,27 @@ NONCE``), where ENDPOINT is the ``address:port`` the hub saw the question arrive
 that does not hold the join token cannot answer; one that relays the question to the real hub
 gets back the real hub's endpoint, not its own, and is refused too (docs/hub-protocol.md §8).
 
-The hub side (``cloud_hub/hub/advertise.py``) builds its TXT record and proofs with this
-module, so the format is defined once. The mDNS socket setup is the mesh's (``new_zeroconf``).
+The hub side (``cloud_hub/hub/advertise.py``) builds its TXT record with this module and its
+proofs with ``hub_auth.hub_proof``, so each format is defined once. The mDNS sockets, the TXT
+helpers and the browser are the mesh's (``edge_agent.mesh.advertise``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import hmac
 import logging
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zeroconf import IPVersion, ServiceStateChange, Zeroconf
-from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
+from zeroconf import IPVersion
+from zeroconf.asyncio import AsyncZeroconf
 
+from edge_agent.agent.hub_auth import hub_proof
 from edge_agent.errors import HetmeshError, InvalidInput
-from edge_agent.mesh.advertise import RESOLVE_TIMEOUT_MS, TXT_MAX_BYTES, new_zeroconf
+from edge_agent.mesh.advertise import ServiceBrowser, fit_txt, new_zeroconf, read_txt
 
 _log = logging.getLogger(__name__)
 
@@ -89,21 +90,12 @@ def hub_txt(hub_id: str, version: str, port: int, scheme: str) -> dict[str, str]
     if scheme not in SCHEMES:
         raise InvalidInput(f"scheme: expected one of {', '.join(SCHEMES)}, got {scheme!r}")
     props = {"id": check_hub_id(hub_id), "v": version[:32], "port": str(port), "scheme": scheme}
-    size = sum(1 + len(k.encode()) + 1 + len(v.encode()) for k, v in props.items())
-    if size > TXT_MAX_BYTES:
-        raise InvalidInput(f"hub TXT record is {size} bytes, over {TXT_MAX_BYTES}")
-    return props
+    return fit_txt(props)
 
 
 def parse_hub_txt(name: str, address: str, props: Mapping[bytes, bytes | None]) -> HubHint:
     """Return the hint a hub announcement makes; InvalidInput says what is malformed."""
-    text = {
-        k.decode("ascii", "replace"): (v or b"").decode("utf-8", "replace")
-        for k, v in props.items()
-    }
-    port = text.get("port", "")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise InvalidInput(f"{name}: TXT 'port' {port!r} is not a TCP port")
+    text, port = read_txt(name, props)
     scheme = text.get("scheme", "http")
     if scheme not in SCHEMES:
         raise InvalidInput(f"{name}: TXT 'scheme' {scheme!r} is not http or https")
@@ -111,16 +103,10 @@ def parse_hub_txt(name: str, address: str, props: Mapping[bytes, bytes | None]) 
         hub_id=check_hub_id(text.get("id", "")),
         version=text.get("v", "?")[:32],
         address=address,
-        port=int(port),
+        port=port,
         scheme=scheme,
         name=name,
     )
-
-
-def hub_proof(join_token: str, hub_id: str, endpoint: str, nonce: str) -> str:
-    """Return the hub's answer to ``nonce``: hex HMAC-SHA256 keyed with the join token."""
-    message = f"hetmesh-hub-proof\n{hub_id}\n{endpoint}\n{nonce}".encode()
-    return hmac.new(join_token.encode(), message, hashlib.sha256).hexdigest()
 
 
 def check_proof(hint: HubHint, join_token: str, nonce: str, answer: Mapping[str, Any]) -> None:
@@ -154,15 +140,22 @@ class HubFinder:
         self.malformed = 0
         self._hints: dict[str, HubHint] = {}
         self._zc: AsyncZeroconf | None = None
-        self._browser: AsyncServiceBrowser | None = None
+        self._browser: ServiceBrowser[HubHint] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     def start(self) -> None:
         """Start browsing (in the running event loop)."""
         self._zc = open_zeroconf(self.interfaces)
-        self._browser = AsyncServiceBrowser(
-            self._zc.zeroconf, HUB_SERVICE_TYPE, handlers=[self._changed]
+        self._browser = ServiceBrowser(
+            self._zc,
+            HUB_SERVICE_TYPE,
+            parse_hub_txt,
+            self._heard,
+            self._gone,
+            self._malformed,
+            self._spawn,
         )
+        self._browser.start()
 
     async def stop(self) -> None:
         """Stop browsing and close the mDNS sockets."""
@@ -170,7 +163,7 @@ class HubFinder:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         if self._browser is not None:
-            await self._browser.async_cancel()
+            await self._browser.stop()
         if self._zc is not None:
             await self._zc.async_close()
         self._browser = self._zc = None
@@ -179,34 +172,23 @@ class HubFinder:
         """Return the hubs announced now, by instance name."""
         return [self._hints[name] for name in sorted(self._hints)]
 
-    def _changed(
-        self, zeroconf: Zeroconf, service_type: str, name: str, state_change: ServiceStateChange
-    ) -> None:
-        if state_change is ServiceStateChange.Removed:
-            self._hints.pop(name, None)
-            return
-        task = asyncio.get_running_loop().create_task(self._resolve(name))
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _resolve(self, name: str) -> None:
-        if self._zc is None:
-            return
-        info = AsyncServiceInfo(HUB_SERVICE_TYPE, name)
-        if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS):
-            _log.debug("mDNS: hub %s did not resolve", name)
-            return
-        addresses = info.parsed_addresses(IPVersion.V4Only)
-        try:
-            if not addresses or not info.properties:
-                raise InvalidInput(f"{name}: no IPv4 address or TXT record")
-            hint = parse_hub_txt(name, addresses[0], info.properties)
-        except InvalidInput as err:
-            self.malformed += 1
-            _log.warning("mDNS: ignoring malformed hub announcement: %s", err)
-            return
+    def _gone(self, name: str) -> None:
+        self._hints.pop(name, None)
+
+    def _malformed(self, name: str, why: str) -> None:
+        self.malformed += 1
+        _log.warning("mDNS: ignoring malformed hub announcement %s: %s", name, why)
+
+    def _heard(self, hint: HubHint) -> None:
         self.announced += 1
-        if name not in self._hints and len(self._hints) >= MAX_HINTS:
-            _log.warning("mDNS: ignoring hub announcement %s: %s already heard", name, MAX_HINTS)
+        if hint.name not in self._hints and len(self._hints) >= MAX_HINTS:
+            _log.warning(
+                "mDNS: ignoring hub announcement %s: %s already heard", hint.name, MAX_HINTS
+            )
             return
-        self._hints[name] = hint
+        self._hints[hint.name] = hint

@@ -1,4 +1,8 @@
-"""mDNS advertisement of ``_hetmesh._tcp.local.``: small TXT hints, never secrets."""
+"""mDNS advertisement of ``_hetmesh._tcp.local.``: small TXT hints, never secrets.
+
+The TXT helpers and ``ServiceBrowser`` also serve the hub's ``_hetmesh-hub._tcp``
+(``edge_agent.agent.hub_discovery``).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +11,12 @@ import re
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from zeroconf import IPVersion, ServiceStateChange, Zeroconf
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 
+from edge_agent.errors import InvalidInput
 from edge_agent.mesh.errors import AdvertError
 
 _log = logging.getLogger(__name__)
@@ -21,6 +27,7 @@ TXT_MAX_BYTES = 400
 #: Milliseconds a TXT/SRV lookup may take after a browse event.
 RESOLVE_TIMEOUT_MS = 1500
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+H = TypeVar("H")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +57,26 @@ def check_agent_id(agent_id: str) -> str:
     return agent_id
 
 
+def fit_txt(props: dict[str, str], fix: str = "") -> dict[str, str]:
+    """Return ``props`` if they fit in TXT_MAX_BYTES, else AdvertError (``fix`` says how)."""
+    size = sum(1 + len(k.encode()) + 1 + len(v.encode()) for k, v in props.items())
+    if size > TXT_MAX_BYTES:
+        raise AdvertError(f"TXT record is {size} bytes, over {TXT_MAX_BYTES}{fix}")
+    return props
+
+
+def read_txt(name: str, props: Mapping[bytes, bytes | None]) -> tuple[dict[str, str], int]:
+    """Return an announcement's TXT properties as text and its 'port'; AdvertError if bad."""
+    text = {
+        k.decode("ascii", "replace"): (v or b"").decode("utf-8", "replace")
+        for k, v in props.items()
+    }
+    port = text.get("port", "")
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise AdvertError(f"{name}: TXT 'port' {port!r} is not a TCP port")
+    return text, int(port)
+
+
 def build_txt(
     agent_id: str, version: str, api_port: int, fingerprint: str, kinds: str
 ) -> dict[str, str]:
@@ -61,28 +88,19 @@ def build_txt(
         "fp": fingerprint,
         "kinds": kinds,
     }
-    size = sum(1 + len(k.encode()) + 1 + len(v.encode()) for k, v in props.items())
-    if size > TXT_MAX_BYTES:
-        raise AdvertError(f"TXT record is {size} bytes, over {TXT_MAX_BYTES}: shorten 'kinds'")
-    return props
+    return fit_txt(props, ": shorten 'kinds'")
 
 
 def parse_txt(name: str, address: str, props: Mapping[bytes, bytes | None]) -> Hint:
     """Return the hint an announcement makes, raising AdvertError if it is malformed."""
-    text = {
-        k.decode("ascii", "replace"): (v or b"").decode("utf-8", "replace")
-        for k, v in props.items()
-    }
-    port = text.get("port", "")
-    if not port.isdigit() or not 0 < int(port) < 65536:
-        raise AdvertError(f"{name}: TXT 'port' {port!r} is not a TCP port")
+    text, port = read_txt(name, props)
     fingerprint = text.get("fp") or None
     if fingerprint is not None and not re.fullmatch(r"[0-9a-f]{16}", fingerprint):
         raise AdvertError(f"{name}: TXT 'fp' {fingerprint!r} is not a key fingerprint")
     return Hint(
         agent_id=check_agent_id(text.get("id", "")),
         version=text.get("v", "?")[:32],
-        api_port=int(port),
+        api_port=port,
         fingerprint=fingerprint,
         kinds=text.get("kinds", "")[:200],
         address=address,
@@ -116,18 +134,25 @@ def service_info(address: str, props: dict[str, str]) -> AsyncServiceInfo:
     )
 
 
-class Browser:
-    """Browses for agents; calls ``on_hint`` for each resolved announcement, ``on_gone``."""
+class ServiceBrowser(Generic[H]):
+    """Browses for one mDNS service type; ``parse`` turns each resolved announcement's
+    (instance name, IPv4 address, TXT) into a hint for ``on_hint``, raising InvalidInput
+    (reported to ``on_malformed``) when it is malformed; ``on_gone`` hears removals.
+    """
 
     def __init__(
         self,
         aiozc: AsyncZeroconf,
-        on_hint: Callable[[Hint], None],
+        service_type: str,
+        parse: Callable[[str, str, Mapping[bytes, bytes | None]], H],
+        on_hint: Callable[[H], None],
         on_gone: Callable[[str], None],
         on_malformed: Callable[[str, str], None],
         spawn: Callable[..., object],
     ) -> None:
         self._zc = aiozc
+        self.service_type = service_type
+        self._parse = parse
         self._on_hint = on_hint
         self._on_gone = on_gone
         self._on_malformed = on_malformed
@@ -138,7 +163,7 @@ class Browser:
         """Start browsing."""
         self._browser = AsyncServiceBrowser(
             self._zc.zeroconf,
-            SERVICE_TYPE,
+            self.service_type,
             handlers=[self._changed],
         )
 
@@ -158,10 +183,10 @@ class Browser:
         if state_change is ServiceStateChange.Removed:
             self._on_gone(name)
         else:
-            self._spawn(self._resolve(name), f"mesh-resolve-{name}")
+            self._spawn(self._resolve(name), f"mdns-resolve-{name}")
 
     async def _resolve(self, name: str) -> None:
-        info = AsyncServiceInfo(SERVICE_TYPE, name)
+        info = AsyncServiceInfo(self.service_type, name)
         if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS):
             _log.debug("mDNS: %s did not resolve", name)
             return
@@ -170,8 +195,22 @@ class Browser:
             self._on_malformed(name, "no IPv4 address or TXT")
             return
         try:
-            hint = parse_txt(name, addresses[0], info.properties)
-        except AdvertError as err:
+            hint = self._parse(name, addresses[0], info.properties)
+        except InvalidInput as err:
             self._on_malformed(name, str(err))
             return
         self._on_hint(hint)
+
+
+class Browser(ServiceBrowser[Hint]):
+    """Browses for agents (``_hetmesh._tcp``); calls ``on_hint`` for each announcement."""
+
+    def __init__(
+        self,
+        aiozc: AsyncZeroconf,
+        on_hint: Callable[[Hint], None],
+        on_gone: Callable[[str], None],
+        on_malformed: Callable[[str, str], None],
+        spawn: Callable[..., object],
+    ) -> None:
+        super().__init__(aiozc, SERVICE_TYPE, parse_txt, on_hint, on_gone, on_malformed, spawn)

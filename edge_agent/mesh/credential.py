@@ -1,4 +1,6 @@
-"""Fleet credential: HMAC-SHA256 request and response signatures with replay protection.
+"""The one signing scheme of hetmesh: HMAC-SHA256 request and response signatures with replay
+protection, for agent-to-agent (the mesh's fleet key) and agent-to-hub (each agent's key from
+enrolment) alike (docs/mesh.md "Fleet key and trust", docs/hub-protocol.md §2).
 
 A request is signed over its method, path (with query), body hash, timestamp, nonce and
 sender id; the receiver rejects a bad signature, a timestamp outside the replay window,
@@ -13,7 +15,7 @@ import hmac
 import secrets
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from edge_agent.mesh.errors import AuthError, FleetKeyError
 
@@ -28,6 +30,8 @@ H_RESPONSE = "X-Hetmesh-Response-Signature"
 REPLAY_WINDOW_S = 30.0
 #: Most nonces remembered; past this, requests are refused until old ones age out.
 NONCE_CACHE_MAX = 100_000
+#: Most nonces remembered per sender where each sender has its own key (the hub).
+NONCE_CACHE_MAX_PER_SENDER = 10_000
 MIN_KEY_CHARS = 16
 
 
@@ -109,8 +113,76 @@ def verify_response(
         raise AuthError("bad_response_signature", f"response from {agent}: bad signature")
 
 
+def check_request(
+    key: FleetKey,
+    method: str,
+    path: str,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    now: float,
+    window_s: float,
+) -> tuple[str, str]:
+    """Return (sender, nonce) if the signature and timestamp hold; raise AuthError naming why.
+
+    The nonce is not checked for reuse here: that is the receiver's ``NonceCache``.
+    """
+    agent, ts, nonce, sig = signed_fields(headers)
+    try:
+        sent = float(ts)
+    except ValueError:
+        raise AuthError("bad_timestamp", f"timestamp {ts!r} is not a number") from None
+    if not abs(now - sent) <= window_s:
+        raise AuthError(
+            "stale",
+            f"{H_TIMESTAMP} {ts} is outside the {window_s:g} s window of the receiver's clock"
+            " (check the sender's clock)",
+        )
+    want = key.mac(request_message(method, path, body_hash(body), ts, nonce, agent))
+    if not hmac.compare_digest(want, sig):
+        raise AuthError("bad_signature", f"request from {agent!r}: bad signature")
+    return agent, nonce
+
+
+def signed_fields(headers: Mapping[str, str]) -> tuple[str, str, str, str]:
+    """Return (agent, timestamp, nonce, signature) from ``headers``; AuthError if any is absent."""
+    agent, ts, nonce, sig = (headers.get(h) for h in (H_AGENT, H_TIMESTAMP, H_NONCE, H_SIGNATURE))
+    if agent is None or ts is None or nonce is None or sig is None:
+        raise AuthError(
+            "unsigned",
+            f"request is not signed: send {H_AGENT}, {H_TIMESTAMP}, {H_NONCE} and {H_SIGNATURE}",
+        )
+    return agent, ts, nonce, sig
+
+
+class NonceCache:
+    """The nonces seen within the replay window; bounded, oldest expire first."""
+
+    def __init__(self, window_s: float, cache_max: int) -> None:
+        self.window_s = window_s
+        self.cache_max = cache_max
+        self._seen: OrderedDict[str, float] = OrderedDict()  # nonce -> expiry, oldest first
+
+    def remember(self, nonce: str, now: float) -> None:
+        """Record ``nonce``; raise AuthError ``replay`` if it was seen, ``busy`` if full."""
+        seen = self._seen
+        while seen and next(iter(seen.values())) < now:
+            seen.popitem(last=False)
+        if nonce in seen:
+            raise AuthError(
+                "replay", f"nonce {nonce[:12]}... already used: a replayed request is refused"
+            )
+        if len(seen) >= self.cache_max:
+            raise AuthError("busy", "nonce cache full; retry shortly")
+        seen[nonce] = now + 2 * self.window_s  # covers any timestamp still inside the window
+        seen.move_to_end(nonce)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
 class Verifier:
-    """Checks signed requests: signature, timestamp window, and a bounded nonce cache."""
+    """Checks requests signed with one key (the mesh's fleet key); one nonce cache."""
 
     def __init__(
         self,
@@ -122,7 +194,7 @@ class Verifier:
         self.key = key
         self.window_s = window_s
         self.cache_max = cache_max
-        self._seen: OrderedDict[str, float] = OrderedDict()  # nonce -> expiry, oldest first
+        self._nonces = NonceCache(window_s, cache_max)
 
     def verify(
         self,
@@ -133,36 +205,61 @@ class Verifier:
         *,
         now: float | None = None,
     ) -> str:
-        """Return the sender's agent id, or raise AuthError naming what failed."""
+        """Return the sender's agent id (its key: ``key_for``), or raise AuthError naming why."""
         now = time.time() if now is None else now
-        values = [headers.get(h) for h in (H_AGENT, H_TIMESTAMP, H_NONCE, H_SIGNATURE)]
-        agent, ts, nonce, sig = values
-        if agent is None or ts is None or nonce is None or sig is None:
-            raise AuthError("unsigned", "request is not signed (missing X-Hetmesh-* headers)")
-        try:
-            sent = float(ts)
-        except ValueError:
-            raise AuthError("bad_timestamp", f"timestamp {ts!r} is not a number") from None
-        if not abs(now - sent) <= self.window_s:
-            raise AuthError(
-                "stale", f"timestamp {ts} outside the {self.window_s:g}s window (clock skew?)"
-            )
-        want = self.key.mac(request_message(method, path, body_hash(body), ts, nonce, agent))
-        if not hmac.compare_digest(want, sig):
-            raise AuthError("bad_signature", f"request from {agent!r}: bad signature")
-        self._remember(nonce, now)
+        key = self.key_for(signed_fields(headers)[0])
+        agent, nonce = check_request(
+            key, method, path, body, headers, now=now, window_s=self.window_s
+        )
+        self._cache_for(agent).remember(nonce, now)
         return agent
 
-    def _remember(self, nonce: str, now: float) -> None:
-        seen = self._seen
-        while seen and next(iter(seen.values())) < now:
-            seen.popitem(last=False)
-        if nonce in seen:
-            raise AuthError("replay", f"nonce {nonce[:12]}... already used (replayed request)")
-        if len(seen) >= self.cache_max:
-            raise AuthError("busy", "nonce cache full; retry shortly")
-        seen[nonce] = now + 2 * self.window_s  # covers any timestamp still inside the window
-        seen.move_to_end(nonce)
+    def key_for(self, sender: str) -> FleetKey:
+        """Return the key ``sender`` must have signed with."""
+        return self.key
+
+    def _cache_for(self, sender: str) -> NonceCache:
+        return self._nonces
 
     def __len__(self) -> int:
-        return len(self._seen)
+        return len(self._nonces)
+
+
+class KeyedVerifier(Verifier):
+    """Checks requests each signed with its sender's own key (the hub: each agent's key).
+
+    ``key_of(sender)`` returns the sender's key text, or None for a stranger. Each sender
+    has its own bounded nonce cache, so one agent's traffic cannot evict another's.
+    """
+
+    def __init__(
+        self,
+        key_of: Callable[[str], str | None],
+        *,
+        window_s: float = REPLAY_WINDOW_S,
+        cache_max: int = NONCE_CACHE_MAX_PER_SENDER,
+    ) -> None:
+        self.key_of = key_of
+        self.window_s = window_s
+        self.cache_max = cache_max
+        self._keys: dict[str, tuple[str, FleetKey]] = {}
+        self._caches: dict[str, NonceCache] = {}
+
+    def key_for(self, sender: str) -> FleetKey:
+        """Return ``sender``'s key; AuthError ``unknown`` if it has none."""
+        text = self.key_of(sender)
+        if text is None:
+            raise AuthError("unknown", f"{sender!r} holds no key here: enrol first")
+        cached = self._keys.get(sender)
+        if cached is None or cached[0] != text:  # new, or rotated by a re-enrolment
+            cached = self._keys[sender] = (text, FleetKey(text))
+        return cached[1]
+
+    def _cache_for(self, sender: str) -> NonceCache:
+        cache = self._caches.get(sender)
+        if cache is None:  # only senders holding a key get here: bounded by enrolment
+            cache = self._caches[sender] = NonceCache(self.window_s, self.cache_max)
+        return cache
+
+    def __len__(self) -> int:
+        return sum(len(c) for c in self._caches.values())
