@@ -124,6 +124,8 @@ class HubLink:
         self._quiet = False
         self._session: aiohttp.ClientSession | None = None
         self.client: HubClient
+        #: carries out the hub's ``moves`` (its re-evaluation's; the mesh link), if set
+        self.on_moves: Callable[[list[Any]], Awaitable[None]] | None = None
 
     async def start(self) -> None:
         """Open the HTTP session and load the stored credential."""
@@ -240,6 +242,9 @@ class HubLink:
         answer = await self.beat()
         if answer.get("policy") is not None and await self._apply(answer["policy"]):
             await self.beat()  # reporting the applied version is the acknowledgement
+        moves = answer.get("moves")
+        if moves and self.on_moves is not None:
+            await self.on_moves(moves)  # outcomes go back with the next heartbeat
         await self.flush()
 
     async def beat(self) -> dict[str, Any]:

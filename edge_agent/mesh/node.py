@@ -156,10 +156,17 @@ class MeshNode:
 
     # --- work ----------------------------------------------------------------------------
     async def submit(
-        self, contract: TaskContract, payload: dict[str, Any] | None = None, key: str | None = None
+        self,
+        contract: TaskContract,
+        payload: dict[str, Any] | None = None,
+        key: str | None = None,
+        *,
+        to: str | None = None,
+        reason: str = "",
     ) -> dict[str, Any]:
-        """Run a task once, here or on a trusted peer; return result and decision chain."""
-        return await self.offloader.submit(contract, payload, key)
+        """Run a task once, here or on a trusted peer (``to``: that one first); return the
+        result and decision chain."""
+        return await self.offloader.submit(contract, payload, key, to=to, reason=reason)
 
     async def run_placed(
         self, contract: TaskContract, decision: Decision, payload: dict[str, Any]
