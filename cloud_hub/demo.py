@@ -4,17 +4,26 @@ Every process is a real ``cloud-hub run`` / ``edge-agent run`` child on 127.0.0.
 ephemeral port and its own data directory; each agent emulates a different board (labelled
 ``mode: emulated board`` on the hub). Children are stopped in a ``finally``, on Ctrl-C and on
 SIGTERM alike, and waited for: the demo leaves no process behind.
+
+With ``--learning`` (Flower installed: ``pip install '.[learning]'``) the hub also runs a
+Flower SuperLink, and after ``--learn-after`` seconds of telemetry the demo asks for one
+training run: every agent starts its SuperNode, one FedAvg round trains the load predictor
+on each agent's own per-device utilization, the hub registers the ONNX model, and each agent
+pulls it, validates it on its own telemetry and swaps it in or records why not. The
+dashboard's learning panel shows the run, the model's error and each agent's verdict.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import itertools
 import json
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,13 +36,26 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psutil
+
 from edge_agent.errors import HetmeshError
+from edge_agent.predictor.runtime import NOT_ENOUGH_DATA
+from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV
 
 PROFILES = ("rk3588", "jetson_orin_nano", "kria_kv260", "hailo8_host")
 #: What the hub tells agents; short so the dashboard moves.
 HEARTBEAT_S = 1.0
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 15.0
+#: The training run ``--learning`` asks for: small buckets so a demo minute is enough data;
+#: one round, every agent a node, bounded by the start and round timeouts.
+LEARN_BUCKET_S = 2.0
+LEARN_RUN_CONFIG = "window=8 bucket-s=2.0 local-epochs=20 lr=0.05 round-timeout-s=90.0"
+LEARN_START_TIMEOUT_S = 60.0
+#: The run plus every agent's verdict must be in by then (seconds after asking).
+LEARN_DEADLINE_S = 240.0
+LEARNING_EXTRA = "pip install '.[learning]'"
+SUPEREXEC_POLL_S = "0.25"  # Flower's SuperExec polls for work every 1 s by default
 #: One round of the mixed workload: the example models plus opaque contracts.
 WORKLOAD: tuple[dict[str, Any], ...] = (
     {"model": "tiny_cnn_int8", "priority": 1, "tenant": "vision",
@@ -68,6 +90,7 @@ class Child:
     log: Path
     url: str = ""
     pending: dict[str, str] = field(default_factory=dict)  # task id -> workload label
+    admin_token: str = ""  # the hub's, to ask for a training run
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -83,7 +106,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--duration",
         type=float,
         metavar="S",
-        help="stop after S seconds (default: run until Ctrl-C)",
+        help="stop after S seconds (default: run until Ctrl-C); with --learning, not before "
+        "the training run and every agent's verdict are in",
     )
     parser.add_argument(
         "--every",
@@ -101,11 +125,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="the hub announces itself over mDNS on loopback and agents find it there "
         '([hub] url = "mdns") instead of being given its URL',
     )
+    parser.add_argument(
+        "--learning",
+        action="store_true",
+        help="train the load predictor: the hub runs a Flower SuperLink, the agents SuperNodes, "
+        "one federated round on their own telemetry; agents validate and use the model "
+        f"(needs Flower: {LEARNING_EXTRA})",
+    )
+    parser.add_argument(
+        "--learn-after",
+        type=float,
+        default=45.0,
+        metavar="S",
+        help="with --learning: collect S seconds of telemetry, then train (default 45)",
+    )
 
 
-def _call(url: str, method: str = "GET", body: Any = None) -> Any:
+def _call(url: str, method: str = "GET", body: Any = None, token: str = "") -> Any:
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    req = urllib.request.Request(url, data, headers, method=method)
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
 
@@ -123,8 +164,10 @@ def _env(extra: dict[str, str], root: Path) -> dict[str, str]:
 def _spawn(name: str, argv: list[str], env: dict[str, str], data: Path) -> Child:
     data.mkdir(parents=True, exist_ok=True)
     log = data / f"{name}.log"
-    with log.open("ab") as out:
-        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+    with log.open("ab") as out:  # own process group: Ctrl-C reaches the demo, which stops all
+        proc = subprocess.Popen(
+            argv, env=env, stdout=out, stderr=subprocess.STDOUT, process_group=0
+        )
     return Child(name, proc, log)
 
 
@@ -144,7 +187,15 @@ def _wait_listening(child: Child, state: Path, deadline: float) -> None:
 
 
 def _stop_all(children: list[Child]) -> None:
-    """Stop the agents (they sync one last time), then the hub: SIGTERM, wait, SIGKILL."""
+    """Stop the agents (they sync one last time), then the hub: SIGTERM, wait, SIGKILL.
+
+    Processes the children started (Flower's SuperLink and SuperNodes and the processes
+    those start) are noted first; any still running once their parent is gone are killed.
+    """
+    family: list[psutil.Process] = []
+    for child in children:
+        with contextlib.suppress(psutil.Error):
+            family += psutil.Process(child.proc.pid).children(recursive=True)
     for group in (children[1:], children[:1]):
         for child in group:
             if child.proc.poll() is None:
@@ -156,6 +207,12 @@ def _stop_all(children: list[Child]) -> None:
             except subprocess.TimeoutExpired:
                 child.proc.kill()
                 child.proc.wait()
+    _, alive = psutil.wait_procs(family, timeout=5.0)
+    for proc in alive:
+        with contextlib.suppress(psutil.Error):
+            print(f"killing leftover pid {proc.pid} ({proc.name()})", flush=True)
+            proc.kill()
+    psutil.wait_procs(alive, timeout=5.0)
 
 
 @contextlib.contextmanager
@@ -181,16 +238,36 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _learning_env(n: int) -> dict[str, str]:
+    """The hub's settings for one bounded training run with all ``n`` agents as nodes."""
+    return {"CLOUD_HUB_LEARNING_PORT": str(_free_port()),
+            "CLOUD_HUB_LEARNING_EVERY_S": "86400",  # the demo asks for its run
+            "CLOUD_HUB_LEARNING_ROUNDS": "1", "CLOUD_HUB_LEARNING_MIN_NODES": str(n),
+            "CLOUD_HUB_LEARNING_START_TIMEOUT_S": str(LEARN_START_TIMEOUT_S),
+            "CLOUD_HUB_LEARNING_RUN_CONFIG": LEARN_RUN_CONFIG,
+            SUPEREXEC_POLL_ENV: SUPEREXEC_POLL_S}  # fmt: skip
+
+
 def _start(
-    root: Path, n: int, children: list[Child], discover: bool = False
+    root: Path, n: int, children: list[Child], discover: bool = False, learning: bool = False
 ) -> tuple[Child, list[Child]]:
     """Start the hub, then ``n`` agents enrolled with it (found over mDNS if ``discover``)."""
     token, deadline = secrets.token_urlsafe(16), time.monotonic() + START_TIMEOUT_S
-    hub_env = {"CLOUD_HUB_JOIN_TOKEN": token, "CLOUD_HUB_ADMIN_TOKEN": secrets.token_urlsafe(16),
+    admin = secrets.token_urlsafe(16)
+    hub_env = {"CLOUD_HUB_JOIN_TOKEN": token, "CLOUD_HUB_ADMIN_TOKEN": admin,
                "CLOUD_HUB_HEARTBEAT_INTERVAL_S": str(HEARTBEAT_S),
                "CLOUD_HUB_ADVERTISE": "true" if discover else "false"}  # fmt: skip
+    if learning:
+        hub_env |= _learning_env(n)
     argv = [sys.executable, "-m", "cloud_hub.cli", "run", "--port", "0"]
     hub = _spawn("hub", [*argv, "--data-dir", str(root / "hub")], _env(hub_env, root), root / "hub")
+    hub.admin_token = admin
     children.append(hub)
     _wait_listening(hub, root / "hub" / "hub.json", deadline)
     print(f"hub        pid {hub.proc.pid:<7} {hub.url}  (log {hub.log})", flush=True)
@@ -200,7 +277,9 @@ def _start(
         env = {"EDGE_AGENT_HUB_URL": hub.url, "EDGE_AGENT_HUB_JOIN_TOKEN": token,
                "EDGE_AGENT_HUB_AGENT_ID": name, "EDGE_AGENT_HUB_RETRY_S": "1",
                "EDGE_AGENT_HUB_LABELS": f"demo=yes,profile={profile}",
-               "EDGE_AGENT_TELEMETRY_INTERVAL_S": "2"}  # fmt: skip
+               "EDGE_AGENT_TELEMETRY_INTERVAL_S": "1" if learning else "2"}  # fmt: skip
+        if learning:  # its SuperNode's SuperExec picks up ClientApp work sooner
+            env[SUPEREXEC_POLL_ENV] = SUPEREXEC_POLL_S
         if discover:  # the agent gets no URL: it finds the hub and makes it prove the token
             env |= {"EDGE_AGENT_HUB_URL": "mdns", "EDGE_AGENT_HUB_MDNS_INTERFACES": "127.0.0.1"}
         data = root / name
@@ -267,25 +346,119 @@ def _drain(hub: Child, agents: list[Child], until: float) -> None:
     print(f"hub: {len(fleet['decisions'])} recent decisions on the dashboard", flush=True)
 
 
+class _LearningWatch:
+    """Asks the hub for one training run at ``at`` and prints how it goes, agent by agent."""
+
+    def __init__(self, hub: Child, agents: list[Child], at: float) -> None:
+        self.hub, self.agents, self.at = hub, agents, at
+        self.asked_at: float | None = None  # wall clock, to tell our run from older ones
+        self.deadline = 0.0
+        self.next_poll = 0.0
+        self.nodes_shown: list[str] = []
+        self.version: int | None = None
+        self.ended = False
+        self.verdicts: dict[str, tuple[bool, str]] = {}
+        self.done = False
+
+    def step(self) -> None:
+        """Do what is due now (call often; it polls the hub at most once a second)."""
+        now = time.monotonic()
+        if self.done or now < max(self.at, self.next_poll):
+            return
+        self.next_poll = now + 1.0
+        if self.asked_at is None:
+            self.asked_at = time.time()
+            self.deadline = now + LEARN_DEADLINE_S
+            _call(f"{self.hub.url}/v1/learning/runs", "POST", {}, self.hub.admin_token)
+            print("learning: asked the hub for a training run; agents start their SuperNodes")
+            return
+        doc = _call(f"{self.hub.url}/v1/learning")
+        ours = [r for r in doc["runs"] if r["started_at"] >= self.asked_at - 1.0]
+        reports: dict[str, Any] = doc["agents"]
+        if ours and not self.ended:
+            self._show_run(ours[0], doc, reports)
+        if self.ended and not self.done:
+            self._show_verdicts(reports)
+        if not self.done and now > self.deadline:
+            print(f"learning: not finished within {LEARN_DEADLINE_S:g} s; see the logs")
+            self.done = True
+        sys.stdout.flush()
+
+    def _show_run(self, run: dict[str, Any], doc: dict[str, Any], reports: dict[str, Any]) -> None:
+        nodes = sorted(a for a, r in reports.items() if (r.get("supernode") or {}).get("running"))
+        if run["status"] == "running":
+            if nodes != self.nodes_shown and nodes:
+                print(f"learning: SuperNodes running on {', '.join(nodes)} "
+                      f"(SuperLink {doc['superlink']})")  # fmt: skip
+            self.nodes_shown = nodes
+            return
+        self.ended = True
+        if run["status"] != "completed" or run["model_version"] is None:
+            print(f"learning: run {run['run_id']} {run['status']}: {run.get('error')}")
+            self.done = True
+            return
+        self.version = int(run["model_version"])
+        model = next(m for m in doc["models"] if m["version"] == self.version)
+        m = model["metrics"]
+        print(f"learning: run {run['run_id']} completed, {m.get('rounds_completed', 0):g} round; "
+              f"model v{self.version} registered; federated eval MAE "
+              f"{m.get('eval_rel_mae', float('nan')):.3f} vs EWMA "
+              f"{m.get('ewma_rel_mae', float('nan')):.3f} (relative to mean load)")  # fmt: skip
+
+    def _show_verdicts(self, reports: dict[str, Any]) -> None:
+        final = 0
+        for agent in self.agents:
+            report = reports.get(agent.name) or {}
+            verdict = (report.get("model") or {}).get("last_verdict") or {}
+            if verdict.get("version") != self.version:
+                continue
+            key = (bool(verdict["accepted"]), str(verdict["reason"]))
+            waiting = key[1].startswith(NOT_ENOUGH_DATA)
+            final += not waiting
+            if key == self.verdicts.get(agent.name):
+                continue
+            self.verdicts[agent.name] = key
+            what = "not validated yet" if waiting else ("accepted" if key[0] else "refused")
+            print(f"learning: {agent.name:<26} model v{self.version} {what}: {key[1]}")
+        if final == len(self.agents):
+            print(f"learning: done; the dashboard's learning panel: {self.hub.url}/#learning")
+            self.done = True
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the demo until Ctrl-C, SIGTERM or ``--duration``; 0 after a clean stop."""
     if not 1 <= args.agents <= len(PROFILES):
         raise DemoError(f"--agents: expected 1..{len(PROFILES)}, got {args.agents}")
+    learning = bool(getattr(args, "learning", False))
+    missing = [m for m in ("flwr", "cryptography") if importlib.util.find_spec(m) is None]
+    if learning and missing:
+        raise DemoError(
+            f"--learning needs Flower ({', '.join(missing)} not installed); install the "
+            f"learning extra: {LEARNING_EXTRA}"
+        )
     children: list[Child] = []
     with contextlib.ExitStack() as stack:
         root = args.data_dir or Path(stack.enter_context(tempfile.TemporaryDirectory()))
         root.mkdir(parents=True, exist_ok=True)
         stack.enter_context(_sigterm_stops())
         try:
-            hub, agents = _start(root, args.agents, children, args.discover)
+            hub, agents = _start(root, args.agents, children, args.discover, learning)
             print(f"dashboard: {hub.url}/   (Ctrl-C to stop)", flush=True)
+            watch = None
+            if learning:
+                watch = _LearningWatch(hub, agents, time.monotonic() + args.learn_after)
+                print(f"learning: on; training starts after {args.learn_after:g} s of telemetry")
+            else:
+                print(f"learning: off (--learning trains the load predictor; {LEARNING_EXTRA})")
             end = time.monotonic() + (args.duration if args.duration is not None else 1e18)
             counter, next_round = itertools.count(1), 0.0
-            while time.monotonic() < end:
+            while time.monotonic() < end or (watch is not None and not watch.done):
                 if time.monotonic() >= next_round:
                     _submit_round(agents, counter)
                     next_round = time.monotonic() + args.every
                 _report(agents)
+                if watch is not None:
+                    watch.step()
                 time.sleep(0.2)
             while any(a.pending for a in agents) and time.monotonic() < end + 10:
                 _report(agents)

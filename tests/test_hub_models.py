@@ -11,9 +11,8 @@ import base64
 import hashlib
 import json
 import math
-import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from aiohttp import web
 
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.learning.localfed import free_port
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
@@ -38,6 +38,7 @@ from edge_agent.predictor.onnx_export import spec_metadata, to_onnx
 
 pytestmark = pytest.mark.asyncio
 TOKEN, ADMIN = "join-me", "admin-me"
+Until = Callable[..., Awaitable[Any]]
 SPEC = FeatureSpec(window=16, bucket_s=60.0)
 DEVICES = ("rk3588/cpu", "rk3588/npu")
 BUCKETS = 240
@@ -110,21 +111,6 @@ def bad_model() -> bytes:
     return to_onnx(model, metadata=spec_metadata(SPEC))
 
 
-async def until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.02)
-    return value
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 async def upload(
     s: aiohttp.ClientSession, hub: Server, data: bytes, token: str = ADMIN
 ) -> tuple[int, Any]:
@@ -172,7 +158,9 @@ async def test_registry_routes_list_download_and_guard_uploads(tmp_path: Path) -
         await hub.stop()
 
 
-async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(tmp_path: Path) -> None:
+async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
+    tmp_path: Path, until: Until, emulated_agent: Callable[..., AgentConfig]
+) -> None:
     hub_cfg = HubConfig(
         data_dir=tmp_path / "hub",
         port=0,
@@ -182,12 +170,9 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(tmp_path: P
     )
     hub = Server(lambda: hub_app(hub_cfg))
     await hub.start()
-    agent_cfg = AgentConfig(
+    agent_cfg = emulated_agent(
         data_dir=tmp_path / "a1",
-        port=0,
-        profile="rk3588",
-        shutdown_grace_s=0.0,
-        telemetry_interval_s=3600.0,
+        telemetry_interval_s=3600.0,  # only the utilization written below
         hub_url=hub.url,
         hub_join_token=TOKEN,
         hub_agent_id="a1",
@@ -292,3 +277,20 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
         assert errors == []
     finally:
         await hub.stop()
+
+
+async def test_learning_run_config_is_checked_when_the_config_loads() -> None:
+    from cloud_hub.hub.config import ConfigError, load_config
+    from cloud_hub.learning.federation import LearningSettings
+
+    env = {"CLOUD_HUB_LEARNING_RUN_CONFIG": "window=8 bucket-s=2.0 round-timeout-s=30"}
+    assert load_config(env=env).learning_run_config == env["CLOUD_HUB_LEARNING_RUN_CONFIG"]
+    with pytest.raises(ConfigError, match=r"unknown key.*windw"):
+        load_config(env={"CLOUD_HUB_LEARNING_RUN_CONFIG": "windw=8"})
+    with pytest.raises(ConfigError, match="expected key=value"):
+        load_config(env={"CLOUD_HUB_LEARNING_RUN_CONFIG": "window"})
+    with pytest.raises(ConfigError, match="must be a number"):
+        load_config(env={"CLOUD_HUB_LEARNING_RUN_CONFIG": "lr=fast"})
+    # the run's deadline follows the round timeout the run config sets
+    settings = LearningSettings(Path("."), run_config={"num-rounds": 2, "round-timeout-s": 30.0})
+    assert settings.run_deadline_s == settings.gather_s + 60.0 + 2 * 30.0 + 60.0

@@ -97,12 +97,15 @@ def test_settings_from_run_config() -> None:
 def test_evaluation_reports_every_method_per_site() -> None:
     sites = _sites()
     report = evaluate(sites, RoundSettings(spec=SPEC, num_rounds=2, min_nodes=3))
-    for method in (*NAIVE, "local_only", "centralized", "fedavg", "fedavg_finetuned"):
+    for method in (*NAIVE, "local_only", "centralized", "fedavg", "fedavg_finetuned",
+                   "fedavg_local_mix"):  # fmt: skip
         assert set(report.mae[method]) == {s.name for s in sites}
         assert np.isfinite(report.rel_mae[method])
     assert report.best_naive() in NAIVE
     assert 0 <= report.local_only_sites_won() <= 3
     assert 0 <= report.local_only_sites_won("fedavg_finetuned") <= 3
+    assert set(report.mix_weights) == {s.name for s in sites}
+    assert all(0.0 <= w <= 1.0 for w in report.mix_weights.values())
 
 
 def test_fine_tuning_personalises_a_copy_of_the_global_model(tmp_path: Path) -> None:

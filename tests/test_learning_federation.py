@@ -7,12 +7,10 @@ starts ``flower-supernode`` when the hub wants rounds and SIGTERMs it when the r
 
 from __future__ import annotations
 
-import asyncio
 import math
-import socket
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +26,7 @@ with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 d
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.models_api import FEDERATION
+from cloud_hub.learning.localfed import free_port
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
@@ -37,13 +36,8 @@ from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV, stopped_cleanly
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 TOKEN, ADMIN = "join-me", "admin-me"
+Until = Callable[..., Awaitable[Any]]
 DEVICE = "rk3588/cpu"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -69,16 +63,7 @@ def telemetry(db_path: Path, seed: int, minutes: int = 600) -> None:
     db.close()
 
 
-async def until(check: Callable[[], Any], timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := check()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.1)
-    return value
-
-
-async def federation(tmp_path: Path, agents: int, min_nodes: int, **hub: Any) -> None:
+async def federation(tmp_path: Path, until: Until, agents: int, min_nodes: int, **hub: Any) -> None:
     """One run with ``agents`` agents; checks SuperNodes run only while the run is wanted."""
     config = HubConfig(
         data_dir=tmp_path / "hub",
@@ -145,14 +130,14 @@ async def federation(tmp_path: Path, agents: int, min_nodes: int, **hub: Any) ->
 
 
 async def test_a_run_with_too_few_nodes_is_stopped_and_supernodes_stop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: Until
 ) -> None:
     monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
-    await federation(tmp_path, agents=1, min_nodes=2, learning_start_timeout_s=4.0)
+    await federation(tmp_path, until, agents=1, min_nodes=2, learning_start_timeout_s=4.0)
 
 
 async def test_two_agents_train_one_round_and_pull_the_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: Until
 ) -> None:
     monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
-    await federation(tmp_path, agents=2, min_nodes=2, learning_start_timeout_s=30.0)
+    await federation(tmp_path, until, agents=2, min_nodes=2, learning_start_timeout_s=30.0)

@@ -14,7 +14,7 @@ with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 d
 
 from cloud_hub.learning.localfed import local_federation
 from cloud_hub.learning.registry import ModelRegistry
-from edge_agent.predictor.features import FeatureSpec, series_from_telemetry, split_point
+from edge_agent.predictor.features import FeatureSpec, device_series, split_point
 from edge_agent.predictor.runtime import Forecaster, OrtPredictor
 from edge_agent.predictor.supernode import stop_all, stopped_cleanly
 
@@ -67,7 +67,7 @@ def _train_and_check(tmp_path: Path, secure: bool) -> None:
     data = ModelRegistry(registry).read(entry)
     assert OrtPredictor(data).spec == SPEC
     for db in dbs:  # each agent validates on its own most recent telemetry
-        t0, series = series_from_telemetry(str(db), SPEC.bucket_s)
+        [(series, t0)] = device_series(str(db), SPEC.bucket_s)
         cut = split_point(series.shape[0], 0.3)
         forecaster = Forecaster(SPEC)
         verdict = forecaster.offer(data, series[cut:], t0 + SPEC.bucket_s * cut)

@@ -13,10 +13,12 @@ from edge_agent.errors import InvalidInput
 from edge_agent.predictor import baselines
 from edge_agent.predictor.features import (
     FeatureSpec,
+    device_series,
     make_dataset,
     make_features,
+    sampled_devices,
     series_from_intervals,
-    series_from_telemetry,
+    utilization_from_telemetry,
 )
 from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import IR_VERSION, OPSET, spec_metadata, to_onnx
@@ -116,19 +118,32 @@ def test_gate_refuses_garbage_and_foreign_spec() -> None:
     assert not verdict.accepted and "differs" in verdict.reason and fc.version is None
 
 
-def test_series_from_agent_telemetry_sqlite(tmp_path: Path) -> None:
+def test_device_series_from_agent_telemetry_sqlite(tmp_path: Path) -> None:
     db = tmp_path / "agent.db"
     con = sqlite3.connect(db)
     con.execute(
-        "CREATE TABLE telemetry (id INTEGER PRIMARY KEY, ts REAL, device TEXT, latency_s REAL)"
+        "CREATE TABLE telemetry (id INTEGER PRIMARY KEY, ts REAL, kind TEXT, device TEXT, "
+        "utilization REAL, latency_s REAL)"
     )
     con.executemany(
-        "INSERT INTO telemetry (ts, device, latency_s) VALUES (?, ?, ?)",
-        [(90.0, "gpu0", 30.0), (150.0, "gpu0", 60.0), (100.0, "cpu0", 10.0)],
+        "INSERT INTO telemetry (ts, kind, device, utilization, latency_s) VALUES (?, ?, ?, ?, ?)",
+        [
+            (70.0, "sample", "gpu0", 0.2, None),
+            (100.0, "sample", "gpu0", 0.4, None),
+            (250.0, "sample", "gpu0", 0.8, None),  # bucket 180..240 has no sample
+            (100.0, "sample", "cpu0", 0.5, None),
+            (90.0, "task", "npu0", None, 30.0),  # task rows are not utilization
+        ],
     )
     con.commit()
     con.close()
-    t0, s = series_from_telemetry(str(db), 60.0, device="gpu0")
-    assert t0 == 60.0 and s.tolist() == pytest.approx([1.0, 0.5])  # [60,90]+[90,150]
-    with pytest.raises(InvalidInput, match="no telemetry"):
-        series_from_telemetry(str(db), 60.0, device="npu9")
+    assert sampled_devices(str(db)) == ["cpu0", "gpu0"]
+    # without "now": up to the newest sample's bucket, which may still be filling
+    [(gpu, t0)] = device_series(str(db), 60.0, ["gpu0", "npu0"])
+    assert t0 == 60.0 and gpu.tolist() == pytest.approx([0.3, 0.3, 0.3])
+    # with "now": complete buckets before it, the last value carried over a silent stretch
+    found = device_series(str(db), 60.0, now=420.0)
+    cpu, gpu = [s.tolist() for s, _ in found]
+    assert cpu == [0.5] * 6 and gpu == pytest.approx([0.3, 0.3, 0.3, 0.8, 0.8, 0.8])
+    with pytest.raises(InvalidInput, match="no utilization samples"):
+        utilization_from_telemetry(str(db), 60.0, "npu0")

@@ -12,10 +12,12 @@ import pytest
 import edge_agent
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.supernode import (
+    ConfigValue,
     FlowerProcess,
     SuperNodeConfig,
     config_arg,
     flower_env,
+    parse_config_arg,
     stop_all,
     stopped_cleanly,
     supernode_process,
@@ -34,6 +36,14 @@ def test_config_arg_quotes_strings_and_keeps_numbers() -> None:
 def test_config_arg_refuses_what_flower_would_misparse(values: dict[str, str], fix: str) -> None:
     with pytest.raises(InvalidInput, match=fix):
         config_arg(values)
+
+
+def test_parse_config_arg_reads_what_config_arg_writes() -> None:
+    values: dict[str, ConfigValue] = {"window": 8, "bucket-s": 2.0, "name": "box", "on": False}
+    assert parse_config_arg(config_arg(values)) == values
+    assert parse_config_arg("") == {}
+    with pytest.raises(InvalidInput, match="expected key=value"):
+        parse_config_arg("=3")
 
 
 def test_supernode_argv_secure_and_offline() -> None:

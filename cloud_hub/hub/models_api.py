@@ -22,9 +22,15 @@ from typing import Any
 
 from aiohttp import web
 
-from cloud_hub.learning.federation import Federation, LearningSettings, model_entry
+from cloud_hub.learning.federation import (
+    Federation,
+    LearningSettings,
+    model_entry,
+    parse_run_config,
+)
 from edge_agent.errors import InvalidInput
 from edge_agent.http_errors import ApiError
+from edge_agent.predictor.supernode import ConfigValue
 
 FEDERATION = web.AppKey("federation", Federation)
 SHA_HEADER = "X-Model-Sha256"
@@ -109,15 +115,19 @@ def register(app: web.Application) -> None:
 
     async def federation_ctx(app: web.Application) -> AsyncIterator[None]:
         config = app[_api().HUB].config
+        run_config: dict[str, ConfigValue] = {
+            **parse_run_config(config.learning_run_config),
+            "num-rounds": config.learning_rounds,
+            "min-nodes": config.learning_min_nodes,
+            "start-timeout-s": config.learning_start_timeout_s,
+        }
         fed = Federation(
             LearningSettings(
                 state_dir=config.data_dir / "learning",
                 host=config.learning_host,
                 port=config.learning_port,
                 every_s=config.learning_every_s,
-                rounds=config.learning_rounds,
-                min_nodes=config.learning_min_nodes,
-                start_timeout_s=config.learning_start_timeout_s,
+                run_config=run_config,
                 gather_s=2 * config.heartbeat_interval_s + 1.0,  # every agent has polled
             )
         )

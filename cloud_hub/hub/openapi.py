@@ -129,7 +129,16 @@ def document() -> dict[str, Any]:
                 }
             },
             "securitySchemes": {
-                "agentSignature": {"type": "apiKey", "in": "header", "name": "X-Hetmesh-Signature"},
+                "agentSignature": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "X-Hetmesh-Signature",
+                    "description": "HMAC-SHA256 with the agent's key over method, path and "
+                    "query, sha256(body), X-Hetmesh-Timestamp, X-Hetmesh-Nonce and "
+                    "X-Hetmesh-Agent; a reused nonce or a timestamp outside the clock window "
+                    "is refused (401). Answers carry X-Hetmesh-Response-Signature. The "
+                    "scheme: docs/mesh.md, 'Signed requests and answers'.",
+                },
                 "adminToken": {"type": "http", "scheme": "bearer"},
             },
         },

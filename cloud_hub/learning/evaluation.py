@@ -24,6 +24,14 @@ FIRST_NODE_ID = 101  # clear of Flower's SUPERLINK_NODE_ID (1)
 NAIVE = ("last_value", "ewma", "seasonal_naive")
 FINETUNE_EPOCHS = 10  # at most this many local epochs on top of the global model
 VAL_FRACTION = 0.2  # newest part of a site's train data that picks the fine-tune epochs
+#: The shared models and two ways of making the federated one a site's own, each choosing
+#: on the validation slice of the site's train part (never its test part).
+LEARNED = (
+    "centralized",
+    "fedavg",
+    "fedavg_finetuned",  # trained on locally, epochs chosen on validation
+    "fedavg_local_mix",  # w·fine-tuned + (1-w)·local-only, w chosen on validation
+)
 
 
 @dataclass
@@ -48,6 +56,7 @@ class Report:
     sites: list[str]
     mae: dict[str, dict[str, float]] = field(default_factory=dict)
     rel_mae: dict[str, float] = field(default_factory=dict)
+    mix_weights: dict[str, float] = field(default_factory=dict)  # fedavg_local_mix's w per site
 
     def local_only_sites_won(self, method: str = "fedavg") -> int:
         """Sites where method's MAE (FedAvg by default) is lower than the local-only model's."""
@@ -126,6 +135,23 @@ def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadMo
     return model
 
 
+def mix_weight(d: SiteData, shared: LoadModel, local_fit: LoadModel) -> float:
+    """Personalisation by blending: the weight of ``shared`` in w·shared + (1-w)·local.
+
+    Chosen on the validation slice from a grid of 0, 0.1, ..., 1, with ``local_fit`` a local
+    model trained on the train part before that slice (the test part is never looked at).
+    """
+    val = split_point(d.cut, VAL_FRACTION)
+    x, level = d.x[val : d.cut], d.level[val : d.cut]
+    truth = d.y[val : d.cut] * level
+    a, b = shared.predict(x) * level, local_fit.predict(x) * level
+
+    def err(w: float) -> float:
+        return float(np.mean(np.abs(np.maximum(w * a + (1 - w) * b, 0.0) - truth)))
+
+    return min((i / 10 for i in range(11)), key=err)
+
+
 def evaluate(
     sites: list[Site], settings: RoundSettings, finetune_epochs: int = FINETUNE_EPOCHS
 ) -> Report:
@@ -135,10 +161,9 @@ def evaluate(
     season = round(spec.period_s / sites[0].bucket_s)
     epochs = settings.num_rounds * settings.local_epochs
     cfg = TrainConfig(epochs=epochs, lr=settings.lr, seed=settings.seed)
-    preds: dict[str, dict[str, FloatArray]] = {
-        m: {} for m in (*NAIVE, "local_only", "centralized", "fedavg", "fedavg_finetuned")
-    }
+    preds: dict[str, dict[str, FloatArray]] = {m: {} for m in (*NAIVE, "local_only", *LEARNED)}
     tune = replace(cfg, epochs=finetune_epochs)
+    report_weights: dict[str, float] = {}
     fed = run_fedavg(sites, settings)
     central = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
     central.fit(
@@ -152,10 +177,18 @@ def evaluate(
         preds["local_only"][d.name] = _model_preds(local, d)
         preds["centralized"][d.name] = _model_preds(central, d)
         preds["fedavg"][d.name] = _model_preds(fed, d)
-        preds["fedavg_finetuned"][d.name] = _model_preds(fine_tuned(fed, d, tune), d)
+        tuned = fine_tuned(fed, d, tune)
+        preds["fedavg_finetuned"][d.name] = _model_preds(tuned, d)
+        local_fit = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
+        val = split_point(d.cut, VAL_FRACTION)
+        local_fit.fit(d.x[:val], d.y[:val], cfg)
+        w = mix_weight(d, tuned, local_fit)
+        mixed = w * _model_preds(tuned, d) + (1 - w) * preds["local_only"][d.name]
+        preds["fedavg_local_mix"][d.name] = mixed
+        report_weights[d.name] = w
         for m, p in _naive_preds(d, settings, season).items():
             preds[m][d.name] = p
-    report = Report([d.name for d in data])
+    report = Report([d.name for d in data], mix_weights=report_weights)
     for method, by_site in preds.items():
         report.mae[method] = {}
         rel = []

@@ -4,7 +4,7 @@ One ``Federation`` per hub. The registry is always there (agents pull models fro
 learning port configured it also starts a TLS SuperLink with SuperNode authentication, and
 every ``every_s`` it runs one training run: while a run is wanted, agents that ask (their
 signed learning poll) are told to start their SuperNode; their public keys are registered
-first. A run that cannot start (too few nodes by ``start_timeout_s``) ends failed and is
+first. A run that cannot start (too few nodes by its ``start-timeout-s``) ends failed and is
 recorded; a run past its deadline is stopped (``flwr stop``). Either way, agents are then told
 to stop their SuperNodes.
 """
@@ -24,7 +24,7 @@ from typing import Any
 from cloud_hub.learning.registry import ModelRegistry, ModelVersion
 from cloud_hub.learning.superlink import FederationError, SuperLink, SuperLinkConfig
 from edge_agent.errors import InvalidInput
-from edge_agent.predictor.supernode import ConfigValue
+from edge_agent.predictor.supernode import ConfigValue, parse_config_arg
 
 log = logging.getLogger(__name__)
 
@@ -35,19 +35,53 @@ RUN_HISTORY = 50
 GATHER_S = 5.0
 
 
+#: Run config keys a hub's ``learning_run_config`` may set (declared in the Flower App).
+TUNABLE = (
+    "round-timeout-s",
+    "local-epochs",
+    "lr",
+    "hidden",
+    "holdout",
+    "evaluate-every",
+    "window",
+    "horizon",
+    "bucket-s",
+    "period-s",
+)
+#: What a run uses for keys neither the hub nor its ``run_config`` sets.
+RUN_DEFAULTS: dict[str, ConfigValue] = {
+    "num-rounds": 3,
+    "min-nodes": 2,
+    "start-timeout-s": 60.0,
+    "round-timeout-s": 120.0,
+}
+
+
+def parse_run_config(text: str) -> dict[str, ConfigValue]:
+    """A hub's ``learning_run_config`` (``window=8 bucket-s=2.0``), checked against TUNABLE."""
+    values = parse_config_arg(text)
+    unknown = sorted(set(values) - set(TUNABLE))
+    if unknown:
+        raise InvalidInput(
+            f"learning_run_config: unknown key(s) {', '.join(unknown)}; "
+            f"expected some of {', '.join(TUNABLE)}"
+        )
+    return values
+
+
 @dataclass(frozen=True)
 class LearningSettings:
-    """Where the SuperLink listens (port 0: no federated learning) and how runs go."""
+    """Where the SuperLink listens (port 0: no federated learning) and how runs go.
+
+    ``run_config`` is the Flower run config every run gets (``num-rounds``, ``min-nodes``,
+    ``start-timeout-s``, ``round-timeout-s`` and any of TUNABLE; RUN_DEFAULTS fill the rest).
+    """
 
     state_dir: Path
     host: str = "127.0.0.1"
     port: int = 0
     every_s: float = 3600.0
-    rounds: int = 3
-    min_nodes: int = 2
-    start_timeout_s: float = 60.0
-    round_timeout_s: float = 120.0
-    run_config: dict[str, ConfigValue] = field(default_factory=dict)  # extra Flower run config
+    run_config: dict[str, ConfigValue] = field(default_factory=dict)
     superexec_poll_s: float | None = None
     gather_s: float = GATHER_S  # agents see "rounds wanted" and start SuperNodes meanwhile
 
@@ -57,9 +91,16 @@ class LearningSettings:
         return self.port > 0
 
     @property
+    def config(self) -> dict[str, ConfigValue]:
+        """The run config with defaults filled in."""
+        return {**RUN_DEFAULTS, **self.run_config}
+
+    @property
     def run_deadline_s(self) -> float:
         """How long a run may take before it is stopped."""
-        return self.gather_s + self.start_timeout_s + self.rounds * self.round_timeout_s + 60.0
+        c = self.config
+        start, rounds = float(c["start-timeout-s"]), int(c["num-rounds"])
+        return self.gather_s + start + rounds * float(c["round-timeout-s"]) + 60.0
 
 
 @dataclass
@@ -168,14 +209,7 @@ class Federation:
         try:
             await asyncio.sleep(s.gather_s)  # agents poll, register and start their SuperNodes
             before = self.registry.latest()
-            config: dict[str, ConfigValue] = {
-                "num-rounds": s.rounds,
-                "min-nodes": s.min_nodes,
-                "start-timeout-s": s.start_timeout_s,
-                "round-timeout-s": s.round_timeout_s,
-                **s.run_config,
-                "registry-dir": str(self.registry.root),
-            }
+            config = {**s.config, "registry-dir": str(self.registry.root)}
             link = self.superlink
             record.nodes = len(self._registered)
             record.run_id = await asyncio.to_thread(link.submit, config)

@@ -32,7 +32,8 @@ def free_port() -> int:
 
 
 def telemetry_db(path: Path, seed: int, minutes: int = 1500) -> Path:
-    """An agent database (real schema) with one task a minute, busy in an 8-minute cycle."""
+    """An agent database (real schema): one task and one utilization sample a minute, busy in
+    an 8-minute cycle (the ClientApp trains on the samples, as the agent forecasts from them)."""
     db = sqlite_utils.Database(path)
     migrate(db, MIGRATIONS)
     rng = random.Random(seed)
@@ -44,6 +45,8 @@ def telemetry_db(path: Path, seed: int, minutes: int = 1500) -> Path:
             {"ts": T0 + 60 * i + 60 * busy, "kind": "task", "device": "cpu0",
              "task_id": f"t{i}", "latency_s": 60 * busy}
         )  # fmt: skip
+        sample = {"ts": T0 + 60 * i + 30, "kind": "sample", "device": "cpu0", "utilization": busy}
+        rows.append(sample)
     db.table("telemetry").insert_all(rows)
     db.close()
     return path

@@ -21,7 +21,7 @@ import numpy as np
 
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Placer
-from edge_agent.predictor.features import FeatureSpec, utilization_from_telemetry
+from edge_agent.predictor.features import FeatureSpec, device_series
 from edge_agent.predictor.runtime import Forecaster
 
 _log = logging.getLogger(__name__)
@@ -32,17 +32,12 @@ Window = tuple[np.ndarray[Any, np.dtype[np.float64]], float]
 def recent_window(db_path: Path, device: str, spec: FeatureSpec, now: float) -> Window | None:
     """The device's last ``spec.window`` complete buckets and the target's time, or None."""
     since = (math.floor(now / spec.bucket_s) - spec.window - 1) * spec.bucket_s
-    try:
-        t0, series = utilization_from_telemetry(str(db_path), spec.bucket_s, device, since)
-    except InvalidInput:
+    found = device_series(str(db_path), spec.bucket_s, [device], since, now)
+    if not found or found[0][0].shape[0] < spec.window:
         return None
-    complete = int((now - t0) // spec.bucket_s)
-    if complete < spec.window:
-        return None
-    if series.shape[0] < complete:  # no samples lately: carry the last value forward
-        series = np.concatenate([series, np.full(complete - series.shape[0], series[-1])])
-    window = np.ascontiguousarray(series[complete - spec.window : complete])
-    return window, t0 + spec.bucket_s * (complete - 1 + spec.horizon)
+    series, t0 = found[0]
+    window = np.ascontiguousarray(series[-spec.window :])
+    return window, t0 + spec.bucket_s * (series.shape[0] - 1 + spec.horizon)
 
 
 class DeviceForecasts:

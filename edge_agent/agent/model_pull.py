@@ -29,11 +29,10 @@ import aiohttp
 import numpy as np
 
 from edge_agent.agent.forecast import DeviceForecasts
-from edge_agent.agent.hub_auth import signed_headers
 from edge_agent.agent.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
 from edge_agent.errors import HetmeshError, InvalidInput
 from edge_agent.placement import Placer
-from edge_agent.predictor.features import FeatureSpec, utilization_from_telemetry
+from edge_agent.predictor.features import FeatureSpec, device_series
 from edge_agent.predictor.onnx_export import read_metadata, spec_from_metadata
 from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Forecaster, Verdict
 from edge_agent.predictor.supernode import SuperNodeSupervisor
@@ -164,15 +163,7 @@ def recent_series(
 ) -> list[tuple[np.ndarray[Any, Any], float]]:
     """Each device's recent utilization series (at most VALIDATE_BUCKETS buckets) (blocking)."""
     since = now - spec.bucket_s * VALIDATE_BUCKETS
-    out = []
-    for device in devices:
-        try:
-            t0, series = utilization_from_telemetry(str(db_path), spec.bucket_s, device, since)
-        except InvalidInput:
-            continue
-        complete = int((now - t0) // spec.bucket_s)  # the current bucket is still filling
-        out.append((series[:complete], t0))
-    return out
+    return device_series(str(db_path), spec.bucket_s, devices, since, now)
 
 
 class ModelPuller:
@@ -205,29 +196,20 @@ class ModelPuller:
                 self.last_error = str(err)
             await asyncio.sleep(self.link.interval_s)
 
-    async def _request(self, method: str, path: str, doc: Any = None) -> tuple[int, bytes, Any]:
+    async def _download(self, path: str) -> bytes:
+        """GET a model file from the hub (not signed: its sha256 is checked instead)."""
         client = self.link.client
-        body = b"" if doc is None else json.dumps(doc).encode()
-        headers = {}
-        if doc is not None:
-            if client.key is None:
-                raise HubRejected(401, "not enrolled with the hub yet")
-            headers = signed_headers(
-                client.agent_id, client.key, method, path, body, client.clock()
-            )
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         try:
-            async with client.session.request(
-                method, client.base_url + path, data=body or None, headers=headers, timeout=timeout
-            ) as resp:
-                data = await resp.read()
-                if resp.status >= 500:
-                    raise HubUnreachable(f"hub answered {resp.status} to {path}")
-                if resp.status >= 400:
-                    raise HubRejected(resp.status, data[:200].decode(errors="replace"))
-                return resp.status, data, resp.headers
+            async with client.session.get(client.base_url + path, timeout=timeout) as resp:
+                data: bytes = await resp.read()
         except (aiohttp.ClientError, TimeoutError) as err:
             raise HubUnreachable(f"no answer from {client.base_url}: {err}") from err
+        if resp.status >= 500:
+            raise HubUnreachable(f"hub answered {resp.status} to {path}")
+        if resp.status >= 400:
+            raise HubRejected(resp.status, data[:200].decode(errors="replace"))
+        return data
 
     def report(self) -> dict[str, Any]:
         """The learning report the agent posts."""
@@ -241,9 +223,7 @@ class ModelPuller:
         """Report, then act on the answer: pull a newer model, start or stop the SuperNode."""
         if self.link.client.key is None:
             return {}  # not enrolled yet: the hub link enrols first
-        path = f"/v1/agents/{self.link.client.agent_id}/learning"
-        _, body, _ = await self._request("POST", path, self.report())
-        answer: dict[str, Any] = json.loads(body)
+        answer: dict[str, Any] = await self.link.client.learning(self.report())  # signed both ways
         self.polls += 1
         latest = answer.get("latest")
         if isinstance(latest, dict) and latest.get("sha256") not in (
@@ -259,7 +239,7 @@ class ModelPuller:
     async def pull(self, entry: dict[str, Any]) -> Verdict | None:
         """Download one model version, check its sha256, validate it locally; the verdict."""
         sha, version = str(entry["sha256"]), int(entry["version"])
-        _, data, _ = await self._request("GET", str(entry["url"]))
+        data = await self._download(str(entry["url"]))
         if hashlib.sha256(data).hexdigest() != sha:
             raise InvalidInput(f"model v{version} download does not match its sha256; retrying")
         spec = self.local.forecaster.spec

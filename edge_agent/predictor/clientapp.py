@@ -1,9 +1,15 @@
-"""Flower ClientApp: trains and evaluates the load model on this box's own data only."""
+"""Flower ClientApp: trains and evaluates the load model on this box's own data only.
+
+The data is what the agent forecasts: each device's sampled utilization per bucket
+(``features.device_series``), the older part of each series for training, the newest
+``holdout`` fraction for evaluation.
+"""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
@@ -15,8 +21,8 @@ from edge_agent.predictor import baselines
 from edge_agent.predictor.features import (
     FeatureSpec,
     FloatArray,
-    make_dataset,
-    series_from_telemetry,
+    device_datasets,
+    device_series,
     split_point,
 )
 from edge_agent.predictor.model import TrainConfig, model_for
@@ -36,36 +42,71 @@ def spec_from_config(cfg: Mapping[str, object]) -> FeatureSpec:
     )
 
 
-def local_series(node_config: Mapping[str, object], spec: FeatureSpec) -> tuple[float, FloatArray]:
-    """This node's load series: the agent's SQLite telemetry, or a series file (.npz)."""
+def local_series(
+    node_config: Mapping[str, object], spec: FeatureSpec
+) -> list[tuple[FloatArray, float]]:
+    """This node's load series, ``[(series, t0)]``.
+
+    From the agent's SQLite telemetry (``telemetry-db``): every device's sampled utilization,
+    built by ``device_series`` exactly as the agent builds what it validates and forecasts on.
+    From a series file (``series-npz``, arrays ``t0`` and ``series``): that one series.
+    """
     if "telemetry-db" in node_config:
-        return series_from_telemetry(str(node_config["telemetry-db"]), spec.bucket_s)
+        path = str(node_config["telemetry-db"])
+        found = device_series(path, spec.bucket_s)
+        if not found:
+            raise InvalidInput(f"no utilization samples in {path}")
+        return found
     if "series-npz" in node_config:
         path = str(node_config["series-npz"])
         try:
             with np.load(path) as data:
-                return float(data["t0"]), np.asarray(data["series"], dtype=np.float64)
+                return [(np.asarray(data["series"], dtype=np.float64), float(data["t0"]))]
         except (OSError, KeyError, ValueError) as err:
             raise InvalidInput(f"cannot read series file {path}: {err}") from err
     raise InvalidInput("node config needs 'telemetry-db' (agent SQLite) or 'series-npz'")
 
 
-def _local_data(
-    context: Context, msg_config: Mapping[str, object]
-) -> tuple[FeatureSpec, FloatArray, FloatArray, FloatArray, int]:
-    """Features, normalized targets, levels and the holdout split point for this node."""
+@dataclass(frozen=True)
+class LocalData:
+    """A node's windows, pooled over its series, split chronologically within each series."""
+
+    spec: FeatureSpec
+    train_x: FloatArray
+    train_y: FloatArray
+    test_x: FloatArray
+    test_y: FloatArray
+    test_level: FloatArray
+
+
+def local_data(context: Context, msg_config: Mapping[str, object]) -> LocalData:
+    """Features and normalized targets for this node: the older part of each series trains."""
     spec = spec_from_config({**dict(context.run_config), **msg_config})
-    t0, series = local_series(dict(context.node_config), spec)
-    x, y, level = make_dataset(series, t0, spec)
-    cut = split_point(x.shape[0], float(cast(float, msg_config.get("holdout", 0.3))))
-    return spec, x, y, level, cut
+    holdout = float(cast(float, msg_config.get("holdout", 0.3)))
+    series = local_series(dict(context.node_config), spec)
+    parts = [p for p in device_datasets(series, spec) if len(p[0]) > 1]  # train and test rows
+    if not parts:
+        raise InvalidInput(
+            f"no local series of at least {spec.window + spec.horizon + 1} buckets to train on"
+        )
+    cuts = [split_point(x.shape[0], holdout) for x, _, _ in parts]
+
+    def pool(i: int, old: bool) -> FloatArray:
+        return np.concatenate(
+            [p[i][:c] if old else p[i][c:] for p, c in zip(parts, cuts, strict=True)]
+        )
+
+    return LocalData(
+        spec, pool(0, True), pool(1, True), pool(0, False), pool(1, False), pool(2, False)
+    )
 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
     """Start from the global weights, run local SGD epochs, reply weights and metrics."""
     cfg: dict[str, object] = dict(msg.content.config_records["config"])
-    spec, x, y, _, cut = _local_data(context, cfg)
+    data = local_data(context, cfg)
+    spec = data.spec
     model = model_for(spec.n_features, spec.window, hidden=int(cast(int, cfg.get("hidden", 16))))
     model.set_weights(msg.content.array_records["arrays"].to_numpy_ndarrays())
     tc = TrainConfig(
@@ -73,7 +114,8 @@ def train(msg: Message, context: Context) -> Message:
         lr=float(cast(float, cfg.get("lr", 0.02))),
         seed=int(cast(int, cfg.get("server-round", 0))) * 7919 + int(context.node_id) % 7919,
     )
-    train_mae = model.fit(x[:cut], y[:cut], tc)
+    cut = int(data.train_x.shape[0])
+    train_mae = model.fit(data.train_x, data.train_y, tc)
     log.info("node %s trained on %d windows, MAE %.4f", context.node_id, cut, train_mae)
     reply = RecordDict(
         {
@@ -88,12 +130,13 @@ def train(msg: Message, context: Context) -> Message:
 def evaluate(msg: Message, context: Context) -> Message:
     """Score the global weights and EWMA on this node's most recent holdout slice."""
     cfg: dict[str, object] = dict(msg.content.config_records["config"])
-    spec, x, y, level, cut = _local_data(context, cfg)
+    data = local_data(context, cfg)
+    spec, level = data.spec, data.test_level
     model = model_for(spec.n_features, spec.window, hidden=int(cast(int, cfg.get("hidden", 16))))
     model.set_weights(msg.content.array_records["arrays"].to_numpy_ndarrays())
-    truth = y[cut:] * level[cut:]
-    pred = np.maximum(model.predict(x[cut:]) * level[cut:], 0.0)
-    ewma = baselines.ewma(x[cut:, : spec.window] * level[cut:, None])
+    truth = data.test_y * level
+    pred = np.maximum(model.predict(data.test_x) * level, 0.0)
+    ewma = baselines.ewma(data.test_x[:, : spec.window] * level[:, None])
     scale = max(float(np.mean(np.abs(truth))), spec.floor)
     metrics = MetricRecord(
         {

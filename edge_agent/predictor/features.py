@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -12,6 +13,7 @@ from numpy.typing import NDArray
 from edge_agent.errors import InvalidInput
 
 FloatArray = NDArray[np.float64]
+HOST_ROW = "host"  # the telemetry sampler's whole-box row (edge_agent/agent/telemetry.py)
 
 
 @dataclass(frozen=True)
@@ -67,37 +69,16 @@ def series_from_intervals(
     return np.asarray(np.diff(at_edges) / bucket_s, dtype=np.float64)
 
 
-def series_from_telemetry(
-    db_path: str,
-    bucket_s: float,
-    device: str | None = None,
-    since: float | None = None,
-) -> tuple[float, FloatArray]:
-    """Busy fraction per bucket from the agent's telemetry table, read-only: (t0, series)."""
-    query = "SELECT ts, latency_s FROM telemetry WHERE latency_s IS NOT NULL"
-    args: list[object] = []
-    if device is not None:
-        query += " AND device = ?"
-        args.append(device)
-    if since is not None:
-        query += " AND ts >= ?"
-        args.append(since)
+def _read_samples(db_path: str, query: str, args: list[object]) -> list[tuple[object, ...]]:
+    """Rows of a read-only query on the agent's telemetry database."""
     try:
         con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
         try:
-            rows = con.execute(query, args).fetchall()
+            return con.execute(query, args).fetchall()
         finally:
             con.close()
     except sqlite3.Error as err:
         raise InvalidInput(f"cannot read telemetry from {db_path}: {err}") from err
-    if not rows:
-        raise InvalidInput(f"no telemetry samples in {db_path} (device={device!r})")
-    data = np.asarray(rows, dtype=np.float64)
-    ends = data[:, 0]
-    starts = ends - np.maximum(data[:, 1], 0.0)
-    t0 = math.floor(float(starts.min()) / bucket_s) * bucket_s
-    t1 = max(float(ends.max()), t0 + bucket_s)
-    return t0, series_from_intervals(starts, ends, np.ones_like(ends), t0, t1, bucket_s)
 
 
 def utilization_from_telemetry(
@@ -119,14 +100,7 @@ def utilization_from_telemetry(
     if since is not None:
         query += " AND ts >= ?"
         args.append(since)
-    try:
-        con = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
-        try:
-            rows = con.execute(query + " ORDER BY ts", args).fetchall()
-        finally:
-            con.close()
-    except sqlite3.Error as err:
-        raise InvalidInput(f"cannot read telemetry from {db_path}: {err}") from err
+    rows = _read_samples(db_path, query + " ORDER BY ts", args)
     if not rows:
         raise InvalidInput(f"no utilization samples in {db_path} for device {device!r}")
     data = np.asarray(rows, dtype=np.float64)
@@ -142,6 +116,49 @@ def utilization_from_telemetry(
             last = float(sums[i] / counts[i])
         series[i] = last
     return t0, series
+
+
+def sampled_devices(db_path: str) -> list[str]:
+    """The devices with utilization samples in the agent's telemetry, sorted (read-only).
+
+    The ``host`` row (the whole box's CPU, next to the devices) is not a device the agent
+    forecasts, so it is left out.
+    """
+    query = (
+        "SELECT DISTINCT device FROM telemetry WHERE kind = 'sample' "
+        "AND utilization IS NOT NULL AND device IS NOT NULL AND device != ? ORDER BY device"
+    )
+    return [str(row[0]) for row in _read_samples(db_path, query, [HOST_ROW])]
+
+
+def device_series(
+    db_path: str,
+    bucket_s: float,
+    devices: Sequence[str] | None = None,
+    since: float | None = None,
+    now: float | None = None,
+) -> list[tuple[FloatArray, float]]:
+    """Each device's utilization series of complete buckets, ``[(series, t0)]``.
+
+    The one series the load model learns from (the ClientApp), is validated on (the agent's
+    gate) and forecasts from (the agent's per-device forecasts). ``devices`` None: every
+    device with samples. The bucket ``now`` falls in is still filling and left out; buckets
+    up to it without samples repeat the last value. Without ``now``, the series ends before
+    the bucket of the newest sample. Devices without samples are skipped.
+    """
+    out = []
+    for device in sampled_devices(db_path) if devices is None else devices:
+        try:
+            t0, series = utilization_from_telemetry(db_path, bucket_s, device, since)
+        except InvalidInput:
+            continue
+        complete = series.shape[0] - 1 if now is None else int((now - t0) // bucket_s)
+        if complete <= 0:
+            continue
+        if series.shape[0] < complete:  # no samples lately: carry the last value forward
+            series = np.concatenate([series, np.full(complete - series.shape[0], series[-1])])
+        out.append((np.ascontiguousarray(series[:complete]), t0))
+    return out
 
 
 def window_level(window: FloatArray, spec: FeatureSpec) -> float:
@@ -186,6 +203,19 @@ def make_dataset(
         [wins / levels[:, None], np.sin(phase)[:, None], np.cos(phase)[:, None]], axis=1
     )
     return x, y_all[target_idx] / levels, levels
+
+
+def device_datasets(
+    series: Sequence[tuple[FloatArray, float]], spec: FeatureSpec
+) -> list[tuple[FloatArray, FloatArray, FloatArray]]:
+    """make_dataset for each ``(series, t0)``, skipping series shorter than window + horizon."""
+    parts = []
+    for values, t0 in series:
+        try:
+            parts.append(make_dataset(np.asarray(values, dtype=np.float64), t0, spec))
+        except InvalidInput:
+            continue
+    return parts
 
 
 def split_point(n: int, holdout: float) -> int:

@@ -12,7 +12,7 @@ from numpy.typing import NDArray
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor import baselines
 from edge_agent.predictor.fastpath import AGREE_ATOL, FastPredictor
-from edge_agent.predictor.features import FeatureSpec, make_dataset, make_features
+from edge_agent.predictor.features import FeatureSpec, device_datasets, make_features
 from edge_agent.predictor.onnx_export import (
     INPUT_NAME,
     digest,
@@ -129,12 +129,7 @@ class Forecaster:
                 float("nan"),
                 f"feature spec {cand.spec} differs from the agent's {self.spec}",
             )
-        parts = []
-        for values, t0 in series:
-            try:
-                parts.append(make_dataset(np.asarray(values, dtype=np.float64), t0, self.spec))
-            except InvalidInput:
-                continue  # too short to score; the others may still be
+        parts = device_datasets(series, self.spec)  # too short ones skipped
         if not parts:
             reason = f"{NOT_ENOUGH_DATA} of at least {self.spec.window + self.spec.horizon} buckets"
             return Verdict(False, float("inf"), None, float("nan"), reason)

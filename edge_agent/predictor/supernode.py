@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,25 @@ def config_arg(values: Mapping[str, ConfigValue]) -> str:
                 raise InvalidInput(f"config value for {key!r} may not hold quotes or backslashes")
             parts.append(f'{key}="{value}"')
     return " ".join(parts)
+
+
+def parse_config_arg(text: str) -> dict[str, ConfigValue]:
+    """The inverse of config_arg: ``key=value ...`` with TOML values (``window=8 bucket-s=2.0``)."""
+    out: dict[str, ConfigValue] = {}
+    for part in text.split():
+        key, sep, raw = part.partition("=")
+        if not sep or not key:
+            raise InvalidInput(f"config item {part!r}: expected key=value")
+        try:
+            value = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            raise InvalidInput(
+                f"config item {part!r}: the value must be a number, true/false or a quoted string"
+            ) from None
+        if not isinstance(value, str | int | float | bool):
+            raise InvalidInput(f"config item {part!r}: expected a number, boolean or string")
+        out[key] = value
+    return out
 
 
 def flower_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
