@@ -27,6 +27,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=30)
     ap.add_argument("--local-epochs", type=int, default=1)
     ap.add_argument("--finetune-epochs", type=int, default=10)
+    ap.add_argument("--seed", type=int, default=0, help="model initialisation seed")
     args = ap.parse_args()
     logging.disable(logging.INFO)
     sites = all_sites(bucket_s=args.bucket_s, kind=args.kind)
@@ -35,6 +36,7 @@ def main() -> None:
         num_rounds=args.rounds,
         local_epochs=args.local_epochs,
         min_nodes=len(sites),
+        seed=args.seed,
     )
     t = time.perf_counter()
     r = evaluate(sites, settings, finetune_epochs=args.finetune_epochs)
@@ -57,11 +59,15 @@ def main() -> None:
         "fed_local_mix_mae": round(r.rel_mae["fedavg_local_mix"], 4),
         "mix_local_only_sites_won": r.local_only_sites_won("fedavg_local_mix"),
         "mix_weights": {k: round(v, 2) for k, v in r.mix_weights.items()},
+        "fed_ditto_mae": round(r.rel_mae["fedavg_ditto"], 4),
+        "ditto_local_only_sites_won": r.local_only_sites_won("fedavg_ditto"),
+        "ditto_mu_epochs": {k: [mu, ep] for k, (mu, ep) in r.ditto_choice.items()},
         "finetune_epochs": args.finetune_epochs,
         "sites": len(r.sites),
         "kind": args.kind,
         "bucket_s": args.bucket_s,
         "rounds": args.rounds,
+        "seed": args.seed,
         "mae_unit": "mean over sites of MAE / site mean load",
         "wall_s": round(wall, 2),
     }

@@ -6,8 +6,18 @@ the agent's status page). Needs ``apt-get install chromium`` and ``pip install p
 is missing, unless ``HETMESH_REQUIRE_BROWSER=1`` (set in CI), where a missing browser fails.
 
 ``emulated_agent``: a maker of agent configs for an emulated board in the test's ``tmp_path``.
+``hub_config``: a maker of hub configs in ``tmp_path / "hub"`` with known join and admin tokens.
+``joined_agent``: ``joined_agent(hub_url, agent_id)``, an emulated agent's config that joins
+that hub with ``hub_config``'s join token.
 
-``until``: ``await until(check, timeout)``, polling ``check()`` until it is truthy (its value).
+``until``: ``await until(check, timeout)``, polling ``check()`` (sync or async) until it is
+truthy (its value).
+
+``get_json``: ``await get_json(session, url)``, a GET that must answer 200; its JSON body.
+``final_task``: ``await final_task(session, agent_url, task_id)``, the agent's task once it is
+done or failed.
+``peer_online``: ``await peer_online(session, agent_url, peer_id)``, once the agent's
+``/v1/peers`` shows that mesh peer online.
 
 ``agent_daemon``: ``async with agent_daemon(config) as base_url``: `edge-agent run`'s
 ``daemon.serve`` (real mDNS mesh, HTTP, SQLite), stopped gracefully on exit.
@@ -22,19 +32,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import inspect
 import json
 import os
 import shutil
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import pytest_asyncio
 
+from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.config import AgentConfig
 from edge_agent.mesh.netns import NetnsUnavailable, start_fleet
 
@@ -90,6 +103,47 @@ def emulated_agent(tmp_path: Path) -> Callable[..., AgentConfig]:
             telemetry_interval_s=0.0,
         )
         return dataclasses.replace(base, **changes)
+
+    return make
+
+
+@pytest.fixture
+def hub_config(tmp_path: Path) -> Callable[..., HubConfig]:
+    """Return a maker of hub configs in ``tmp_path / "hub"`` on a free loopback port.
+
+    Join token ``"join-me"``, admin token ``"admin-me"`` (read them from the config); keyword
+    arguments replace any setting.
+    """
+
+    def make(**changes: Any) -> HubConfig:
+        base = HubConfig(
+            data_dir=tmp_path / "hub", port=0, join_token="join-me", admin_token="admin-me"
+        )
+        return base.replace(**changes)
+
+    return make
+
+
+@pytest.fixture
+def joined_agent(
+    tmp_path: Path,
+    emulated_agent: Callable[..., AgentConfig],
+    hub_config: Callable[..., HubConfig],
+) -> Callable[..., AgentConfig]:
+    """Return ``joined_agent(hub_url, agent_id="a1", **changes)``: ``emulated_agent``'s config
+    in ``tmp_path / agent_id`` that joins the hub at ``hub_url`` as ``agent_id`` with the
+    ``hub_config`` join token, retrying every 0.05 s; keyword arguments replace any setting."""
+    token = hub_config().join_token
+
+    def make(hub_url: str, agent_id: str = "a1", **changes: Any) -> AgentConfig:
+        joined = emulated_agent(
+            data_dir=tmp_path / agent_id,
+            hub_url=hub_url,
+            hub_join_token=token,
+            hub_agent_id=agent_id,
+            hub_retry_s=0.05,
+        )
+        return joined.replace(**changes)
 
     return make
 
@@ -150,16 +204,68 @@ def netns_fleet() -> Iterator[Callable[..., Any]]:
         yield start
 
 
-async def _until(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+async def _until(check: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
     deadline = time.monotonic() + timeout
-    while not (value := check()):
+    while True:
+        value = check()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return value
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.02)
-    return value
+        await asyncio.sleep(interval)
 
 
 @pytest.fixture
 def until() -> Callable[..., Any]:
-    """Return ``await until(check, timeout=20.0)``: poll ``check()`` until truthy; its value."""
+    """Return ``await until(check, timeout=20.0, interval=0.02)``: poll ``check()`` every
+    ``interval`` s until truthy (a coroutine it returns is awaited); return that value."""
     return _until
+
+
+async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
+    async with session.get(url) as resp:
+        assert resp.status == 200, f"GET {url}: {resp.status} {await resp.text()}"
+        return await resp.json()
+
+
+@pytest.fixture
+def get_json() -> Callable[[aiohttp.ClientSession, str], Awaitable[Any]]:
+    """Return ``await get_json(session, url)``: GET ``url``, assert 200, return the JSON."""
+    return _get_json
+
+
+async def _final_task(
+    session: aiohttp.ClientSession, base: str, task_id: str, timeout: float = 20.0
+) -> dict[str, Any]:
+    async def final() -> dict[str, Any] | None:
+        task: dict[str, Any] = (await _get_json(session, f"{base}/v1/tasks/{task_id}"))["task"]
+        return task if task["state"] in ("done", "failed") else None
+
+    found: dict[str, Any] = await _until(final, timeout)
+    return found
+
+
+@pytest.fixture
+def final_task() -> Callable[..., Awaitable[dict[str, Any]]]:
+    """Return ``await final_task(session, agent_url, task_id, timeout=20.0)``: poll the agent's
+    ``GET /v1/tasks/{id}`` until the task is done or failed; return the task."""
+    return _final_task
+
+
+async def _peer_online(
+    session: aiohttp.ClientSession, base: str, peer_id: str, timeout: float = 20.0
+) -> None:
+    async def online() -> bool:
+        rows = (await _get_json(session, f"{base}/v1/peers"))["peers"]
+        return any(r["agent_id"] == peer_id and r["state"] == "online" for r in rows)
+
+    await _until(online, timeout)
+
+
+@pytest.fixture
+def peer_online() -> Callable[..., Awaitable[None]]:
+    """Return ``await peer_online(session, agent_url, peer_id, timeout=20.0)``: poll the
+    agent's ``GET /v1/peers`` until it lists ``peer_id`` online."""
+    return _peer_online

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import math
 import time
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.carbon import CarbonSource
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.deferral import Deferral, Deferrer
-from edge_agent.carbon_series import load_series
+from edge_agent.carbon_series import Series, load_series
 from edge_agent.cli_agent import _task_rows
 from edge_agent.placement import (
     Placer,
@@ -30,6 +31,10 @@ from edge_agent.placement import (
 from edge_agent.scheduling.window import HOUR_S, WindowPlanner
 
 H = HOUR_S
+#: The conftest fixtures: ``carbon_series_file`` (hourly CSV), ``emulated_agent``, ``until``.
+WriteSeries = Callable[[Path, float, list[float]], Path]
+MakeConfig = Callable[..., AgentConfig]
+Until = Callable[..., Awaitable[Any]]
 
 
 def curve(values: dict[int, float], default: float = 400.0) -> Any:
@@ -96,21 +101,22 @@ def test_planner_guaranteed_releases_keep_every_deadline(
             assert clock <= deadline
 
 
-def write_series(path: Path, start: float, values: list[float]) -> Path:
-    rows = ["timestamp,avg_ci_g_per_kwh"]
-    for i, v in enumerate(values):
-        rows.append(f"{datetime.fromtimestamp(start + i * H, UTC).isoformat(sep=' ')},{v}")
-    path.write_text("\n".join(rows) + "\n")
-    return path
-
-
 def deferrable(deadline_s: float) -> TaskContract:
     return TaskContract(Semantics(gflops=1.0), Requirements(deadline_s=deadline_s))
 
 
-def test_deferrer_plans_holds_explains_and_releases(tmp_path: Path) -> None:
-    start = datetime(2031, 3, 1, tzinfo=UTC).timestamp()
-    series = load_series(write_series(tmp_path / "g.csv", start, [388, 300, 212, 250, 400, 50]))
+MARCH_1 = datetime(2031, 3, 1, tzinfo=UTC).timestamp()
+
+
+@pytest.fixture
+def march_grid(tmp_path: Path, carbon_series_file: WriteSeries) -> Series:
+    """A grid from 2031-03-01 00:00 UTC: 388, 300, 212, 250, 400 and 50 g/kWh, hour by hour."""
+    grid = [388.0, 300.0, 212.0, 250.0, 400.0, 50.0]
+    return load_series(carbon_series_file(tmp_path / "g.csv", MARCH_1, grid))
+
+
+def test_deferrer_plans_holds_explains_and_releases(march_grid: Series) -> None:
+    start, series = MARCH_1, march_grid
     clock = [start + 600.0]
     released: list[str] = []
 
@@ -140,17 +146,18 @@ def test_deferrer_plans_holds_explains_and_releases(tmp_path: Path) -> None:
 
 @pytest.mark.asyncio
 async def test_agent_defers_persists_across_restart_and_releases(
-    aiohttp_client: Any, tmp_path: Path
+    aiohttp_client: Any,
+    tmp_path: Path,
+    carbon_series_file: WriteSeries,
+    emulated_agent: MakeConfig,
+    until: Until,
 ) -> None:
     now = time.time()
     hour0 = now - now % H
     # dirty now, clean two hours on, dirty again after: the task waits for hour0 + 2h
-    series = write_series(
-        tmp_path / "grid.csv", hour0 - 24 * H, [300.0] * 24 + [388, 300, 212, 390]
-    )
-    config = AgentConfig(
-        data_dir=tmp_path / "data", port=0, shutdown_grace_s=0.0, profile="rk3588"
-    ).replace(carbon_series=series, carbon_update_s=1.0)
+    grid = [300.0] * 24 + [388.0, 300.0, 212.0, 390.0]
+    series = carbon_series_file(tmp_path / "grid.csv", hour0 - 24 * H, grid)
+    config = emulated_agent(carbon_series=series, carbon_update_s=1.0)
     body = {
         "semantics": {"gflops": 0.5},
         "requirements": {"model_format": None, "deadline_s": 6 * H},
@@ -189,11 +196,12 @@ async def test_agent_defers_persists_across_restart_and_releases(
     assert row["state"] == "deferred"
     agent.deferrer.clock = lambda: hour0 + 2 * H + 1  # its hour has come
     agent.deferrer.poke()
-    for _ in range(500):
+
+    async def done() -> dict[str, Any] | None:
         row = (await (await client.get(f"/v1/tasks/{task['id']}")).json())["task"]
-        if row["state"] == "done":
-            break
-        await asyncio.sleep(0.01)
+        return row if row["state"] == "done" else None
+
+    row = await until(done)
     assert row["state"] == "done" and not agent.deferrer.held()
     explain = await (await client.get(f"/v1/tasks/{task['id']}/explain")).json()
     assert explain["placed"] and explain["deferral"]["not_before"] == hour0 + 2 * H
@@ -202,10 +210,9 @@ async def test_agent_defers_persists_across_restart_and_releases(
 
 @pytest.mark.asyncio
 async def test_a_moved_task_keeps_its_deadline_and_goes_to_its_peer_at_the_targets_hour(
-    tmp_path: Path,
+    march_grid: Series, until: Until
 ) -> None:
-    start = datetime(2031, 3, 1, tzinfo=UTC).timestamp()
-    series = load_series(write_series(tmp_path / "g.csv", start, [388, 300, 212, 250, 400, 50]))
+    start, series = MARCH_1, march_grid
     clock = [start + 600.0]
     released: list[str] = []
     forwarded: list[tuple[str, str | None]] = []
@@ -246,10 +253,7 @@ async def test_a_moved_task_keeps_its_deadline_and_goes_to_its_peer_at_the_targe
     try:
         clock[0] = start + H
         d.poke()
-        for _ in range(200):
-            if forwarded:
-                break
-            await asyncio.sleep(0.01)
+        await until(lambda: forwarded)
     finally:
         runner.cancel()
         with contextlib.suppress(asyncio.CancelledError):

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import socket
-import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Any
@@ -22,9 +22,9 @@ from aiohttp import web
 from zeroconf.asyncio import AsyncServiceInfo
 
 from edge_agent.agent.api import AGENT, make_app
-from edge_agent.agent.config import AgentConfig, ConfigError, load_config
+from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
 from edge_agent.agent.hub_devices import DeviceReporter
-from edge_agent.agent.mesh_link import MESH
+from edge_agent.agent.mesh_link import MESH, mesh_config
 from edge_agent.cli import main as cli_main
 from edge_agent.mesh import FleetKey, MeshConfig
 from edge_agent.mesh.advertise import SERVICE_TYPE, new_zeroconf
@@ -39,45 +39,42 @@ NPU_TASK = {
 
 #: The ``agent_daemon`` fixture (tests/conftest.py): serve(config) yields the agent's URL.
 Serve = Callable[[AgentConfig], AbstractAsyncContextManager[str]]
+#: The ``until``, ``get_json`` and ``final_task`` fixtures (tests/conftest.py).
+Until = Callable[..., Awaitable[Any]]
+GetJson = Callable[[aiohttp.ClientSession, str], Awaitable[Any]]
+FinalTask = Callable[[aiohttp.ClientSession, str, str], Awaitable[dict[str, Any]]]
+PeerOnline = Callable[[aiohttp.ClientSession, str, str], Awaitable[None]]
 
 
-def agent_config(tmp: Path, name: str, profile: str, **changes: Any) -> AgentConfig:
-    base = AgentConfig(
-        data_dir=tmp / name,
-        port=0,
-        profile=profile,
-        shutdown_grace_s=0.0,
-        telemetry_interval_s=0.0,
-        emulation_jitter=0.0,
-        mesh_fleet_key=KEY,
-        mesh_heartbeat_s=0.3,
-    )
-    return base.replace(**changes)
+#: ``agent_config(name, profile, **changes)`` (below).
+MakeConfig = Callable[..., AgentConfig]
 
 
-async def get(session: aiohttp.ClientSession, url: str) -> Any:
-    async with session.get(url) as resp:
-        assert resp.status == 200, await resp.text()
-        return await resp.json()
+@pytest.fixture
+def agent_config(tmp_path: Path, emulated_agent: MakeConfig) -> MakeConfig:
+    """Return ``agent_config(name, profile, **changes)``: an ``emulated_agent`` board of that
+    profile in ``tmp_path / name``, in the mesh of KEY with 0.3 s heartbeats."""
 
+    def make(name: str, profile: str, **changes: Any) -> AgentConfig:
+        mesh = {"mesh_fleet_key": KEY, "mesh_heartbeat_s": 0.3}
+        return emulated_agent(data_dir=tmp_path / name, profile=profile, **mesh).replace(**changes)
 
-async def until(check: Any, timeout_s: float = 15.0) -> Any:
-    """Await ``check()`` until it returns something truthy."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        found = await check()
-        if found:
-            return found
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.05)
+    return make
 
 
 @pytest.mark.asyncio
 async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_agent(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], agent_daemon: Serve
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    agent_config: MakeConfig,
+    agent_daemon: Serve,
+    until: Until,
+    get_json: GetJson,
+    final_task: FinalTask,
+    peer_online: PeerOnline,
 ) -> None:
-    cpu_cfg = agent_config(tmp_path, "cpu", "rpi5", mesh_bid_above_s=0.1)
-    npu_cfg = agent_config(tmp_path, "npu", "rk3588")
+    cpu_cfg = agent_config("cpu", "rpi5", mesh_bid_above_s=0.1)
+    npu_cfg = agent_config("npu", "rk3588")
     # a node showing the fleet's fingerprint (public) without the key: a faster NPU board
     spoof_cfg = MeshConfig(agent_id="spoofer", heartbeat_s=0.3, announce_burst=100)
     spoofer = emulated_node(
@@ -89,15 +86,10 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
         agent_daemon(npu_cfg) as npu,
         serve(spoofer) as spoof_port,
     ):
-        npu_id = (await get(http, f"{npu}/v1/peers"))["agent_id"]
-        cpu_id = (await get(http, f"{cpu}/v1/peers"))["agent_id"]
+        npu_id = (await get_json(http, f"{npu}/v1/peers"))["agent_id"]
+        cpu_id = (await get_json(http, f"{cpu}/v1/peers"))["agent_id"]
         assert npu_id != cpu_id and (tmp_path / "npu" / "mesh_id").read_text().strip() == npu_id
-
-        async def npu_online() -> bool:
-            rows = (await get(http, f"{cpu}/v1/peers"))["peers"]
-            return any(r["agent_id"] == npu_id and r["state"] == "online" for r in rows)
-
-        await until(npu_online)
+        await peer_online(http, cpu, npu_id)
         # forge an announcement: the spoofer's endpoint under the fleet's fingerprint
         zc = new_zeroconf(["127.0.0.1"])
         try:
@@ -132,11 +124,7 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
             assert resp.status == 202, await resp.text()
             task_id = (await resp.json())["task"]["id"]
 
-        async def finished() -> dict[str, Any] | None:
-            task = (await get(http, f"{cpu}/v1/tasks/{task_id}"))["task"]
-            return task if task["state"] in ("done", "failed") else None
-
-        task = await until(finished)
+        task = await final_task(http, cpu, task_id)
         assert task["state"] == "done", task
         assert task["ran_on"] == npu_id and task["device"] == f"{npu_id}:rk3588/npu"
         origin_link, peer_link = task["chain"]
@@ -147,7 +135,7 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
         assert task["result"]["emulated"] is True and task["emulated"] is True
 
         # the NPU agent ran it once, as a task of its own that names its origin
-        ran = (await get(http, f"{npu}/v1/tasks"))["tasks"]
+        ran = (await get_json(http, f"{npu}/v1/tasks"))["tasks"]
         assert [(t["origin"], t["state"], t["device"]) for t in ran] == [
             (cpu_id, "done", "rk3588/npu")
         ]
@@ -155,7 +143,7 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
             task_id
         )
 
-        explain = await get(http, f"{cpu}/v1/tasks/{task_id}/explain")
+        explain = await get_json(http, f"{cpu}/v1/tasks/{task_id}/explain")
         assert explain["ran_on"] == npu_id and len(explain["chain"]) == 2
 
         metrics = await (await http.get(f"{cpu}/metrics")).text()
@@ -176,7 +164,7 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
         # a task the origin can run itself, cheaply, stays here (no bids asked)
         async with http.post(f"{cpu}/v1/tasks", json={"semantics": {"gflops": 0.01}}) as resp:
             local_id = (await resp.json())["task"]["id"]
-        local = await until(lambda: _final(http, cpu, local_id))
+        local = await final_task(http, cpu, local_id)
         assert local["state"] == "done" and local["ran_on"] is None and local["chain"] is None
         assert local["device"] == "rpi5/cpu"
 
@@ -186,35 +174,30 @@ async def test_an_npu_task_submitted_to_a_box_without_npu_runs_once_on_the_npu_a
         big["requirements"] = {"model_format": None}
         async with http.post(f"{cpu}/v1/tasks", json=big) as resp:
             big_id = (await resp.json())["task"]["id"]
-        moved = await until(lambda: _final(http, cpu, big_id))
+        moved = await final_task(http, cpu, big_id)
         assert moved["state"] == "done" and moved["ran_on"] == npu_id
         assert moved["chain"][0]["devices"] == ["rpi5/cpu"]  # placed here, then beaten
         assert moved["chain"][0]["bids"][0]["estimate_ms"] < 100
 
 
-async def _final(http: aiohttp.ClientSession, base: str, task_id: str) -> dict[str, Any] | None:
-    task: dict[str, Any] = (await get(http, f"{base}/v1/tasks/{task_id}"))["task"]
-    return task if task["state"] in ("done", "failed") else None
-
-
 @pytest.mark.asyncio
 async def test_a_task_no_member_can_run_fails_with_the_chain(
-    tmp_path: Path, agent_daemon: Serve
+    agent_config: MakeConfig,
+    agent_daemon: Serve,
+    get_json: GetJson,
+    final_task: FinalTask,
+    peer_online: PeerOnline,
 ) -> None:
     async with (
         aiohttp.ClientSession() as http,
-        agent_daemon(agent_config(tmp_path, "a", "rpi5")) as a,
-        agent_daemon(agent_config(tmp_path, "b", "intel_n100")) as b,
+        agent_daemon(agent_config("a", "rpi5")) as a,
+        agent_daemon(agent_config("b", "intel_n100")) as b,
     ):
-        b_id = (await get(http, f"{b}/v1/peers"))["agent_id"]
-
-        async def b_online() -> bool:
-            return any(r["agent_id"] == b_id for r in (await get(http, f"{a}/v1/peers"))["peers"])
-
-        await until(b_online)
+        b_id = (await get_json(http, f"{b}/v1/peers"))["agent_id"]
+        await peer_online(http, a, b_id)
         async with http.post(f"{a}/v1/tasks", json=NPU_TASK) as resp:
             task_id = (await resp.json())["task"]["id"]
-        task = await until(lambda: _final(http, a, task_id))
+        task = await final_task(http, a, task_id)
         assert task["state"] == "failed" and task["ran_on"] is None
         assert task["chain"][0]["bids"][0]["peer"] == b_id
         assert task["chain"][0]["bids"][0]["placed"] is False
@@ -223,9 +206,9 @@ async def test_a_task_no_member_can_run_fails_with_the_chain(
 
 @pytest.mark.asyncio
 async def test_the_hub_heartbeat_names_the_trusted_online_peers(
-    tmp_path: Path, agent_daemon: Serve
+    agent_config: MakeConfig, agent_daemon: Serve, until: Until, get_json: GetJson
 ) -> None:
-    app = make_app(agent_config(tmp_path, "embedded", "rpi5"))
+    app = make_app(agent_config("embedded", "rpi5"))
     runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     try:
@@ -238,29 +221,31 @@ async def test_the_hub_heartbeat_names_the_trusted_online_peers(
             agent.fleet, agent.placer, agent.executor.busy_s.__getitem__
         )
         assert agent.hub_report()["peers"] == []
-        async with agent_daemon(agent_config(tmp_path, "other", "rk3588")) as other:
+        async with agent_daemon(agent_config("other", "rk3588")) as other:
             async with aiohttp.ClientSession() as http:
-                other_id = (await get(http, f"{other}/v1/peers"))["agent_id"]
-
-            async def listed() -> bool:
-                return bool(agent.hub_report()["peers"] == [other_id])
-
-            await until(listed)
+                other_id = (await get_json(http, f"{other}/v1/peers"))["agent_id"]
+            await until(lambda: agent.hub_report()["peers"] == [other_id])
     finally:
         await runner.cleanup()  # the agent stops its mesh before its store closes
 
 
 @pytest.mark.asyncio
-async def test_without_a_fleet_key_there_is_no_mesh(tmp_path: Path, agent_daemon: Serve) -> None:
-    cfg = agent_config(tmp_path, "solo", "rpi5", mesh_fleet_key="")
+async def test_without_a_fleet_key_there_is_no_mesh(
+    agent_config: MakeConfig, agent_daemon: Serve, get_json: GetJson, final_task: FinalTask
+) -> None:
+    cfg = agent_config("solo", "rpi5", mesh_fleet_key="")
     assert not cfg.mesh_on
     async with aiohttp.ClientSession() as http, agent_daemon(cfg) as base:
-        assert await get(http, f"{base}/v1/peers") == {"ok": True, "enabled": False, "peers": []}
+        assert await get_json(http, f"{base}/v1/peers") == {
+            "ok": True,
+            "enabled": False,
+            "peers": [],
+        }
         async with http.post(f"{base}/mesh/v1/hello", json={}) as resp:
             assert resp.status == 404
         async with http.post(f"{base}/v1/tasks", json=NPU_TASK) as resp:
             task_id = (await resp.json())["task"]["id"]
-        task = await until(lambda: _final(http, base, task_id))
+        task = await final_task(http, base, task_id)
         assert task["state"] == "failed" and task["chain"] is None
 
 
@@ -290,6 +275,55 @@ def test_mesh_config_from_toml_and_environment(tmp_path: Path) -> None:
     for env, message in bad.values():
         with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
             load_config(empty, env=env)
+
+
+def test_mesh_lease_settings_from_toml_and_environment_reach_the_mesh_node(
+    tmp_path: Path,
+) -> None:
+    toml = tmp_path / "agent.toml"
+    toml.write_text("[mesh]\nlease_min_s = 2.5\nlease_factor = 6.0\nlease_grace_s = 0.4\n")
+    env = {"EDGE_AGENT_MESH_FLEET_KEY": KEY}
+    node = mesh_config(load_config(toml, env=env), "a1", False)
+    assert (node.lease_min_s, node.lease_factor, node.lease_grace_s) == (2.5, 6.0, 0.4)
+    # the environment wins over the file; factor 0 is a flat lease of lease_min_s
+    env |= {"EDGE_AGENT_MESH_LEASE_FACTOR": "0", "EDGE_AGENT_MESH_LEASE_GRACE_S": "0.25"}
+    node = mesh_config(load_config(toml, env=env), "a1", False)
+    assert (node.lease_min_s, node.lease_factor, node.lease_grace_s) == (2.5, 0.0, 0.25)
+    # unset: the agent passes the mesh's own defaults on
+    default, mesh_default = mesh_config(AgentConfig(), "a1", False), MeshConfig(agent_id="a1")
+    assert (default.lease_factor, default.lease_grace_s) == (
+        mesh_default.lease_factor,
+        mesh_default.lease_grace_s,
+    )
+    # `edge-agent init`'s file holds them, and reads back the same
+    rendered = tmp_path / "rendered.toml"
+    rendered.write_text(render_default(AgentConfig(mesh_lease_factor=3.0, mesh_lease_grace_s=0.5)))
+    again = load_config(rendered, env={})
+    assert (again.mesh_lease_factor, again.mesh_lease_grace_s) == (3.0, 0.5)
+
+    bad_env = {
+        ("LEASE_FACTOR", "-1"): "[mesh] lease_factor must be a finite number >= 0",
+        ("LEASE_FACTOR", "nan"): "[mesh] lease_factor must be a finite number >= 0",
+        ("LEASE_FACTOR", "inf"): "[mesh] lease_factor must be a finite number >= 0",
+        ("LEASE_GRACE_S", "0"): "[mesh] lease_grace_s must be a finite number > 0",
+        ("LEASE_GRACE_S", "-0.5"): "[mesh] lease_grace_s must be a finite number > 0",
+        ("LEASE_GRACE_S", "inf"): "[mesh] lease_grace_s must be a finite number > 0",
+        ("LEASE_GRACE_S", "soon"): "EDGE_AGENT_MESH_LEASE_GRACE_S: expected a number",
+    }
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    for (name, value), message in bad_env.items():
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(empty, env={f"EDGE_AGENT_MESH_{name}": value})
+    for line, message in {
+        "lease_grace_s = 0.0": "[mesh] lease_grace_s must be a finite number > 0",
+        "lease_factor = -2.0": "[mesh] lease_factor must be a finite number >= 0",
+        "lease_factor = nan": "[mesh] lease_factor must be a finite number >= 0",
+        'lease_factor = "fast"': f"{toml}: [mesh] lease_factor: expected a number",
+    }.items():
+        toml.write_text(f"[mesh]\n{line}\n")
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(toml, env={})
 
 
 def test_init_writes_a_fleet_key_readable_only_by_its_owner(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +18,15 @@ from edge_agent.errors import PolicyError
 from edge_agent.placement import Policy
 
 Client = TestClient[Any, Any]
+#: The conftest fixtures ``until`` and ``emulated_agent``.
+Until = Callable[..., Awaitable[Any]]
+MakeConfig = Callable[..., AgentConfig]
 
 #: ~200 ms on the emulated RK3588 CPU (its roofline), CPU only, nothing to run.
-CPU_TASK = {"semantics": {"gflops": 8.0}, "requirements": {"kinds": ["cpu"], "model_format": None}}
+CPU_TASK: dict[str, Any] = {
+    "semantics": {"gflops": 8.0},
+    "requirements": {"kinds": ["cpu"], "model_format": None},
+}
 ONE_CORE = Usage(cores=1.0)
 
 
@@ -145,16 +151,21 @@ def test_without_borrow_a_full_pool_waits_even_when_others_are_idle() -> None:
 
 
 # --- the agent -----------------------------------------------------------------------
-def agent_config(tmp_path: Path, pools: dict[str, Any]) -> AgentConfig:
-    return AgentConfig(
-        data_dir=tmp_path / "data",
-        port=0,
-        profile="rk3588",
-        emulation_jitter=0.0,
-        shutdown_grace_s=0.0,
-        telemetry_interval_s=0.0,
-        pools=parse_pools(pools, "pools"),
-    )
+#: ``pooled(doc)``: a test client of an emulated agent with the [pools] ``doc`` (below).
+Pooled = Callable[[dict[str, Any]], Awaitable[Client]]
+
+
+@pytest.fixture
+def pooled(aiohttp_client: Any, emulated_agent: MakeConfig) -> Pooled:
+    """Return ``await pooled(doc)``: a test client of an ``emulated_agent`` whose pools are
+    the [pools] tables ``doc``."""
+
+    async def start(doc: dict[str, Any]) -> Client:
+        config = emulated_agent(pools=parse_pools(doc, "pools"))
+        client: Client = await aiohttp_client(make_app(config))
+        return client
+
+    return start
 
 
 async def submit(client: Client, tenant: str, n: int) -> list[str]:
@@ -175,27 +186,16 @@ async def pool(client: Client, name: str) -> dict[str, Any]:
     return next(p for p in doc["pools"] if p["pool"] == name)
 
 
-async def until(check: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        assert time.monotonic() < deadline, "timed out"
-        await asyncio.sleep(0.005)
-
-
 @pytest.mark.asyncio
-async def test_agent_holds_a_full_pool_back_and_shows_why(
-    aiohttp_client: Any, tmp_path: Path
-) -> None:
-    client: Client = await aiohttp_client(
-        make_app(agent_config(tmp_path, {"vision": {"cpu_cores": 1}}))
-    )
+async def test_agent_holds_a_full_pool_back_and_shows_why(pooled: Pooled, until: Until) -> None:
+    client = await pooled({"vision": {"cpu_cores": 1}})
     ids = await submit(client, "vision", 3)
 
     async def one_admitted() -> bool:
         states = [t["state"] for t in (await tasks(client)).values()]
         return (await pool(client, "vision"))["waiting"] == 2 and states.count("queued") == 2
 
-    await until(one_admitted)
+    await until(one_admitted, interval=0.005)
     now = await tasks(client)
     waiting = [i for i in ids if now[i]["state"] == "queued"]
     assert len(waiting) == 2
@@ -222,7 +222,7 @@ async def test_agent_holds_a_full_pool_back_and_shows_why(
         on_devices_at_once = max(on_devices_at_once, busy)
         return all(now[i]["state"] == "done" for i in ids)
 
-    await until(all_done)
+    await until(all_done, interval=0.005)  # sampled often: a second task on a device is seen
     assert on_devices_at_once == 1  # never more than the pool's one core
     assert (await pool(client, "vision"))["used"]["cpu_cores"] == 0
 
@@ -238,9 +238,8 @@ def _cli(argv: list[str]) -> str:
 
 
 @pytest.mark.asyncio
-async def test_agent_borrowed_work_yields_to_the_owner(aiohttp_client: Any, tmp_path: Path) -> None:
-    pools = {"vision": {"cpu_cores": 2}, "batch": {"cpu_cores": 1, "borrow": True}}
-    client: Client = await aiohttp_client(make_app(agent_config(tmp_path, pools)))
+async def test_agent_borrowed_work_yields_to_the_owner(pooled: Pooled, until: Until) -> None:
+    client = await pooled({"vision": {"cpu_cores": 2}, "batch": {"cpu_cores": 1, "borrow": True}})
     batch = await submit(client, "batch", 4)
 
     async def lent_two() -> bool:
@@ -283,12 +282,8 @@ def test_simulated_flood_breaks_isolation_without_pools_and_not_with_them() -> N
 
 
 @pytest.mark.asyncio
-async def test_agent_fails_a_task_larger_than_its_whole_pool(
-    aiohttp_client: Any, tmp_path: Path
-) -> None:
-    client: Client = await aiohttp_client(
-        make_app(agent_config(tmp_path, {"vision": {"memory_mb": 1}}))
-    )
+async def test_agent_fails_a_task_larger_than_its_whole_pool(pooled: Pooled, until: Until) -> None:
+    client = await pooled({"vision": {"memory_mb": 1}})
     body = {**CPU_TASK, "tenant": "vision"}
     body["requirements"] = {**CPU_TASK["requirements"], "min_memory_bytes": 8 * 2**20}
     resp = await client.post("/v1/tasks", json=body)

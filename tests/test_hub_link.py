@@ -11,9 +11,9 @@ import json
 import socket
 import sqlite3
 import stat
-import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +31,10 @@ from edge_agent.agent.hub_link import CREDENTIAL_FILE
 from edge_agent.agent.service import Agent
 
 pytestmark = pytest.mark.asyncio
-TOKEN = "join-me"
-ADMIN = "admin-me"
 TASK = {"semantics": {"gflops": 0.01}, "requirements": {"kinds": ["cpu"]}}
+#: The conftest fixtures ``until`` and ``get_json``.
+Until = Callable[..., Awaitable[Any]]
+GetJson = Callable[[aiohttp.ClientSession, str], Awaitable[Any]]
 
 
 def free_port() -> int:
@@ -70,50 +71,34 @@ class Server:
         return f"http://127.0.0.1:{self.port}"
 
 
-def hub_server(tmp_path: Path, port: int = 0) -> Server:
-    config = HubConfig(
-        data_dir=tmp_path / "hub",
-        port=port,
-        join_token=TOKEN,
-        admin_token=ADMIN,
-        heartbeat_interval_s=0.1,
-        push_interval_s=0.05,
-    )
-    return Server(lambda: hub_app(config), port)
+#: The ``hub_server`` and ``agent_server`` fixtures (below).
+HubServer = Callable[[int], Server]
+AgentServer = Callable[..., Server]
+#: Hub settings of these tests: agents are told a 0.1 s heartbeat interval.
+QUICK_HUB = {"heartbeat_interval_s": 0.1, "push_interval_s": 0.05}
 
 
-def agent_server(tmp_path: Path, hub_url: str, name: str = "a1", **changes: Any) -> Server:
-    config = AgentConfig(
-        data_dir=tmp_path / name,
-        port=0,
-        profile="rk3588",
-        shutdown_grace_s=1.0,
-        telemetry_interval_s=0.0,
-        hub_url=hub_url,
-        hub_join_token=TOKEN,
-        hub_agent_id=name,
-        hub_retry_s=0.05,
-    ).replace(**changes)
-    return Server(lambda: agent_app(config))
+@pytest.fixture
+def hub_server(hub_config: Callable[..., HubConfig]) -> HubServer:
+    """Return ``hub_server(port=0)``: the hub (conftest ``hub_config``, QUICK_HUB) to serve."""
+
+    def make(port: int = 0) -> Server:
+        config = hub_config(port=port, **QUICK_HUB)
+        return Server(lambda: hub_app(config), port)
+
+    return make
 
 
-async def until(check: Callable[[], Any], timeout: float = 15.0) -> Any:
-    """Poll ``check`` (sync or async) every 20 ms until it returns something truthy."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if asyncio.iscoroutine(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(0.02)
+@pytest.fixture
+def agent_server(joined_agent: Callable[..., AgentConfig]) -> AgentServer:
+    """Return ``agent_server(hub_url, name="a1", **changes)``: a ``joined_agent`` to serve
+    (given 1 s to finish its work when stopped)."""
 
+    def make(hub_url: str, name: str = "a1", **changes: Any) -> Server:
+        config = joined_agent(hub_url, name, shutdown_grace_s=1.0).replace(**changes)
+        return Server(lambda: agent_app(config))
 
-async def get(session: aiohttp.ClientSession, url: str) -> Any:
-    async with session.get(url) as resp:
-        return await resp.json()
+    return make
 
 
 async def submit(session: aiohttp.ClientSession, agent: Server, n: int) -> list[str]:
@@ -125,10 +110,36 @@ async def submit(session: aiohttp.ClientSession, agent: Server, n: int) -> list[
     return ids
 
 
-async def all_done(session: aiohttp.ClientSession, agent: Server, ids: list[str]) -> bool:
-    tasks = (await get(session, f"{agent.url}/v1/tasks?limit=1000"))["tasks"]
-    states = {t["id"]: t["state"] for t in tasks}
-    return all(states.get(i) == "done" for i in ids)
+@dataclass
+class Reads:
+    """What the tests read from the hub and the agent over HTTP (GETs that must answer 200)."""
+
+    get: GetJson
+
+    async def all_done(self, s: aiohttp.ClientSession, agent: Server, ids: list[str]) -> bool:
+        tasks = (await self.get(s, f"{agent.url}/v1/tasks?limit=1000"))["tasks"]
+        states = {t["id"]: t["state"] for t in tasks}
+        return all(states.get(i) == "done" for i in ids)
+
+    async def hub_agent(self, s: aiohttp.ClientSession, hub: Server, agent_id: str = "a1") -> Any:
+        """The hub's row for the agent (None while the hub does not know it)."""
+        rows = (await self.get(s, f"{hub.url}/v1/agents"))["agents"]
+        return next((r for r in rows if r["id"] == agent_id), None)
+
+    async def heard(self, s: aiohttp.ClientSession, hub: Server) -> Any:
+        """The agent's row once the hub has had two heartbeats from it and shows it online."""
+        row = await self.hub_agent(s, hub)
+        return row if row and row["heartbeats"] >= 2 and row["state"] == "online" else None
+
+    async def acknowledged(self, s: aiohttp.ClientSession, hub: Server, label: str) -> Any:
+        """The agent's row once it reports running the policy ``label``."""
+        row = await self.hub_agent(s, hub)
+        return row if row and row["policy"] == label else None
+
+
+@pytest.fixture
+def reads(get_json: GetJson) -> Reads:
+    return Reads(get_json)
 
 
 def hub_records(tmp_path: Path, agent_id: str = "a1") -> list[tuple[int, str, dict[str, Any]]]:
@@ -147,49 +158,46 @@ def outcomes(tmp_path: Path) -> Counter[str]:
     return Counter(p["id"] for _, k, p in hub_records(tmp_path) if k == "task")
 
 
-async def hub_agent(session: aiohttp.ClientSession, hub: Server, agent_id: str = "a1") -> Any:
-    rows = (await get(session, f"{hub.url}/v1/agents"))["agents"]
-    return next((r for r in rows if r["id"] == agent_id), None)
-
-
-async def test_sync_is_exactly_once_across_hub_and_agent_restarts(tmp_path: Path) -> None:
-    hub = hub_server(tmp_path)
+async def test_sync_is_exactly_once_across_hub_and_agent_restarts(
+    tmp_path: Path, until: Until, reads: Reads, hub_server: HubServer, agent_server: AgentServer
+) -> None:
+    hub = hub_server(0)
     await hub.start()
-    agent = agent_server(tmp_path, hub.url, telemetry_interval_s=0.05)
+    agent = agent_server(hub.url, telemetry_interval_s=0.05)
     app = await agent.start()
     async with aiohttp.ClientSession() as s:
-        row = await until(lambda: _heard(s, hub))
+        row = await until(lambda: reads.heard(s, hub))
         cred = tmp_path / "a1" / CREDENTIAL_FILE
         assert stat.S_IMODE(cred.stat().st_mode) == 0o600
         assert row["board"] == "rk3588" and row["labels"]["mode"] == "emulated board"
-        devices = [d for d in (await get(s, f"{hub.url}/v1/devices"))["devices"]]
+        devices = [d for d in (await reads.get(s, f"{hub.url}/v1/devices"))["devices"]]
         assert {d["device_id"] for d in devices} == {d.id for d in app[AGENT].fleet.devices}
         assert all(d["current"] and d["health"] == "online" for d in devices)
         ids = await submit(s, agent, 5)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await until(lambda: len(outcomes(tmp_path)) == 5)
 
         await hub.stop()  # hub restart: the agent keeps working and catches up afterwards
         ids += await submit(s, agent, 5)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await hub.start()
         await until(lambda: len(outcomes(tmp_path)) == 10)
 
         await agent.stop()  # agent restart: resumes from the hub's acked seq
         app = await agent.start()
         ids += await submit(s, agent, 5)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await until(lambda: len(outcomes(tmp_path)) == 15)
 
         await hub.stop()  # both restart, the agent while the hub is away: nothing is lost
         ids += await submit(s, agent, 5)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await agent.stop()
         app = await agent.start()
         await hub.start()
         await until(lambda: len(outcomes(tmp_path)) == 20)
         await until(lambda: app[AGENT].health()["hub"]["pending"] == 0)
-        row = await hub_agent(s, hub)
+        row = await reads.hub_agent(s, hub)
         await agent.stop()
         await hub.stop()
     counts = outcomes(tmp_path)
@@ -204,25 +212,22 @@ async def test_sync_is_exactly_once_across_hub_and_agent_restarts(tmp_path: Path
     assert all(isinstance(w, str) and w for w in why)
 
 
-async def _heard(s: aiohttp.ClientSession, hub: Server) -> Any:
-    row = await hub_agent(s, hub)
-    return row if row and row["heartbeats"] >= 2 and row["state"] == "online" else None
-
-
-async def test_hub_down_never_blocks_tasks_and_they_sync_when_it_comes(tmp_path: Path) -> None:
+async def test_hub_down_never_blocks_tasks_and_they_sync_when_it_comes(
+    tmp_path: Path, until: Until, reads: Reads, hub_server: HubServer, agent_server: AgentServer
+) -> None:
     port = free_port()
-    agent = agent_server(tmp_path, f"http://127.0.0.1:{port}")
+    agent = agent_server(f"http://127.0.0.1:{port}")
     app = await agent.start()
     async with aiohttp.ClientSession() as s:
         ids = await submit(s, agent, 8)  # the hub has never been up: not even enrolled
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         status = await until(lambda: _pending(app))
         assert status["enrolled"] is False and status["connected"] is False
         async with s.get(f"{agent.url}/metrics") as resp:
             text = await resp.text()
         assert "hetmesh_agent_hub_connected 0.0" in text
         assert f"hetmesh_agent_hub_pending {float(status['pending'])}" in text
-        hub = hub_server(tmp_path, port)
+        hub = hub_server(port)
         await hub.start()
         await until(lambda: len(outcomes(tmp_path)) == 8)
         await until(lambda: app[AGENT].health()["hub"]["connected"])
@@ -236,17 +241,19 @@ def _pending(app: web.Application) -> Any:
     return status if status["pending"] >= 16 else None  # 8 decisions and 8 outcomes
 
 
-async def test_full_outbox_drops_oldest_and_the_hub_counts_them_lost(tmp_path: Path) -> None:
+async def test_full_outbox_drops_oldest_and_the_hub_counts_them_lost(
+    tmp_path: Path, until: Until, reads: Reads, hub_server: HubServer, agent_server: AgentServer
+) -> None:
     port = free_port()
-    agent = agent_server(tmp_path, f"http://127.0.0.1:{port}", hub_outbox_limit=6)
+    agent = agent_server(f"http://127.0.0.1:{port}", hub_outbox_limit=6)
     app = await agent.start()
     async with aiohttp.ClientSession() as s:
         ids = await submit(s, agent, 10)  # 20 records (decision + outcome each), 6 kept
-        await until(lambda: all_done(s, agent, ids))
-        hub = hub_server(tmp_path, port)
+        await until(lambda: reads.all_done(s, agent, ids))
+        hub = hub_server(port)
         await hub.start()
         await until(lambda: app[AGENT].health()["hub"]["pending"] == 0 and _synced(app))
-        row = await until(lambda: hub_agent(s, hub))
+        row = await until(lambda: reads.hub_agent(s, hub))
         dropped = app[AGENT].health()["hub"]["dropped"]
         await agent.stop()
         await hub.stop()
@@ -261,14 +268,19 @@ def _synced(app: web.Application) -> bool:
 
 async def test_policy_from_the_hub_is_applied_acknowledged_and_kept_offline(
     tmp_path: Path,
+    until: Until,
+    reads: Reads,
+    hub_server: HubServer,
+    agent_server: AgentServer,
+    hub_config: Callable[..., HubConfig],
 ) -> None:
-    hub = hub_server(tmp_path)
+    hub = hub_server(0)
     await hub.start()
-    agent = agent_server(tmp_path, hub.url)
+    agent = agent_server(hub.url)
     app = await agent.start()
-    auth = {"Authorization": f"Bearer {ADMIN}"}
+    auth = {"Authorization": f"Bearer {hub_config().admin_token}"}
     async with aiohttp.ClientSession() as s:
-        await until(lambda: hub_agent(s, hub))
+        await until(lambda: reads.hub_agent(s, hub))
         doc = {"name": "edge", "template": "latency-first"}
         async with s.post(f"{hub.url}/v1/policies", json=doc, headers=auth) as resp:
             assert resp.status == 201, await resp.text()
@@ -278,10 +290,10 @@ async def test_policy_from_the_hub_is_applied_acknowledged_and_kept_offline(
             assert resp.status == 201, await resp.text()
         live: Agent = app[AGENT]
         await until(lambda: live.placer.policy.name == "edge")
-        row = await until(lambda: _acknowledged(s, hub, f"edge@{version}"))
+        row = await until(lambda: reads.acknowledged(s, hub, f"edge@{version}"))
         assert row["desired_name"] == "edge" and live.health()["policy"] == f"edge@{version}"
         ids = await submit(s, agent, 1)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await agent.stop()
         await hub.stop()  # offline: the agent starts with the last policy it accepted
         app = await agent.start()
@@ -290,18 +302,15 @@ async def test_policy_from_the_hub_is_applied_acknowledged_and_kept_offline(
         await agent.stop()
 
 
-async def _acknowledged(s: aiohttp.ClientSession, hub: Server, label: str) -> Any:
-    row = await hub_agent(s, hub)
-    return row if row and row["policy"] == label else None
-
-
-async def test_no_hub_configured_changes_nothing(tmp_path: Path) -> None:
-    agent = agent_server(tmp_path, "")
+async def test_no_hub_configured_changes_nothing(
+    tmp_path: Path, until: Until, reads: Reads, agent_server: AgentServer
+) -> None:
+    agent = agent_server("")
     app = await agent.start()
     async with aiohttp.ClientSession() as s:
         ids = await submit(s, agent, 2)
-        await until(lambda: all_done(s, agent, ids))
-        health = await get(s, f"{agent.url}/v1/health")
+        await until(lambda: reads.all_done(s, agent, ids))
+        health = await reads.get(s, f"{agent.url}/v1/health")
     await agent.stop()
     assert health["hub"] is None and app[AGENT].link is None
     assert not (tmp_path / "a1" / CREDENTIAL_FILE).exists()
@@ -340,11 +349,11 @@ def _rendered(tmp_path: Path, config: AgentConfig) -> Path:
 
 
 async def test_a_crash_between_hub_commit_and_local_ack_resends_nothing_twice(
-    tmp_path: Path,
+    tmp_path: Path, until: Until, reads: Reads, hub_server: HubServer, agent_server: AgentServer
 ) -> None:
-    hub = hub_server(tmp_path)
+    hub = hub_server(0)
     await hub.start()
-    agent = agent_server(tmp_path, hub.url)
+    agent = agent_server(hub.url)
     app = await agent.start()
     live: Agent = app[AGENT]
     real = live.store.outbox.acknowledge
@@ -359,10 +368,10 @@ async def test_a_crash_between_hub_commit_and_local_ack_resends_nothing_twice(
     live.store.outbox.acknowledge = crash_once  # type: ignore[method-assign]
     async with aiohttp.ClientSession() as s:
         ids = await submit(s, agent, 4)
-        await until(lambda: all_done(s, agent, ids))
+        await until(lambda: reads.all_done(s, agent, ids))
         await until(lambda: failures and live.health()["hub"]["pending"] == 0)
         await until(lambda: len(outcomes(tmp_path)) == 4)
-        row = await hub_agent(s, hub)
+        row = await reads.hub_agent(s, hub)
         await agent.stop()
         await hub.stop()
     assert set(outcomes(tmp_path).values()) == {1} and row["duplicates"] == 0
@@ -382,6 +391,10 @@ def _outbox_rows(db: Path) -> int:
 
 async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_the_token(
     tmp_path: Path,
+    until: Until,
+    reads: Reads,
+    agent_server: AgentServer,
+    hub_config: Callable[..., HubConfig],
 ) -> None:
     """A relay announcing ``_hetmesh-hub._tcp`` gets no join token; the real hub is used."""
     from zeroconf.asyncio import AsyncServiceInfo
@@ -392,16 +405,8 @@ async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_t
     # phase 1: the real hub runs unannounced; a fake announces itself under the real hub's id
     # and passes every proof question on to the real hub: it never holds the token, and the
     # real hub's answer names the address it was asked on, which is not the fake's
-    hub_config = HubConfig(
-        data_dir=tmp_path / "hub",
-        port=0,
-        join_token=TOKEN,
-        admin_token=ADMIN,
-        hub_id="hub-real",
-        heartbeat_interval_s=0.1,
-        push_interval_s=0.05,
-    )
-    quiet = Server(lambda: hub_app(hub_config))
+    real = hub_config(hub_id="hub-real", **QUICK_HUB)
+    quiet = Server(lambda: hub_app(real))
     await quiet.start()
     asked: list[str] = []
 
@@ -430,7 +435,7 @@ async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_t
         ),
         cooperating_responders=True,
     )
-    agent = agent_server(tmp_path, "mdns", hub_mdns_interfaces=("127.0.0.1",))
+    agent = agent_server("mdns", hub_mdns_interfaces=("127.0.0.1",))
     app = await agent.start()
     stop = asyncio.Event()
     served: asyncio.Task[None] | None = None
@@ -444,15 +449,15 @@ async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_t
             assert asked == ["/v1/hub/proof"] and not status["enrolled"]
             assert status["heartbeats"] == 0 and not status["connected"]
             ids = await submit(s, agent, 3)  # work goes on while no hub is trusted
-            await until(lambda: all_done(s, agent, ids))
-            assert await hub_agent(s, quiet) is None
+            await until(lambda: reads.all_done(s, agent, ids))
+            assert await reads.hub_agent(s, quiet) is None
             await quiet.stop()
 
             # phase 2: the real hub announces itself; the agent proves it, enrols, heartbeats
-            served = asyncio.create_task(serve(hub_config.replace(advertise=True), stop))
-            state = await until(lambda: _state(hub_config.state_path))
+            served = asyncio.create_task(serve(real.replace(advertise=True), stop))
+            state = await until(lambda: _state(real.state_path))
             hub = Server(web.Application, int(state["port"]))  # for its url only
-            row = await until(lambda: _heard(s, hub))
+            row = await until(lambda: reads.heard(s, hub))
             status = link.status()
             assert status["url"] == hub.url and status["discovery"]["hub_id"] == "hub-real"
             assert row["labels"]["mode"] == "emulated board"

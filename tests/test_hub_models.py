@@ -6,7 +6,6 @@ scored by onnxruntime in the agent's validation gate.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import json
@@ -37,8 +36,10 @@ from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import spec_metadata, to_onnx
 
 pytestmark = pytest.mark.asyncio
-TOKEN, ADMIN = "join-me", "admin-me"
+#: The conftest fixtures ``until``, ``hub_config`` and ``joined_agent``.
 Until = Callable[..., Awaitable[Any]]
+MakeHub = Callable[..., HubConfig]
+MakeAgent = Callable[..., AgentConfig]
 SPEC = FeatureSpec(window=16, bucket_s=60.0)
 DEVICES = ("rk3588/cpu", "rk3588/npu")
 BUCKETS = 240
@@ -111,32 +112,31 @@ def bad_model() -> bytes:
     return to_onnx(model, metadata=spec_metadata(SPEC))
 
 
-async def upload(
-    s: aiohttp.ClientSession, hub: Server, data: bytes, token: str = ADMIN
-) -> tuple[int, Any]:
+async def upload(s: aiohttp.ClientSession, hub: Server, data: bytes, token: str) -> tuple[int, Any]:
     body = {"onnx_base64": base64.b64encode(data).decode(), "metrics": {"eval_rel_mae": 0.1}}
     headers = {"Authorization": f"Bearer {token}"}
     async with s.post(f"{hub.url}/v1/models", json=body, headers=headers) as resp:
         return resp.status, await resp.json()
 
 
-async def test_registry_routes_list_download_and_guard_uploads(tmp_path: Path) -> None:
-    config = HubConfig(data_dir=tmp_path / "hub", port=0, join_token=TOKEN, admin_token=ADMIN)
+async def test_registry_routes_list_download_and_guard_uploads(hub_config: MakeHub) -> None:
+    config = hub_config()
+    admin = config.admin_token
     hub = Server(lambda: hub_app(config))
     await hub.start()
     data = good_model()
     try:
         async with aiohttp.ClientSession() as s:
-            assert (await upload(s, hub, data, token="wrong"))[0] == 401
-            status, doc = await upload(s, hub, b"not onnx")
+            assert (await upload(s, hub, data, "wrong"))[0] == 401
+            status, doc = await upload(s, hub, b"not onnx", admin)
             assert status == 400 and "not a valid ONNX model" in doc["error"]
             async with s.post(
                 f"{hub.url}/v1/models",
                 json={"onnx_base64": "%%%"},
-                headers={"Authorization": f"Bearer {ADMIN}"},
+                headers={"Authorization": f"Bearer {admin}"},
             ) as resp:
                 assert resp.status == 400 and "base64" in (await resp.json())["error"]
-            status, doc = await upload(s, hub, data)
+            status, doc = await upload(s, hub, data, admin)
             assert status == 201 and doc["model"]["version"] == 1
             async with s.get(f"{hub.url}/v1/models") as resp:
                 listed = (await resp.json())["models"]
@@ -159,25 +159,13 @@ async def test_registry_routes_list_download_and_guard_uploads(tmp_path: Path) -
 
 
 async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
-    tmp_path: Path, until: Until, emulated_agent: Callable[..., AgentConfig]
+    until: Until, hub_config: MakeHub, joined_agent: MakeAgent
 ) -> None:
-    hub_cfg = HubConfig(
-        data_dir=tmp_path / "hub",
-        port=0,
-        join_token=TOKEN,
-        admin_token=ADMIN,
-        heartbeat_interval_s=0.1,
-    )
+    hub_cfg = hub_config(heartbeat_interval_s=0.1)
     hub = Server(lambda: hub_app(hub_cfg))
     await hub.start()
-    agent_cfg = emulated_agent(
-        data_dir=tmp_path / "a1",
-        telemetry_interval_s=3600.0,  # only the utilization written below
-        hub_url=hub.url,
-        hub_join_token=TOKEN,
-        hub_agent_id="a1",
-        hub_retry_s=0.05,
-    )
+    # only the utilization written below: no periodic telemetry of its own
+    agent_cfg = joined_agent(hub.url, "a1", telemetry_interval_s=3600.0)
     write_telemetry(agent_cfg.db_path, time.time())
     agent = Server(lambda: agent_app(agent_cfg))
     app = await agent.start()
@@ -186,13 +174,13 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
     good, bad = good_model(), bad_model()
     try:
         async with aiohttp.ClientSession() as s:
-            assert (await upload(s, hub, good))[0] == 201
+            assert (await upload(s, hub, good, hub_cfg.admin_token))[0] == 201
             await until(lambda: learning.local.model_version == 1)
             accepted = learning.local.history[-1]
             assert accepted["accepted"] and accepted["candidate_mae"] < accepted["ewma_mae"]
             assert (agent_cfg.data_dir / "predictor" / "model.onnx").read_bytes() == good
 
-            assert (await upload(s, hub, bad))[0] == 201
+            assert (await upload(s, hub, bad, hub_cfg.admin_token))[0] == 201
             await until(lambda: learning.local.history[-1]["version"] == 2)
             refused = learning.local.history[-1]
             assert not refused["accepted"] and "candidate MAE" in refused["reason"]
@@ -206,10 +194,8 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
                 last = doc.get("model", {}).get("last_verdict") or {}
                 return doc if last.get("version") == 2 else None
 
-            deadline = time.monotonic() + 10
-            while (doc := await reported()) is None and time.monotonic() < deadline:
-                await asyncio.sleep(0.05)
-            assert doc is not None and doc["model"]["version"] == 1
+            doc = await until(reported)
+            assert doc["model"]["version"] == 1
             assert doc["supernode"]["running"] is False  # no rounds wanted: no SuperNode
     finally:
         await agent.stop()
@@ -232,9 +218,9 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
 
 
 async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
-    tmp_path: Path, chromium: Any
+    chromium: Any, hub_config: MakeHub
 ) -> None:
-    config = HubConfig(data_dir=tmp_path / "hub", port=0, join_token=TOKEN, admin_token=ADMIN)
+    config = hub_config()
     hub = Server(lambda: hub_app(config))
     await hub.start()
     try:
@@ -244,11 +230,13 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
                 "metrics": {"rounds_completed": 3, "eval_rel_mae": 0.8, "ewma_rel_mae": 1.0},
             }
             async with s.post(
-                f"{hub.url}/v1/models", json=body, headers={"Authorization": f"Bearer {ADMIN}"}
+                f"{hub.url}/v1/models",
+                json=body,
+                headers={"Authorization": f"Bearer {config.admin_token}"},
             ) as resp:
                 assert resp.status == 201
             client = HubClient(hub.url, "box-1", s)
-            await client.enrol(TOKEN)
+            await client.enrol(config.join_token)
             assert client.key is not None
             report = {
                 "model": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,12 @@ Client = TestClient[Any, Any]
 ADMIN = {"Authorization": "Bearer adm"}
 
 
-async def setup(aiohttp_client: Any, tmp_path: Path, n: int = 4) -> tuple[Client, list[Any]]:
+async def setup(
+    aiohttp_client: Any, tmp_path: Path, n: int = 4, clock: Callable[[], float] = time.time
+) -> tuple[Client, list[Any]]:
+    """A hub and ``n`` enrolled simulated agents: the last one at site "field", the rest "lab"."""
     config = HubConfig(data_dir=tmp_path, port=0, join_token="t", admin_token="adm")
-    client: Client = await aiohttp_client(make_app(config))
+    client: Client = await aiohttp_client(make_app(config, clock=clock))
     agents = []
     for i in range(n):
         hc = HubClient(str(client.make_url("")), f"a{i}", client.session)
@@ -35,6 +39,12 @@ async def put(client: Client, doc: dict[str, Any]) -> dict[str, Any]:
     resp = await client.post("/v1/policies", json=doc, headers=ADMIN)
     assert resp.status == 201, await resp.text()
     return dict(await resp.json())
+
+
+async def roll_out(client: Client, version: int, selector: Any = None, **options: Any) -> Any:
+    """POST (as admin) a rollout of ``p@version`` to ``selector`` (default: every agent)."""
+    doc = {"name": "p", "version": version, "selector": selector or {}, **options}
+    return await client.post("/v1/rollouts", json=doc, headers=ADMIN)
 
 
 async def test_versions_are_numbered_by_the_hub_and_validated(
@@ -58,11 +68,7 @@ async def test_canary_promotes_after_the_gate(aiohttp_client: Any, tmp_path: Pat
     client, agents = await setup(aiohttp_client, tmp_path)
     hub = client.app[HUB]
     await put(client, {"name": "p", "template": "latency-first"})
-    resp = await client.post(
-        "/v1/rollouts",
-        json={"name": "p", "version": 1, "selector": {"site": "lab"}, "canary_fraction": 0.3},
-        headers=ADMIN,
-    )
+    resp = await roll_out(client, 1, {"site": "lab"}, canary_fraction=0.3)
     rollout = (await resp.json())["rollout"]
     assert rollout["state"] == "canary" and rollout["agents"] == 3
     [canary] = rollout["canaries"]
@@ -87,22 +93,10 @@ async def test_canary_missing_slos_rolls_back(aiohttp_client: Any, tmp_path: Pat
     hub = client.app[HUB]
     await put(client, {"name": "p", "template": "balanced"})
     await put(client, {"name": "p", "template": "energy-first"})
-    await client.post(
-        "/v1/rollouts", json={"name": "p", "version": 1, "selector": {}}, headers=ADMIN
-    )
+    assert (await roll_out(client, 1)).status == 201
     for a in agents:
         await a.beat()
-    resp = await client.post(
-        "/v1/rollouts",
-        json={
-            "name": "p",
-            "version": 2,
-            "selector": {},
-            "canary_fraction": 0.25,
-            "max_slo_misses": 2,
-        },
-        headers=ADMIN,
-    )
+    resp = await roll_out(client, 2, canary_fraction=0.25, max_slo_misses=2)
     [canary] = (await resp.json())["rollout"]["canaries"]
     sick = next(a for a in agents if a.client.agent_id == canary)
     await sick.beat()
@@ -121,12 +115,10 @@ async def test_rollout_needs_admin_and_a_known_version(aiohttp_client: Any, tmp_
     client, _ = await setup(aiohttp_client, tmp_path, 1)
     doc = {"name": "p", "version": 1, "selector": {}}
     assert (await client.post("/v1/rollouts", json=doc)).status == 401
-    missing = await client.post("/v1/rollouts", json=doc, headers=ADMIN)
+    missing = await roll_out(client, 1)
     assert missing.status == 404 and "p@1" in (await missing.json())["error"]
     await put(client, {"name": "p", "template": "balanced"})
-    nobody = await client.post(
-        "/v1/rollouts", json={**doc, "selector": {"site": "mars"}}, headers=ADMIN
-    )
+    nobody = await roll_out(client, 1, {"site": "mars"})
     assert nobody.status == 400 and "matches no" in (await nobody.json())["error"]
 
 
@@ -134,32 +126,12 @@ async def test_a_canary_that_never_passes_the_gate_rolls_back_at_the_timeout(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
     now = [time.time()]
-    config = HubConfig(data_dir=tmp_path, port=0, join_token="t", admin_token="adm")
-    client: Client = await aiohttp_client(make_app(config, clock=lambda: now[0]))
-    agents = []
-    for i in range(2):
-        hc = HubClient(str(client.make_url("")), f"a{i}", client.session)
-        await hc.enrol("t", {}, board="rk3588")
-        agents.append(SimulatedAgent(hc, devices=[]))
+    client, agents = await setup(aiohttp_client, tmp_path, 2, clock=lambda: now[0])
     hub = client.app[HUB]
     await put(client, {"name": "p", "template": "balanced"})
-    bad = await client.post(
-        "/v1/rollouts",
-        json={"name": "p", "version": 1, "selector": {}, "gate_timeout_s": "soon"},
-        headers=ADMIN,
-    )
+    bad = await roll_out(client, 1, gate_timeout_s="soon")
     assert bad.status == 400 and "gate_timeout_s" in (await bad.json())["error"]
-    resp = await client.post(
-        "/v1/rollouts",
-        json={
-            "name": "p",
-            "version": 1,
-            "selector": {},
-            "canary_fraction": 0.5,
-            "gate_timeout_s": 60,
-        },
-        headers=ADMIN,
-    )
+    resp = await roll_out(client, 1, canary_fraction=0.5, gate_timeout_s=60)
     [canary] = (await resp.json())["rollout"]["canaries"]
     silent = next(a for a in agents if a.client.agent_id == canary)
     await silent.beat()  # applies p@1, then falls silent before the gate's heartbeats

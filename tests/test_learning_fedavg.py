@@ -15,8 +15,10 @@ with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 d
 
 from cloud_hub.learning import serverapp
 from cloud_hub.learning.evaluation import (
+    DITTO_MUS,
     NAIVE,
     VAL_FRACTION,
+    ditto,
     evaluate,
     fine_tuned,
     prepare,
@@ -98,7 +100,7 @@ def test_evaluation_reports_every_method_per_site() -> None:
     sites = _sites()
     report = evaluate(sites, RoundSettings(spec=SPEC, num_rounds=2, min_nodes=3))
     for method in (*NAIVE, "local_only", "centralized", "fedavg", "fedavg_finetuned",
-                   "fedavg_local_mix"):  # fmt: skip
+                   "fedavg_local_mix", "fedavg_ditto"):  # fmt: skip
         assert set(report.mae[method]) == {s.name for s in sites}
         assert np.isfinite(report.rel_mae[method])
     assert report.best_naive() in NAIVE
@@ -106,6 +108,9 @@ def test_evaluation_reports_every_method_per_site() -> None:
     assert 0 <= report.local_only_sites_won("fedavg_finetuned") <= 3
     assert set(report.mix_weights) == {s.name for s in sites}
     assert all(0.0 <= w <= 1.0 for w in report.mix_weights.values())
+    assert set(report.ditto_choice) == {s.name for s in sites}
+    budget = 2 * RoundSettings(spec=SPEC).local_epochs  # Ditto's epochs: the same SGD budget
+    assert all(mu in DITTO_MUS and 0 <= ep <= budget for mu, ep in report.ditto_choice.values())
 
 
 def test_fine_tuning_personalises_a_copy_of_the_global_model(tmp_path: Path) -> None:
@@ -125,3 +130,70 @@ def test_fine_tuning_personalises_a_copy_of_the_global_model(tmp_path: Path) -> 
         )
 
     assert err(tuned) < err(fed)  # one site's own data: the personalised model fits it better
+
+
+def _toy(n: int = 400, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(1.0, 0.3, (n, SPEC.n_features))
+    return x, x[:, SPEC.window - 1] * 0.5 + 0.2
+
+
+def test_proximal_term_pulls_training_towards_the_anchor() -> None:
+    x, y = _toy()
+    anchor = model_for(SPEC.n_features, SPEC.window, seed=3).get_weights()
+    cfg = TrainConfig(epochs=3, lr=0.05)
+
+    def gap(m: LoadModel) -> float:
+        return sum(
+            float(np.sum((w - a) ** 2)) for w, a in zip(m.get_weights(), anchor, strict=True)
+        )
+
+    def distance(prox: float) -> float:
+        m = model_for(SPEC.n_features, SPEC.window, seed=3)
+        m.fit(x, y, cfg, anchor=anchor, prox=prox)
+        return gap(m)
+
+    plain = model_for(SPEC.n_features, SPEC.window, seed=3)
+    plain.fit(x, y, cfg)
+    free = gap(plain)
+    assert distance(0.0) == pytest.approx(free)  # prox 0: the anchor changes nothing
+    assert distance(1.0) < distance(0.1) < free
+    with pytest.raises(InvalidInput, match="proximal weight"):
+        plain.fit(x, y, cfg, anchor=anchor, prox=-1.0)
+    with pytest.raises(InvalidInput, match="shape"):
+        plain.fit(x, y, cfg, anchor=[a.T for a in anchor], prox=0.1)
+
+
+def test_head_only_training_keeps_the_hidden_layer() -> None:
+    x, y = _toy()
+    m = model_for(SPEC.n_features, SPEC.window, seed=1)
+    before = m.get_weights()
+    m.fit(x, y, TrainConfig(epochs=2, lr=0.05), head_only=True)
+    after = m.get_weights()
+    assert np.array_equal(after[2], before[2]) and np.array_equal(after[3], before[3])  # w1, b1
+    assert not np.array_equal(after[0], before[0])  # the linear path trained
+
+
+def test_ditto_picks_mu_and_epochs_on_the_validation_slice(tmp_path: Path) -> None:
+    settings = RoundSettings(spec=SPEC, num_rounds=1, min_nodes=3, local_epochs=1)
+    sites = _sites()
+    fed = run_fedavg(sites, settings, workdir=tmp_path)
+    site = prepare(sites, settings)[1]
+    cfg = TrainConfig(epochs=3, lr=settings.lr)
+    mus = (0.01, 1.0)
+    own, mu, epochs = ditto(fed, site, cfg, SPEC.window, mus)
+    assert mu in mus and 0 <= epochs <= 3
+    val = split_point(site.cut, VAL_FRACTION)
+    x, y, level = site.x[val : site.cut], site.y[val : site.cut], site.level[val : site.cut]
+
+    def err(m: LoadModel) -> float:
+        return float(np.mean(np.abs(np.maximum(m.predict(x), 0.0) - y) * level))
+
+    for other in mus:  # no other mu, at any epoch count, did better on validation
+        m = model_for(SPEC.n_features, SPEC.window, settings.hidden)
+        for epoch in range(cfg.epochs):
+            m.fit(site.x[:val], site.y[:val], dataclasses.replace(cfg, epochs=1, seed=epoch),
+                  anchor=fed.get_weights(), prox=other)  # fmt: skip
+            assert err(own) <= err(m) + 1e-12
+    with pytest.raises(InvalidInput, match="proximal weights > 0"):
+        ditto(fed, site, cfg, SPEC.window, (0.0,))

@@ -35,8 +35,10 @@ from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV, stopped_cleanly
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
-TOKEN, ADMIN = "join-me", "admin-me"
+#: The conftest fixtures ``until``, ``hub_config`` and ``joined_agent``.
 Until = Callable[..., Awaitable[Any]]
+MakeHub = Callable[..., HubConfig]
+MakeAgent = Callable[..., AgentConfig]
 DEVICE = "rk3588/cpu"
 
 
@@ -63,13 +65,16 @@ def telemetry(db_path: Path, seed: int, minutes: int = 600) -> None:
     db.close()
 
 
-async def federation(tmp_path: Path, until: Until, agents: int, min_nodes: int, **hub: Any) -> None:
+async def federation(
+    hub_config: MakeHub,
+    joined_agent: MakeAgent,
+    until: Until,
+    agents: int,
+    min_nodes: int,
+    **hub: Any,
+) -> None:
     """One run with ``agents`` agents; checks SuperNodes run only while the run is wanted."""
-    config = HubConfig(
-        data_dir=tmp_path / "hub",
-        port=0,
-        join_token=TOKEN,
-        admin_token=ADMIN,
+    config = hub_config(
         heartbeat_interval_s=0.2,
         learning_port=free_port(),
         learning_every_s=3600.0,
@@ -82,17 +87,7 @@ async def federation(tmp_path: Path, until: Until, agents: int, min_nodes: int, 
     runners, learnings = [], []
     try:
         for i in range(agents):
-            cfg = AgentConfig(
-                data_dir=tmp_path / f"a{i}",
-                port=0,
-                profile="rk3588",
-                shutdown_grace_s=0.0,
-                telemetry_interval_s=3600.0,
-                hub_url=hub_url,
-                hub_join_token=TOKEN,
-                hub_agent_id=f"a{i}",
-                hub_retry_s=0.1,
-            )
+            cfg = joined_agent(hub_url, f"a{i}", telemetry_interval_s=3600.0)
             telemetry(cfg.db_path, seed=i)
             runner, _ = await serve(agent_app(cfg))
             runners.append(runner)
@@ -102,7 +97,7 @@ async def federation(tmp_path: Path, until: Until, agents: int, min_nodes: int, 
         supernodes = [lr.supernode for lr in learnings if lr.supernode is not None]
         assert not any(sn.running for sn in supernodes)  # no rounds wanted yet
         async with aiohttp.ClientSession() as s:
-            headers = {"Authorization": f"Bearer {ADMIN}"}
+            headers = {"Authorization": f"Bearer {config.admin_token}"}
             async with s.post(f"{hub_url}/v1/learning/runs", headers=headers) as resp:
                 assert resp.status == 202
         await until(lambda: fed.wanted, 10)
@@ -126,18 +121,22 @@ async def federation(tmp_path: Path, until: Until, agents: int, min_nodes: int, 
         for runner in runners:
             await runner.cleanup()
         await hub_runner.cleanup()
-    assert (tmp_path / "hub" / "learning" / "runs.json").exists()
+    assert (config.data_dir / "learning" / "runs.json").exists()
 
 
 async def test_a_run_with_too_few_nodes_is_stopped_and_supernodes_stop(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: Until
+    monkeypatch: pytest.MonkeyPatch, until: Until, hub_config: MakeHub, joined_agent: MakeAgent
 ) -> None:
     monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
-    await federation(tmp_path, until, agents=1, min_nodes=2, learning_start_timeout_s=4.0)
+    await federation(
+        hub_config, joined_agent, until, agents=1, min_nodes=2, learning_start_timeout_s=4.0
+    )
 
 
 async def test_two_agents_train_one_round_and_pull_the_model(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, until: Until
+    monkeypatch: pytest.MonkeyPatch, until: Until, hub_config: MakeHub, joined_agent: MakeAgent
 ) -> None:
     monkeypatch.setenv(SUPEREXEC_POLL_ENV, "0.25")
-    await federation(tmp_path, until, agents=2, min_nodes=2, learning_start_timeout_s=30.0)
+    await federation(
+        hub_config, joined_agent, until, agents=2, min_nodes=2, learning_start_timeout_s=30.0
+    )

@@ -13,6 +13,7 @@ from numpy.typing import NDArray
 from cloud_hub.learning.localgrid import LocalGrid
 from cloud_hub.learning.serverapp import RoundSettings, train_federated
 from cloud_hub.learning.traces import Site
+from edge_agent.errors import InvalidInput
 from edge_agent.predictor import baselines
 from edge_agent.predictor.clientapp import app as client_app
 from edge_agent.predictor.features import make_dataset, split_point
@@ -24,13 +25,15 @@ FIRST_NODE_ID = 101  # clear of Flower's SUPERLINK_NODE_ID (1)
 NAIVE = ("last_value", "ewma", "seasonal_naive")
 FINETUNE_EPOCHS = 10  # at most this many local epochs on top of the global model
 VAL_FRACTION = 0.2  # newest part of a site's train data that picks the fine-tune epochs
-#: The shared models and two ways of making the federated one a site's own, each choosing
+DITTO_MUS = (0.01, 0.1, 1.0)  # proximal weights Ditto chooses from on validation
+#: The shared models and three ways of making the federated one a site's own, each choosing
 #: on the validation slice of the site's train part (never its test part).
 LEARNED = (
     "centralized",
     "fedavg",
     "fedavg_finetuned",  # trained on locally, epochs chosen on validation
     "fedavg_local_mix",  # w·fine-tuned + (1-w)·local-only, w chosen on validation
+    "fedavg_ditto",  # own model with a pull towards the global one, mu and epochs on validation
 )
 
 
@@ -57,6 +60,7 @@ class Report:
     mae: dict[str, dict[str, float]] = field(default_factory=dict)
     rel_mae: dict[str, float] = field(default_factory=dict)
     mix_weights: dict[str, float] = field(default_factory=dict)  # fedavg_local_mix's w per site
+    ditto_choice: dict[str, tuple[float, int]] = field(default_factory=dict)  # (mu, epochs)
 
     def local_only_sites_won(self, method: str = "fedavg") -> int:
         """Sites where method's MAE (FedAvg by default) is lower than the local-only model's."""
@@ -111,11 +115,25 @@ def run_fedavg(
     return model
 
 
-def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadModel:
-    """Personalisation: the global model trained on, up to cfg.epochs, on one site's train part.
+def _copy(model: LoadModel) -> LoadModel:
+    """An independent copy of a model."""
+    out = LoadModel(model.n_features, model.hidden)
+    out.set_weights(model.get_weights())
+    return out
 
-    The newest VAL_FRACTION of the train part picks the epoch count (0 keeps the global
-    model), so the test part is never looked at; the chosen model is returned.
+
+def _early_stopped(
+    model: LoadModel,
+    d: SiteData,
+    cfg: TrainConfig,
+    anchor: list[FloatArray] | None = None,
+    prox: float = 0.0,
+) -> tuple[LoadModel, float, int]:
+    """Train a copy of ``model`` up to cfg.epochs on the train part before the validation slice.
+
+    The newest VAL_FRACTION of the train part scores the model after every epoch (and before
+    the first); returns the best (model, validation MAE in site units, epochs). The test part
+    is never looked at.
     """
     val = split_point(d.cut, VAL_FRACTION)
     fit_x, fit_y = d.x[:val], d.y[:val]
@@ -124,15 +142,46 @@ def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadMo
     def val_mae(m: LoadModel) -> float:
         return float(np.mean(np.abs(np.maximum(m.predict(val_x), 0.0) - val_y) * val_level))
 
-    model = LoadModel(global_model.n_features, global_model.hidden)
-    model.set_weights(global_model.get_weights())
-    best, best_mae = model.get_weights(), val_mae(model)
+    model = _copy(model)
+    best, best_mae, best_epochs = model.get_weights(), val_mae(model), 0
     for epoch in range(cfg.epochs):
-        model.fit(fit_x, fit_y, replace(cfg, epochs=1, seed=cfg.seed + epoch))
+        model.fit(fit_x, fit_y, replace(cfg, epochs=1, seed=cfg.seed + epoch), anchor, prox)
         if (mae := val_mae(model)) < best_mae:
-            best, best_mae = model.get_weights(), mae
+            best, best_mae, best_epochs = model.get_weights(), mae, epoch + 1
     model.set_weights(best)
-    return model
+    return model, best_mae, best_epochs
+
+
+def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadModel:
+    """Personalisation: the global model trained on, up to cfg.epochs, on one site's train part.
+
+    The newest VAL_FRACTION of the train part picks the epoch count (0 keeps the global
+    model), so the test part is never looked at; the chosen model is returned.
+    """
+    return _early_stopped(global_model, d, cfg)[0]
+
+
+def ditto(
+    global_model: LoadModel,
+    d: SiteData,
+    cfg: TrainConfig,
+    window: int,
+    mus: tuple[float, ...] = DITTO_MUS,
+) -> tuple[LoadModel, float, int]:
+    """Personalisation à la Ditto: a site's own model pulled towards the global one.
+
+    A fresh model (as local-only starts) trained on the site's train part before the
+    validation slice with the proximal term mu/2 · ‖w − w_global‖²; mu from ``mus`` and the
+    epoch count (up to cfg.epochs) are chosen together on the validation slice. Returns
+    (model, mu, epochs); the test part is never looked at.
+    """
+    if not mus or any(mu <= 0.0 for mu in mus):
+        raise InvalidInput(f"Ditto needs proximal weights > 0, got {mus}")
+    anchor = global_model.get_weights()
+    start = model_for(global_model.n_features, window, global_model.hidden, cfg.seed)
+    tried = [(*_early_stopped(start, d, cfg, anchor, mu), mu) for mu in mus]
+    model, _, epochs, mu = min(tried, key=lambda t: t[1])  # ties: the first (smallest) mu
+    return model, mu, epochs
 
 
 def mix_weight(d: SiteData, shared: LoadModel, local_fit: LoadModel) -> float:
@@ -164,6 +213,7 @@ def evaluate(
     preds: dict[str, dict[str, FloatArray]] = {m: {} for m in (*NAIVE, "local_only", *LEARNED)}
     tune = replace(cfg, epochs=finetune_epochs)
     report_weights: dict[str, float] = {}
+    ditto_choice: dict[str, tuple[float, int]] = {}
     fed = run_fedavg(sites, settings)
     central = model_for(spec.n_features, spec.window, settings.hidden, settings.seed)
     central.fit(
@@ -186,9 +236,12 @@ def evaluate(
         mixed = w * _model_preds(tuned, d) + (1 - w) * preds["local_only"][d.name]
         preds["fedavg_local_mix"][d.name] = mixed
         report_weights[d.name] = w
+        own, mu, own_epochs = ditto(fed, d, cfg, spec.window)
+        preds["fedavg_ditto"][d.name] = _model_preds(own, d)
+        ditto_choice[d.name] = (mu, own_epochs)
         for m, p in _naive_preds(d, settings, season).items():
             preds[m][d.name] = p
-    report = Report([d.name for d in data], mix_weights=report_weights)
+    report = Report([d.name for d in data], mix_weights=report_weights, ditto_choice=ditto_choice)
     for method, by_site in preds.items():
         report.mae[method] = {}
         rel = []

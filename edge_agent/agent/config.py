@@ -78,6 +78,8 @@ class AgentConfig:
     mesh_peer_cap: int = 64
     mesh_bid_above_s: float = 1.0  # ask peers for bids when the local estimate exceeds this
     mesh_lease_min_s: float = 5.0  # shortest lease of a forwarded task
+    mesh_lease_factor: float = 4.0  # a forwarded task's lease: max(min, factor * estimate)
+    mesh_lease_grace_s: float = 1.0  # the origin waits this past a lease before giving up
 
     @property
     def mesh_on(self) -> bool:
@@ -152,6 +154,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "peer_cap",
         "bid_above_s",
         "lease_min_s",
+        "lease_factor",
+        "lease_grace_s",
     ),
 }
 _KINDS: dict[str, type] = {
@@ -191,6 +195,8 @@ _KINDS: dict[str, type] = {
     "mesh_peer_cap": int,
     "mesh_bid_above_s": float,
     "mesh_lease_min_s": float,
+    "mesh_lease_factor": float,
+    "mesh_lease_grace_s": float,
 }
 _AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
@@ -412,11 +418,13 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
         )
     if not 1 <= config.mesh_peer_cap <= 4096:
         raise ConfigError(f"{where}: [mesh] peer_cap must be 1..4096, got {config.mesh_peer_cap}")
-    for name in ("mesh_heartbeat_s", "mesh_lease_min_s"):
+    for name in ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s"):
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) > 0):
             raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number > 0")
-    if not (math.isfinite(config.mesh_bid_above_s) and config.mesh_bid_above_s >= 0):
-        raise ConfigError(f"{where}: [mesh] bid_above_s must be a finite number >= 0")
+    # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
+    for name in ("mesh_bid_above_s", "mesh_lease_factor"):
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
+            raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number >= 0")
 
 
 def render_default(config: AgentConfig | None = None) -> str:
@@ -520,9 +528,12 @@ peer_cap = {c.mesh_peer_cap}
 # ask peers for bids when this agent's own estimate exceeds this many seconds (a task no
 # device here can run is always offered to peers)
 bid_above_s = {c.mesh_bid_above_s}
-# shortest lease of a forwarded task: a peer abandons it past its lease and the origin
-# places it again
+# a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
+# always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s
+# seconds later, places it again
 lease_min_s = {c.mesh_lease_min_s}
+lease_factor = {c.mesh_lease_factor}
+lease_grace_s = {c.mesh_lease_grace_s}
 """
 
 

@@ -159,6 +159,8 @@ def mesh_config(config: AgentConfig, agent_id: str, generated: bool) -> MeshConf
         peer_cap=config.mesh_peer_cap,
         bid_above_s=config.mesh_bid_above_s,
         lease_min_s=config.mesh_lease_min_s,
+        lease_factor=config.mesh_lease_factor,
+        lease_grace_s=config.mesh_lease_grace_s,
         probe_name=not generated,
     )
 

@@ -76,10 +76,30 @@ class LoadModel:
         out = x @ self.w_lin + self.b_lin + h @ self.w2
         return np.asarray(out[:, 0], dtype=np.float64)
 
-    def fit(self, x: FloatArray, y: FloatArray, cfg: TrainConfig) -> float:
-        """Mini-batch SGD on the Huber loss; returns the last epoch's mean absolute error."""
+    def fit(
+        self,
+        x: FloatArray,
+        y: FloatArray,
+        cfg: TrainConfig,
+        anchor: list[FloatArray] | None = None,
+        prox: float = 0.0,
+        head_only: bool = False,
+    ) -> float:
+        """Mini-batch SGD on the Huber loss; returns the last epoch's mean absolute error.
+
+        With ``anchor`` (weights in WEIGHT_NAMES order, e.g. the global model's) the loss adds
+        the proximal term prox/2 · ‖w − anchor‖² (FedProx, Ditto). ``head_only`` keeps the
+        hidden layer (w1, b1, the shared body) fixed and trains the linear path and w2.
+        """
         if x.ndim != 2 or x.shape[1] != self.n_features or y.shape != (x.shape[0],):
             raise InvalidInput(f"fit needs x (n, {self.n_features}) and y (n,)")
+        if prox < 0.0 or not np.isfinite(prox):
+            raise InvalidInput(f"proximal weight must be finite and >= 0, got {prox}")
+        pull: list[FloatArray] | None = None
+        if anchor is not None and prox > 0.0:
+            probe = LoadModel(self.n_features, self.hidden)
+            probe.set_weights(anchor)  # same shapes and finite, or InvalidInput
+            pull = probe.get_weights()
         rng = np.random.default_rng(cfg.seed)
         n = x.shape[0]
         mae = float("nan")
@@ -88,22 +108,41 @@ class LoadModel:
             abs_sum = 0.0
             for lo in range(0, n, cfg.batch):
                 idx = order[lo : lo + cfg.batch]
-                abs_sum += self._step(x[idx], y[idx], cfg)
+                abs_sum += self._step(x[idx], y[idx], cfg, pull, prox, head_only)
             mae = abs_sum / max(n, 1)
         return mae
 
-    def _step(self, xb: FloatArray, yb: FloatArray, cfg: TrainConfig) -> float:
+    def _step(
+        self,
+        xb: FloatArray,
+        yb: FloatArray,
+        cfg: TrainConfig,
+        anchor: list[FloatArray] | None = None,
+        prox: float = 0.0,
+        head_only: bool = False,
+    ) -> float:
         """One SGD step on a batch; returns the batch's summed absolute error."""
         pre = xb @ self.w1 + self.b1
         h = np.maximum(pre, 0.0)
         err = (xb @ self.w_lin + self.b_lin + h @ self.w2)[:, 0] - yb
         g = np.clip(err, -cfg.huber_delta, cfg.huber_delta)[:, None] / xb.shape[0]
         gh = (g @ self.w2.T) * (pre > 0.0)
-        self.w_lin -= cfg.lr * (xb.T @ g + cfg.l2 * self.w_lin)
-        self.b_lin -= cfg.lr * g.sum(axis=0)
-        self.w2 -= cfg.lr * (h.T @ g + cfg.l2 * self.w2)
-        self.w1 -= cfg.lr * (xb.T @ gh + cfg.l2 * self.w1)
-        self.b1 -= cfg.lr * gh.sum(axis=0)
+        grads = [
+            xb.T @ g + cfg.l2 * self.w_lin,
+            g.sum(axis=0),
+            xb.T @ gh + cfg.l2 * self.w1,
+            gh.sum(axis=0),
+            h.T @ g + cfg.l2 * self.w2,
+        ]
+        if anchor is not None:
+            own = (self.w_lin, self.b_lin, self.w1, self.b1, self.w2)
+            grads = [gr + prox * (w - a) for gr, w, a in zip(grads, own, anchor, strict=True)]
+        self.w_lin -= cfg.lr * grads[0]
+        self.b_lin -= cfg.lr * grads[1]
+        self.w2 -= cfg.lr * grads[4]
+        if not head_only:
+            self.w1 -= cfg.lr * grads[2]
+            self.b1 -= cfg.lr * grads[3]
         return float(np.abs(err).sum())
 
 
