@@ -111,7 +111,8 @@ class Scheduler:
         self._parked: list[Waiting] = []
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
-        # the mesh's hook (mesh_link.MeshLink.take): True when it takes the task elsewhere
+        # the mesh's hook (mesh_offload.Offloader.take, wired by MeshLink.attach): True when
+        # it takes the task elsewhere
         self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
         self.pools = Pools({}, 0)  # the tenants' resource pools (the agent sets them)
 
