@@ -13,19 +13,17 @@ from numpy.typing import NDArray
 from cloud_hub.learning.localgrid import LocalGrid
 from cloud_hub.learning.serverapp import RoundSettings, train_federated
 from cloud_hub.learning.traces import Site
-from edge_agent.errors import InvalidInput
-from edge_agent.predictor import baselines
+from edge_agent.predictor import baselines, personalise
 from edge_agent.predictor.clientapp import app as client_app
 from edge_agent.predictor.features import make_dataset, split_point
 from edge_agent.predictor.model import LoadModel, TrainConfig, model_for
+from edge_agent.predictor.personalise import DITTO_MUS, VAL_FRACTION, Part, early_stopped
 
 FloatArray = NDArray[np.float64]
 log = logging.getLogger(__name__)
 FIRST_NODE_ID = 101  # clear of Flower's SUPERLINK_NODE_ID (1)
 NAIVE = ("last_value", "ewma", "seasonal_naive")
 FINETUNE_EPOCHS = 10  # at most this many local epochs on top of the global model
-VAL_FRACTION = 0.2  # newest part of a site's train data that picks the fine-tune epochs
-DITTO_MUS = (0.01, 0.1, 1.0)  # proximal weights Ditto chooses from on validation
 #: The shared models and three ways of making the federated one a site's own, each choosing
 #: on the validation slice of the site's train part (never its test part).
 LEARNED = (
@@ -115,13 +113,6 @@ def run_fedavg(
     return model
 
 
-def _copy(model: LoadModel) -> LoadModel:
-    """An independent copy of a model."""
-    out = LoadModel(model.n_features, model.hidden)
-    out.set_weights(model.get_weights())
-    return out
-
-
 def _early_stopped(
     model: LoadModel,
     d: SiteData,
@@ -131,25 +122,16 @@ def _early_stopped(
 ) -> tuple[LoadModel, float, int]:
     """Train a copy of ``model`` up to cfg.epochs on the train part before the validation slice.
 
-    The newest VAL_FRACTION of the train part scores the model after every epoch (and before
-    the first); returns the best (model, validation MAE in site units, epochs). The test part
-    is never looked at.
+    ``personalise.early_stopped`` on the site's train part: the newest VAL_FRACTION of it
+    scores the model after every epoch (and before the first); returns the best (model,
+    validation MAE in site units, epochs). The test part is never looked at.
     """
-    val = split_point(d.cut, VAL_FRACTION)
-    fit_x, fit_y = d.x[:val], d.y[:val]
-    val_x, val_y, val_level = d.x[val : d.cut], d.y[val : d.cut], d.level[val : d.cut]
+    return early_stopped(model, [_train_part(d)], cfg, anchor, prox, VAL_FRACTION)
 
-    def val_mae(m: LoadModel) -> float:
-        return float(np.mean(np.abs(np.maximum(m.predict(val_x), 0.0) - val_y) * val_level))
 
-    model = _copy(model)
-    best, best_mae, best_epochs = model.get_weights(), val_mae(model), 0
-    for epoch in range(cfg.epochs):
-        model.fit(fit_x, fit_y, replace(cfg, epochs=1, seed=cfg.seed + epoch), anchor, prox)
-        if (mae := val_mae(model)) < best_mae:
-            best, best_mae, best_epochs = model.get_weights(), mae, epoch + 1
-    model.set_weights(best)
-    return model, best_mae, best_epochs
+def _train_part(d: SiteData) -> Part:
+    """The site's train windows (features, normalized targets, levels)."""
+    return d.x[: d.cut], d.y[: d.cut], d.level[: d.cut]
 
 
 def fine_tuned(global_model: LoadModel, d: SiteData, cfg: TrainConfig) -> LoadModel:
@@ -170,18 +152,14 @@ def ditto(
 ) -> tuple[LoadModel, float, int]:
     """Personalisation à la Ditto: a site's own model pulled towards the global one.
 
-    A fresh model (as local-only starts) trained on the site's train part before the
-    validation slice with the proximal term mu/2 · ‖w − w_global‖²; mu from ``mus`` and the
-    epoch count (up to cfg.epochs) are chosen together on the validation slice. Returns
-    (model, mu, epochs); the test part is never looked at.
+    ``personalise.ditto`` (the agent runs the same) on the site's train part: a fresh model
+    (as local-only starts) trained on the train part before the validation slice with the
+    proximal term mu/2 · ‖w − w_global‖²; mu from ``mus`` and the epoch count (up to
+    cfg.epochs) are chosen together on the validation slice. Returns (model, mu, epochs);
+    the test part is never looked at.
     """
-    if not mus or any(mu <= 0.0 for mu in mus):
-        raise InvalidInput(f"Ditto needs proximal weights > 0, got {mus}")
-    anchor = global_model.get_weights()
-    start = model_for(global_model.n_features, window, global_model.hidden, cfg.seed)
-    tried = [(*_early_stopped(start, d, cfg, anchor, mu), mu) for mu in mus]
-    model, _, epochs, mu = min(tried, key=lambda t: t[1])  # ties: the first (smallest) mu
-    return model, mu, epochs
+    choice = personalise.ditto(global_model, [_train_part(d)], cfg, window, mus, VAL_FRACTION)
+    return choice.model, choice.mu, choice.epochs
 
 
 def mix_weight(d: SiteData, shared: LoadModel, local_fit: LoadModel) -> float:

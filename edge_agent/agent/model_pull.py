@@ -7,8 +7,12 @@ it even with the hub gone. ``ModelPuller`` posts the agent's learning report to 
 hub's latest model and whether rounds are wanted. A new model is downloaded, its sha256
 checked, then offered to the Forecaster's gate on this agent's own recent per-device
 utilization: it replaces the current one only if its MAE is no worse than the current model's
-or EWMA's (by the gate's margin). Every verdict is recorded with its reason. While the hub
-wants rounds, the SuperNode runs (``SuperNodeSupervisor``); otherwise it is stopped (SIGTERM).
+or EWMA's (by the gate's margin). With ``personalise`` on (PERSONALISE, the default) the agent
+also trains its own candidate from the pulled model (Ditto, ``edge_agent.predictor.personalise``)
+on its older telemetry, in a thread; both candidates face the gate on the newest telemetry,
+which neither training nor the choice of mu and epochs saw, and the better one that passes is
+adopted. Every verdict is recorded with its reason. While the hub wants rounds, the SuperNode
+runs (``SuperNodeSupervisor``); otherwise it is stopped (SIGTERM).
 """
 
 from __future__ import annotations
@@ -34,7 +38,13 @@ from edge_agent.errors import HetmeshError, InvalidInput
 from edge_agent.placement import Placer
 from edge_agent.predictor.features import FeatureSpec, device_series
 from edge_agent.predictor.onnx_export import read_metadata, spec_from_metadata
-from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Forecaster, Verdict
+from edge_agent.predictor.personalise import (
+    Personalised,
+    TooLittleData,
+    personalise,
+    split_for_gate,
+)
+from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Forecaster, OrtPredictor, Verdict
 from edge_agent.predictor.supernode import SuperNodeSupervisor
 
 _log = logging.getLogger(__name__)
@@ -43,8 +53,17 @@ MODEL_FILE = "model.onnx"
 STATE_FILE = "state.json"
 #: Verdicts kept in state.json.
 HISTORY = 20
+#: A device's utilization series and the time its first bucket starts.
+Series = tuple[np.ndarray[Any, Any], float]
 #: Buckets of recent telemetry a candidate is validated on (per device), at most.
 VALIDATE_BUCKETS = 240
+#: Personalise pulled models on the agent's own telemetry (the agent config has no predictor
+#: section yet; ``AgentLearning(personalise=...)`` overrides it).
+PERSONALISE = True
+#: Buckets of telemetry the personalised model is trained, chosen and gated on (per device), at
+#: most, and across all devices together: bounds its CPU time (well under a second here).
+PERSONALISE_BUCKETS = 720
+PERSONALISE_BUDGET = 2880
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -101,10 +120,82 @@ class LocalModel:
         self.accepted = state.get("accepted")
         _log.info("load model v%s restored from %s", self.model_version, self.dir)
 
+    @property
+    def global_sha256(self) -> str | None:
+        """The hub model the model in use came from (itself, unless personalised)."""
+        if self.accepted is not None and self.accepted.get("global_sha256"):
+            return str(self.accepted["global_sha256"])
+        return self.sha256
+
     def offer(
-        self, data: bytes, version: int, series: Sequence[tuple[np.ndarray[Any, Any], float]]
+        self,
+        data: bytes,
+        version: int,
+        series: Sequence[tuple[np.ndarray[Any, Any], float]],
+        personal: Personalised | None = None,
+        note: str = "",
     ) -> Verdict:
-        """Validate a candidate on local series; swap in and persist it only if it passes."""
+        """Validate candidates on local series; swap in and persist the better one that passes.
+
+        ``data`` is the hub's model, ``personal`` the agent's own candidate built from it (if
+        any): both face the same gate on ``series``; of those that pass, the personalised one
+        is adopted if its MAE is lower than the hub model's by more than the gate's margin, the
+        hub model otherwise. ``note`` (e.g. why nothing was personalised) leads the reason.
+        """
+        fc = self._forecaster_for(data)
+        verdict = glob = fc.validate_many(data, list(series))
+        chosen, mine = data, None
+        if personal is not None:
+            mine = fc.validate_many(personal.data, list(series))
+            # the fleet's model unless the own one is clearly better (by the gate's margin)
+            better = mine.candidate_mae * (1.0 + fc.margin) < glob.candidate_mae
+            if mine.accepted and (not glob.accepted or better):
+                verdict, chosen = mine, personal.data
+        row: dict[str, Any] = {
+            "version": version,
+            "sha256": hashlib.sha256(chosen).hexdigest(),
+            "global_sha256": hashlib.sha256(data).hexdigest(),
+            "personalised": chosen is not data,
+            "accepted": verdict.accepted,
+            "candidate_mae": _num(verdict.candidate_mae),
+            "current_mae": None if verdict.current_mae is None else _num(verdict.current_mae),
+            "ewma_mae": _num(verdict.ewma_mae),
+            "reason": self._reason(verdict, chosen is not data, personal, mine, note),
+            "at": time.time(),
+        }
+        if personal is not None and mine is not None:
+            row["global_mae"] = _num(glob.candidate_mae)
+            row["personalised_mae"] = _num(mine.candidate_mae)
+            row.update({k: v for k, v in personal.provenance().items() if k != "personalised"})
+        self.history = [*self.history, row][-HISTORY:]
+        if verdict.accepted:
+            fc.current = OrtPredictor(chosen)
+            self.forecaster, self.model_version, self.accepted = fc, version, row
+            self.dir.mkdir(parents=True, exist_ok=True)
+            _atomic_write(self.dir / MODEL_FILE, chosen)
+        self._save()
+        return verdict
+
+    @staticmethod
+    def _reason(
+        verdict: Verdict,
+        is_personal: bool,
+        personal: Personalised | None,
+        mine: Verdict | None,
+        note: str,
+    ) -> str:
+        """What the gate decided, which candidate it names, and why (one line)."""
+        if personal is None:
+            return f"global model only ({note}): {verdict.reason}" if note else verdict.reason
+        own = f"personalised (Ditto mu {personal.mu:g}, {personal.epochs} epochs)"
+        if is_personal:
+            return f"{own}: {verdict.reason}"
+        assert mine is not None
+        other = f"{own} MAE {mine.candidate_mae:.4g}" + ("" if mine.accepted else " refused")
+        return f"global model: {verdict.reason}; {other}"
+
+    def _forecaster_for(self, data: bytes) -> Forecaster:
+        """The Forecaster candidates are judged in: the current one, or one with their spec."""
         fc = self.forecaster
         if fc.current is None:
             try:  # no model yet: the first one defines the windows the agent feeds
@@ -113,24 +204,7 @@ class LocalModel:
                     fc = Forecaster(spec, fc.margin)
             except InvalidInput:
                 pass  # validate_many reports it
-        verdict = fc.offer_many(data, list(series))
-        row = {
-            "version": version,
-            "sha256": hashlib.sha256(data).hexdigest(),
-            "accepted": verdict.accepted,
-            "candidate_mae": _num(verdict.candidate_mae),
-            "current_mae": None if verdict.current_mae is None else _num(verdict.current_mae),
-            "ewma_mae": _num(verdict.ewma_mae),
-            "reason": verdict.reason,
-            "at": time.time(),
-        }
-        self.history = [*self.history, row][-HISTORY:]
-        if verdict.accepted:
-            self.forecaster, self.model_version, self.accepted = fc, version, row
-            self.dir.mkdir(parents=True, exist_ok=True)
-            _atomic_write(self.dir / MODEL_FILE, data)
-        self._save()
-        return verdict
+        return fc
 
     def _save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -148,6 +222,7 @@ class LocalModel:
             "version": self.model_version,
             "sha256": self.sha256,
             "source": "ewma" if self.sha256 is None else "model",
+            "personalised": bool(self.accepted and self.accepted.get("personalised")),
             "accepted": self.accepted,
             "last_verdict": self.history[-1] if self.history else None,
         }
@@ -159,11 +234,48 @@ def _num(value: float) -> float | None:
 
 
 def recent_series(
-    db_path: Path, devices: Sequence[str], spec: FeatureSpec, now: float
+    db_path: Path,
+    devices: Sequence[str],
+    spec: FeatureSpec,
+    now: float,
+    buckets: int = VALIDATE_BUCKETS,
 ) -> list[tuple[np.ndarray[Any, Any], float]]:
-    """Each device's recent utilization series (at most VALIDATE_BUCKETS buckets) (blocking)."""
-    since = now - spec.bucket_s * VALIDATE_BUCKETS
+    """Each device's recent utilization series (at most ``buckets`` buckets) (blocking)."""
+    since = now - spec.bucket_s * buckets
     return device_series(str(db_path), spec.bucket_s, devices, since, now)
+
+
+def personalise_buckets(n_devices: int) -> int:
+    """Buckets per device the personalised model is built and gated on (the CPU bound)."""
+    return max(VALIDATE_BUCKETS, min(PERSONALISE_BUCKETS, PERSONALISE_BUDGET // max(n_devices, 1)))
+
+
+def _newest(series: Sequence[Series], spec: FeatureSpec, buckets: int) -> list[Series]:
+    """Each series' newest ``buckets`` buckets (the gate's usual slice)."""
+    out = []
+    for values, t0 in series:
+        skip = max(0, values.shape[0] - buckets)
+        out.append((values[skip:], t0 + spec.bucket_s * skip))
+    return out
+
+
+def personal_candidate(
+    data: bytes, series: Sequence[Series], spec: FeatureSpec
+) -> tuple[Personalised | None, list[Series], str]:
+    """The agent's own candidate from ``data``, the series to gate on, and why there is none.
+
+    Blocking (call in a thread). With enough older telemetry: Ditto on the older part of each
+    device's series (``split_for_gate``), the newest part for the gate. Otherwise no
+    candidate, the usual newest VALIDATE_BUCKETS for the gate, and the reason.
+    """
+    older, gate = split_for_gate(series, spec)
+    try:
+        return personalise(data, older, spec), gate, ""
+    except TooLittleData as err:
+        note = f"too little data to personalise: {err}"
+    except InvalidInput as err:
+        note = f"not personalised: {err}"
+    return None, _newest(series, spec, VALIDATE_BUCKETS), note
 
 
 class ModelPuller:
@@ -177,8 +289,10 @@ class ModelPuller:
         devices: Sequence[str],
         supernode: SuperNodeSupervisor | None,
         clock: Callable[[], float] = time.time,
+        personalise: bool = PERSONALISE,
     ) -> None:
         self.local, self.link, self.db_path = local, link, db_path
+        self.personalise = personalise
         self.devices, self.supernode, self.clock = list(devices), supernode, clock
         self.refused: set[str] = set()  # sha256 of candidates this agent scored and refused
         self.polls = 0
@@ -228,6 +342,7 @@ class ModelPuller:
         latest = answer.get("latest")
         if isinstance(latest, dict) and latest.get("sha256") not in (
             self.local.sha256,
+            self.local.global_sha256,  # a personalised model's source is not pulled again
             *self.refused,
         ):
             await self.pull(latest)
@@ -247,15 +362,25 @@ class ModelPuller:
             with contextlib.suppress(InvalidInput):
                 spec = spec_from_metadata(read_metadata(data))
         now = self.clock()
-        series = await asyncio.to_thread(recent_series, self.db_path, self.devices, spec, now)
-        verdict = await asyncio.to_thread(self.local.offer, data, version, series)
+        personal: Personalised | None = None
+        note = ""
+        if self.personalise:
+            buckets = personalise_buckets(len(self.devices))
+            series = await asyncio.to_thread(
+                recent_series, self.db_path, self.devices, spec, now, buckets
+            )
+            personal, series, note = await asyncio.to_thread(personal_candidate, data, series, spec)
+        else:
+            series = await asyncio.to_thread(recent_series, self.db_path, self.devices, spec, now)
+        verdict = await asyncio.to_thread(self.local.offer, data, version, series, personal, note)
+        reason = self.local.history[-1]["reason"]
         if verdict.accepted:
-            _log.info("load model v%s accepted: %s", version, verdict.reason)
+            _log.info("load model v%s accepted: %s", version, reason)
         elif verdict.reason.startswith(NOT_ENOUGH_DATA):
-            _log.info("load model v%s not validated yet: %s", version, verdict.reason)
+            _log.info("load model v%s not validated yet: %s", version, reason)
         else:
             self.refused.add(sha)  # worse, or unusable here: not downloaded again
-            _log.warning("load model v%s refused: %s", version, verdict.reason)
+            _log.warning("load model v%s refused: %s", version, reason)
         return verdict
 
 
@@ -270,11 +395,12 @@ class AgentLearning:
         placer: Placer,
         link: Any | None,  # HubLink, or None without a hub
         forecast: bool = True,
+        personalise: bool = PERSONALISE,
     ) -> None:
         self.local = LocalModel(data_dir / "predictor")
         self.forecasts = DeviceForecasts(db_path, devices, placer, lambda: self.local.forecaster)
         self.link, self.db_path, self.devices, self.forecast = link, db_path, devices, forecast
-        self.data_dir = data_dir
+        self.data_dir, self.personalise = data_dir, personalise
         self.supernode: SuperNodeSupervisor | None = None
         self.puller: ModelPuller | None = None
 
@@ -291,7 +417,12 @@ class AgentLearning:
             except ImportError as err:  # no `learning` extra: pull models, never train
                 _log.info("no SuperNode on this box (%s); install hetmesh[learning]", err)
             self.puller = ModelPuller(
-                self.local, self.link, self.db_path, self.devices, self.supernode
+                self.local,
+                self.link,
+                self.db_path,
+                self.devices,
+                self.supernode,
+                personalise=self.personalise,
             )
             spawn(self.puller.run(), "agent-model-pull")
 

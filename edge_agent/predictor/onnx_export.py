@@ -55,6 +55,24 @@ def to_onnx(
     return bytes(proto.SerializeToString())
 
 
+def from_onnx(data: bytes) -> LoadModel:
+    """The LoadModel an exported file holds (its initializers, as float64); InvalidInput if not."""
+    try:
+        proto = onnx.load_from_string(data)
+    except Exception as err:  # onnx raises several unrelated types for bad bytes
+        raise InvalidInput(f"not a valid ONNX model: {err}") from err
+    inits = {t.name: numpy_helper.to_array(t).astype(np.float64) for t in proto.graph.initializer}
+    try:
+        weights = [inits[n] for n in WEIGHT_NAMES]
+    except KeyError as err:
+        raise InvalidInput(f"model lacks initializer {err.args[0]!r}") from err
+    if weights[2].ndim != 2:
+        raise InvalidInput(f"model weight w1 has shape {weights[2].shape}, expected (F, hidden)")
+    model = LoadModel(*weights[2].shape)
+    model.set_weights(weights)  # shapes and finiteness checked
+    return model
+
+
 def read_metadata(data: bytes) -> dict[str, str]:
     """The metadata_props of a serialized model; a clear error if it is not ONNX."""
     try:
