@@ -77,3 +77,17 @@ def test_init_writes_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert main(["init", "--path", str(path)]) == 2
     assert "--force" in capsys.readouterr().err
     assert main(["init", "--path", str(path), "--force"]) == 0
+
+
+def test_predictor_personalise_from_toml_and_environment(tmp_path: Path) -> None:
+    assert AgentConfig().predictor_personalise is True
+    path = tmp_path / "agent.toml"
+    path.write_text("[predictor]\npersonalise = false\n")
+    assert load_config(path, {}).predictor_personalise is False
+    env = {"EDGE_AGENT_PREDICTOR_PERSONALISE": "yes"}
+    assert load_config(path, env).predictor_personalise is True
+    path.write_text('[predictor]\npersonalise = "sometimes"\n')
+    with pytest.raises(ConfigError, match=r"\[predictor\] personalise"):
+        load_config(path, {})
+    with pytest.raises(ConfigError, match="EDGE_AGENT_PREDICTOR_PERSONALISE"):
+        load_config(None, {**env, "EDGE_AGENT_PREDICTOR_PERSONALISE": "perhaps"})

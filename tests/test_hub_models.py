@@ -164,8 +164,11 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
     hub_cfg = hub_config(heartbeat_interval_s=0.1)
     hub = Server(lambda: hub_app(hub_cfg))
     await hub.start()
-    # only the utilization written below: no periodic telemetry of its own
-    agent_cfg = joined_agent(hub.url, "a1", telemetry_interval_s=3600.0)
+    # only the utilization written below: no periodic telemetry of its own; the fleet's
+    # models judged as shipped (personalisation: tests/test_predictor_personalise.py)
+    agent_cfg = joined_agent(
+        hub.url, "a1", telemetry_interval_s=3600.0, predictor_personalise=False
+    )
     write_telemetry(agent_cfg.db_path, time.time())
     agent = Server(lambda: agent_app(agent_cfg))
     app = await agent.start()

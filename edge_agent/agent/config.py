@@ -67,6 +67,8 @@ class AgentConfig:
     carbon_column: str = ""  # the series file's value column ("": the second of two)
     carbon_region: str = ""  # a label for the grid region, e.g. "CISO"
     carbon_update_s: float = 60.0  # seconds between intensity updates to the placer
+    # [predictor] (docs/learning.md): the fleet's load predictor on this box
+    predictor_personalise: bool = True  # fit each pulled model to this box (Ditto) first
     # [mesh] (docs/mesh.md): peers on the LAN found by mDNS, trusted by the fleet key
     mesh_fleet_key: str = dataclasses.field(default="", repr=False)  # a secret: never logged
     mesh_fleet_key_file: str = ""  # a file holding the fleet key instead
@@ -142,6 +144,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "pools": _AnyTenant(("<tenant>",)),
     # [carbon] keys are the settings' names without "carbon_"
     "carbon": ("intensity_g_per_kwh", "series", "column", "region", "update_s"),
+    # and for [predictor]: [predictor] personalise = false is predictor_personalise
+    "predictor": ("personalise",),
     # the same for [mesh]: [mesh] fleet_key = "..." is mesh_fleet_key
     "mesh": (
         "fleet_key",
@@ -188,6 +192,7 @@ _KINDS: dict[str, type] = {
     "mesh_fleet_key": str,
     "mesh_fleet_key_file": str,
     "mesh_enabled": bool,
+    "predictor_personalise": bool,
     "mesh_agent_id": str,
     "mesh_address": str,
     "mesh_interfaces": tuple,
@@ -233,7 +238,7 @@ def _read_toml(file: Path) -> dict[str, Any]:
         if section == "pools":
             pools[key] = value
             continue
-        name = f"{section}_{key}" if section in ("hub", "carbon", "mesh") else key
+        name = f"{section}_{key}" if section in ("hub", "carbon", "mesh", "predictor") else key
         values[name] = _coerce(name, value, f"{file}: [{section}] {key}")
     if pools:
         values["pools"] = _coerce("pools", pools, f"{file}: [pools]")
@@ -508,6 +513,11 @@ mdns_interfaces = [{", ".join(_q(a) for a in c.hub_mdns_interfaces)}]
 region = {_q(c.carbon_region)}
 # seconds between intensity updates to the placer
 update_s = {c.carbon_update_s}
+
+[predictor]
+# with a hub that ships load predictors: fit each new model to this box's own telemetry
+# (Ditto) and keep whichever of it and the fleet's model forecasts this box better
+personalise = {str(c.predictor_personalise).lower()}
 
 [mesh]
 # agents of one fleet share a fleet key (>= 16 characters; `edge-agent init --new-fleet-key`

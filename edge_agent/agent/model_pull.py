@@ -7,7 +7,7 @@ it even with the hub gone. ``ModelPuller`` posts the agent's learning report to 
 hub's latest model and whether rounds are wanted. A new model is downloaded, its sha256
 checked, then offered to the Forecaster's gate on this agent's own recent per-device
 utilization: it replaces the current one only if its MAE is no worse than the current model's
-or EWMA's (by the gate's margin). With ``personalise`` on (PERSONALISE, the default) the agent
+or EWMA's (by the gate's margin). With ``[predictor] personalise`` on (the default) the agent
 also trains its own candidate from the pulled model (Ditto, ``edge_agent.predictor.personalise``)
 on its older telemetry, in a thread; both candidates face the gate on the newest telemetry,
 which neither training nor the choice of mu and epochs saw, and the better one that passes is
@@ -57,9 +57,6 @@ HISTORY = 20
 Series = tuple[np.ndarray[Any, Any], float]
 #: Buckets of recent telemetry a candidate is validated on (per device), at most.
 VALIDATE_BUCKETS = 240
-#: Personalise pulled models on the agent's own telemetry (the agent config has no predictor
-#: section yet; ``AgentLearning(personalise=...)`` overrides it).
-PERSONALISE = True
 #: Buckets of telemetry the personalised model is trained, chosen and gated on (per device), at
 #: most, and across all devices together: bounds its CPU time (well under a second here).
 PERSONALISE_BUCKETS = 720
@@ -289,7 +286,7 @@ class ModelPuller:
         devices: Sequence[str],
         supernode: SuperNodeSupervisor | None,
         clock: Callable[[], float] = time.time,
-        personalise: bool = PERSONALISE,
+        personalise: bool = True,
     ) -> None:
         self.local, self.link, self.db_path = local, link, db_path
         self.personalise = personalise
@@ -395,7 +392,7 @@ class AgentLearning:
         placer: Placer,
         link: Any | None,  # HubLink, or None without a hub
         forecast: bool = True,
-        personalise: bool = PERSONALISE,
+        personalise: bool = True,
     ) -> None:
         self.local = LocalModel(data_dir / "predictor")
         self.forecasts = DeviceForecasts(db_path, devices, placer, lambda: self.local.forecaster)

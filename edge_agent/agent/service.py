@@ -158,7 +158,13 @@ class Agent:
         devices = [d.id for d in self.fleet.devices]
         forecast = self.config.telemetry_interval_s > 0
         self.learning = AgentLearning(
-            self.config.data_dir, self.config.db_path, devices, self.placer, self.link, forecast
+            self.config.data_dir,
+            self.config.db_path,
+            devices,
+            self.placer,
+            self.link,
+            forecast,
+            personalise=self.config.predictor_personalise,
         )
         await self.learning.start(self._spawn)
 

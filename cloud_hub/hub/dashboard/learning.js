@@ -67,7 +67,7 @@
         ? "v" + last.version + (last.accepted ? " accepted" : " refused: " + last.reason) : "—";
       const sn = a.supernode || {};
       return row([
-        [id, "mono"], [m.version ? "v" + m.version : "EWMA"],
+        [id, "mono"], [m.version ? "v" + m.version + (m.personalised ? " (personalised)" : "") : "EWMA"],
         [num(acc.candidate_mae, 4), "num"], [num(acc.ewma_mae, 4), "num"],
         [verdict, "why"], [sn.running ? "running" : "stopped"],
       ]);
