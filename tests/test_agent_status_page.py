@@ -46,6 +46,9 @@ async def test_status_page_shows_devices_tasks_and_no_hub(
     await page.goto(str(client.make_url("/")))
     await page.wait_for_selector("#conn.up", timeout=10_000)
     assert await page.locator("#status").inner_text() == "ok"
+    # the shared stylesheet (base.css, one copy for the status page and the dashboard) applied
+    background = "getComputedStyle(document.body).backgroundColor"
+    assert await page.evaluate(background) == "rgb(246, 247, 249)"
     names = [d["id"] for d in doc["devices"]]
     rows = page.locator("#devices tbody tr")
     assert await rows.count() == len(names) and {"rk3588/cpu", "rk3588/npu"} <= set(names)

@@ -104,6 +104,9 @@ async def test_dashboard_shows_fleet_and_an_agent_going_offline(
                 f'tr[data-agent="{name}"] td.state[data-state="online"]', timeout=10_000
             )
         await page.wait_for_selector("#conn.up", timeout=5_000)
+        # the shared stylesheet (base.css, one copy for the status page and the dashboard) applied
+        background = "getComputedStyle(document.body).backgroundColor"
+        assert await page.evaluate(background) == "rgb(246, 247, 249)"
         assert await page.locator("#devices tbody tr").count() == len(lab.devices) + len(
             edge.devices
         )

@@ -16,6 +16,7 @@ from typing import Any
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
+import edge_agent.agent
 from cloud_hub.hub import models_api, protocol, wire
 from cloud_hub.hub.clock import Clock
 from cloud_hub.hub.config import HubConfig
@@ -34,6 +35,8 @@ _log = logging.getLogger(__name__)
 HUB = web.AppKey("hub", Hub)
 _VERIFIED = web.RequestKey("hub_verified", tuple[FleetKey, str])  # the agent's key, nonce
 DASHBOARD = Path(__file__).with_name("dashboard")
+#: The agents' status page folder: its base.css is the dashboard's too (one copy).
+STATUS_PAGE = Path(edge_agent.agent.__file__).with_name("status_page")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -253,11 +256,16 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+_PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
+
+
 async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(
-        DASHBOARD / "index.html",
-        headers={"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"},
-    )
+    return web.FileResponse(DASHBOARD / "index.html", headers=_PAGE_HEADERS)
+
+
+async def _base_css(request: web.Request) -> web.FileResponse:
+    """The stylesheet the dashboard shares with the agents' status page (one copy)."""
+    return web.FileResponse(STATUS_PAGE / "base.css", headers=_PAGE_HEADERS)
 
 
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
@@ -299,6 +307,7 @@ def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     r.add_get("/v1/openapi.json", _openapi)
     r.add_get("/metrics", _metrics)
     r.add_get("/", _index)
+    r.add_get("/base.css", _base_css)
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
     models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app
