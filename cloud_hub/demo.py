@@ -5,6 +5,18 @@ ephemeral port and its own data directory; each agent emulates a different board
 ``mode: emulated board`` on the hub). Children are stopped in a ``finally``, on Ctrl-C and on
 SIGTERM alike, and waited for: the demo leaves no process behind.
 
+The agents form one mesh: the demo makes a fleet key (only its fingerprint is printed; the
+key is in ``<data dir>/fleet.key``, mode 0600), gives it to every agent with mDNS on
+127.0.0.1, waits (bounded) until they trust each other, prints the peer table and submits
+work the receiving board cannot run (an NPU-only int8 task to the Jetson, a DPU configuration
+task only the KV260's FPGA takes to the RK3588), printing each one's chain, origin -> peer.
+Each agent is a site on a different grid: the real 2022 hourly series of
+``benchmarks/data/carbon_intensity`` (CISO, ERCO, NYIS, BPAT), or labelled illustrative
+constants when the data is not installed. Two deferrable tasks go to the site with the
+dirtiest grid now; the demo prints their deferral, asks the hub for one re-evaluation
+(``GET /v1/reevaluation?fresh=1``) and prints the moves it issues and their outcomes while
+the demo runs (a moved deferred task waits for the target's clean hour, usually later).
+
 With ``--learning`` (Flower installed: ``pip install '.[learning]'``) the hub also runs a
 Flower SuperLink, and after ``--learn-after`` seconds of telemetry the demo asks for one
 training run: every agent starts its SuperNode, one FedAvg round trains the load predictor
@@ -38,7 +50,11 @@ from typing import Any
 
 import psutil
 
+from cloud_hub.datasets import benchmarks_data
+from edge_agent.carbon_series import SeriesError, load_series
+from edge_agent.clikit import columns
 from edge_agent.errors import HetmeshError
+from edge_agent.mesh import FleetKey
 from edge_agent.predictor.runtime import NOT_ENOUGH_DATA
 from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV
 
@@ -73,6 +89,40 @@ WORKLOAD: tuple[dict[str, Any], ...] = (
 )  # fmt: skip
 
 
+#: The mesh: agents say hello this often; trust between all of them is awaited this long.
+MESH_HEARTBEAT_S = 0.5
+MESH_TIMEOUT_S = 30.0
+#: Work the receiving board cannot run, so its agent offloads it to a peer:
+#: (submitted to, a profile that can run it, label, why the first cannot, contract).
+MESH_TASKS: tuple[tuple[str, str, str, str, dict[str, Any]], ...] = (
+    ("jetson_orin_nano", "rk3588", "npu-int8 (NPU only)", "it has no NPU",
+     {"task_class": "npu-int8", "tenant": "vision",
+      "semantics": {"gflops": 2.0, "precision": "int8"},
+      "requirements": {"kinds": ["npu"], "precision": "int8", "model_format": None}}),
+    ("rk3588", "kria_kv260", "dpu-config-1 (FPGA only)", "it has no FPGA",
+     {"task_class": "dpu-config-1", "tenant": "vision",
+      "semantics": {"gflops": 2.0, "precision": "int8"},
+      "requirements": {"config_id": 1, "precision": "int8", "model_format": None}}),
+)  # fmt: skip
+#: Each agent's grid: the real 2022 hourly series of benchmarks/data/carbon_intensity.
+REGIONS = (("CISO", "California"), ("ERCO", "Texas"), ("NYIS", "New York"),
+           ("BPAT", "Pacific Northwest"))  # fmt: skip
+#: Used only when those files are not installed: illustrative, not measured (g/kWh).
+FALLBACK_G_PER_KWH = {"CISO": 230.0, "ERCO": 400.0, "NYIS": 250.0, "BPAT": 90.0}
+#: Deferrable work for the dirtiest site: held for a cleaner hour before its deadline.
+DEFERRABLE: dict[str, Any] = {
+    "task_class": "nightly-batch", "tenant": "batch", "deferrable": True,
+    "semantics": {"gflops": 2.0},
+    "requirements": {"model_format": None, "deadline_s": 8 * 3600.0},
+}  # fmt: skip
+DEFERRABLE_COUNT = 2
+#: The re-evaluation is asked for once the dirty site's heartbeats carried its held work
+#: (or after this long); issued moves are followed this long for their outcome.
+REEVAL_WAIT_S = 20.0
+MOVE_FOLLOW_S = 10.0
+FINAL_MOVE = ("done", "failed", "refused", "expired")
+
+
 class DemoError(HetmeshError):
     """A demo process did not start or answer; the message names it and its log."""
 
@@ -91,6 +141,53 @@ class Child:
     url: str = ""
     pending: dict[str, str] = field(default_factory=dict)  # task id -> workload label
     admin_token: str = ""  # the hub's, to ask for a training run
+    mesh_id: str = ""  # the agent's id among its mesh peers
+    site: Site | None = None  # the agent's grid
+
+
+@dataclass(frozen=True)
+class Site:
+    """An agent's grid: a real hourly series, or an illustrative constant."""
+
+    region: str
+    name: str
+    series: Path | None = None
+    constant: float = 0.0
+
+    def env(self) -> dict[str, str]:
+        """Return the agent's ``[carbon]`` settings as environment variables."""
+        env = {"EDGE_AGENT_CARBON_REGION": self.region}
+        if self.series is not None:
+            return env | {"EDGE_AGENT_CARBON_SERIES": str(self.series)}
+        return env | {"EDGE_AGENT_CARBON_INTENSITY_G_PER_KWH": f"{self.constant:g}"}
+
+    def now(self) -> float:
+        """Return the intensity now (a 2022 series replays the same hour of 2022)."""
+        if self.series is None:
+            return self.constant
+        return load_series(self.series).at_epoch(time.time())
+
+    def label(self) -> str:
+        where = f"{self.region} ({self.name})"
+        if self.series is None:
+            return f"{where}: constant {self.constant:g} g/kWh (illustrative, not measured)"
+        return f"{where}: real 2022 hourly series {self.series.name}"
+
+
+def sites(n: int) -> tuple[list[Site], str]:
+    """Return the grids of ``n`` agents and, when the real series are missing, why."""
+    folder = benchmarks_data() / "carbon_intensity"
+    out, missing = [], ""
+    for region, name in REGIONS[:n]:
+        path = folder / f"{region}_hourly_2022.csv"
+        try:
+            load_series(path)
+        except (OSError, SeriesError) as err:
+            missing = missing or f"no usable {path} ({err}); using illustrative constants"
+            out.append(Site(region, name, constant=FALLBACK_G_PER_KWH[region]))
+        else:
+            out.append(Site(region, name, path))
+    return out, missing
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -186,6 +283,23 @@ def _wait_listening(child: Child, state: Path, deadline: float) -> None:
     raise DemoError(f"{child.name} did not start within {START_TIMEOUT_S:g} s; see {child.log}")
 
 
+def _wait_mesh_started(child: Child, deadline: float) -> None:
+    """Wait until the agent's mesh node announces itself and answers peers."""
+    while not (doc := _call(f"{child.url}/v1/peers")).get("started"):
+        if child.proc.poll() is not None or time.monotonic() > deadline:
+            raise DemoError(f"{child.name}: its mesh did not start; see {child.log}")
+        time.sleep(0.05)
+    child.mesh_id = str(doc["agent_id"])
+
+
+def _named(text: str, agents: list[Child]) -> str:
+    """Return ``text`` with each agent's mesh id replaced by its name."""
+    for agent in agents:
+        if agent.mesh_id:
+            text = text.replace(agent.mesh_id, agent.name)
+    return text
+
+
 def _stop_all(children: list[Child]) -> None:
     """Stop the agents (they sync one last time), then the hub: SIGTERM, wait, SIGKILL.
 
@@ -271,13 +385,22 @@ def _start(
     children.append(hub)
     _wait_listening(hub, root / "hub" / "hub.json", deadline)
     print(f"hub        pid {hub.proc.pid:<7} {hub.url}  (log {hub.log})", flush=True)
+    key_file = _fleet_key(root)
+    grids, missing = sites(n)
+    if missing:
+        print(f"carbon: {missing}", flush=True)
     agents = []
-    for profile in PROFILES[:n]:
+    for profile, site in zip(PROFILES[:n], grids, strict=True):
         name = f"demo-{profile}"
         env = {"EDGE_AGENT_HUB_URL": hub.url, "EDGE_AGENT_HUB_JOIN_TOKEN": token,
                "EDGE_AGENT_HUB_AGENT_ID": name, "EDGE_AGENT_HUB_RETRY_S": "1",
                "EDGE_AGENT_HUB_LABELS": f"demo=yes,profile={profile}",
-               "EDGE_AGENT_TELEMETRY_INTERVAL_S": "1" if learning else "2"}  # fmt: skip
+               "EDGE_AGENT_TELEMETRY_INTERVAL_S": "1" if learning else "2",
+               # the mesh: one fleet key, found over mDNS on loopback; each agent's mesh id is
+               # generated (announced without mDNS name probing), the demo shows its hub id
+               "EDGE_AGENT_MESH_FLEET_KEY_FILE": str(key_file),
+               "EDGE_AGENT_MESH_INTERFACES": "127.0.0.1",
+               "EDGE_AGENT_MESH_HEARTBEAT_S": str(MESH_HEARTBEAT_S), **site.env()}  # fmt: skip
         if learning:  # its SuperNode's SuperExec picks up ClientApp work sooner
             env[SUPEREXEC_POLL_ENV] = SUPEREXEC_POLL_S
         if discover:  # the agent gets no URL: it finds the hub and makes it prove the token
@@ -286,16 +409,188 @@ def _start(
         argv = [sys.executable, "-m", "edge_agent.cli", "run", "--port", "0",
                 "--data-dir", str(data), "--profile", profile]  # fmt: skip
         agent = _spawn(name, argv, _env(env, root), data)
+        agent.site = site
         children.append(agent)
         agents.append(agent)
-    for agent in agents:
+        # one at a time: an agent challenged while its mesh is still starting refuses, and
+        # the challenger backs off for 30 s ([mesh] reject_backoff_s), so wait for each
         _wait_listening(agent, root / agent.name / "agent.json", deadline)
+        _wait_mesh_started(agent, deadline)
         print(f"{agent.name:<26} pid {agent.proc.pid:<7} {agent.url}", flush=True)
     while {a.name for a in agents} - {r["id"] for r in _call(f"{hub.url}/v1/agents")["agents"]}:
         if time.monotonic() > deadline:
             raise DemoError(f"agents did not enrol with the hub; see the logs in {root}")
         time.sleep(0.1)
     return hub, agents
+
+
+def _fleet_key(root: Path) -> Path:
+    """Write a new fleet key to ``root/fleet.key`` (mode 0600); print only its fingerprint."""
+    path = root / "fleet.key"
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    key = FleetKey.generate()
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(key + "\n")
+    print(f"mesh: new fleet key, fingerprint {FleetKey(key).fingerprint} (the key: {path})")
+    return path
+
+
+def _wait_trusted(agents: list[Child], timeout_s: float) -> None:
+    """Wait (bounded) until every agent trusts every other one; print the peer table."""
+    if len(agents) < 2:
+        print("mesh: one agent, no peers (--agents 2 or more shows offload)", flush=True)
+        return
+    started, names = time.monotonic(), {a.name for a in agents}
+    while True:
+        docs = {a.name: _call(f"{a.url}/v1/peers") for a in agents}
+        online = {n: {_named(p["agent_id"], agents) for p in d["peers"] if p["state"] == "online"}
+                  for n, d in docs.items()}  # fmt: skip
+        lacking = {
+            n: sorted(names - {n} - seen) for n, seen in online.items() if names - {n} - seen
+        }
+        waited = time.monotonic() - started
+        if not lacking or waited > timeout_s:
+            break
+        time.sleep(0.2)
+    if lacking:
+        print(f"mesh: not all agents trust each other after {timeout_s:g} s: "
+              + "; ".join(f"{n} lacks {', '.join(m)}" for n, m in lacking.items()))  # fmt: skip
+    else:
+        print(f"mesh: all {len(agents)} agents trust each other after {waited:.1f} s")
+    print("mesh: ids " + ", ".join(f"{a.name} = {a.mesh_id}" for a in agents))
+    rows = [("mesh:", "AGENT", "PEER", "ADDRESS", "STATE", "RTT MS", "KINDS")]
+    for name, doc in docs.items():
+        for p in doc["peers"]:
+            rtt = "-" if p.get("rtt_ms") is None else f"{p['rtt_ms']:.1f}"
+            peer = _named(p["agent_id"], agents)
+            rows.append(("mesh:", name, peer, p["address"], p["state"], rtt, p["kinds"]))
+    print("\n".join(columns(rows, right={5})), flush=True)
+
+
+def _submit_mesh_work(agents: list[Child]) -> None:
+    """Submit to a board work only another board can run: its agent offloads it to a peer."""
+    by_profile = {a.name.removeprefix("demo-"): a for a in agents}
+    for to, needs, label, why, contract in MESH_TASKS:
+        agent = by_profile.get(to)
+        if agent is None or needs not in by_profile:
+            continue
+        task = _call(f"{agent.url}/v1/tasks", "POST", contract)["task"]
+        agent.pending[task["id"]] = label
+        print(f"mesh: submitted {label} to {agent.name}: {why}, a peer runs it")
+    sys.stdout.flush()
+
+
+def _show_sites(agents: list[Child]) -> Child | None:
+    """Print each agent's grid and intensity now; return the dirtiest site's agent."""
+    now = {a.name: a.site.now() for a in agents if a.site is not None}
+    for agent in agents:
+        if agent.site is not None:
+            print(f"carbon: {agent.name:<26} {agent.site.label()}, "
+                  f"{now[agent.name]:.0f} g/kWh now")  # fmt: skip
+    sys.stdout.flush()
+    return max(agents, key=lambda a: now.get(a.name, -1.0)) if now else None
+
+
+def _submit_deferrable(agent: Child, count: int) -> list[str]:
+    """Submit ``count`` deferrable tasks to ``agent``; print each one's deferral."""
+    hours = DEFERRABLE["requirements"]["deadline_s"] / 3600
+    ids = []
+    for _ in range(count):
+        task = _call(f"{agent.url}/v1/tasks", "POST", DEFERRABLE)["task"]
+        ids.append(task["id"])
+        why = (task.get("deferral") or {}).get("why")
+        what = why if task["state"] == "deferred" and why else f"{task['state']} (not held)"
+        print(f"carbon: {task['id'][:8]}  {DEFERRABLE['task_class']} (deadline {hours:g} h) "
+              f"on {agent.name}: {what}")  # fmt: skip
+    sys.stdout.flush()
+    return ids
+
+
+class _MoveWatch:
+    """Asks the hub for one re-evaluation once the dirty site reported its held work, then
+    prints the moves issued for it and their outcomes (for ``MOVE_FOLLOW_S`` seconds)."""
+
+    def __init__(self, hub: Child, agents: list[Child], dirty: Child, ids: list[str]) -> None:
+        self.hub, self.agents, self.dirty, self.ids = hub, agents, dirty, set(ids)
+        self.base = _call(f"{dirty.url}/v1/health")["hub"]["heartbeats"]
+        self.deadline = time.monotonic() + REEVAL_WAIT_S
+        self.asked = False
+        self.moves: dict[str, str] = {}  # move id -> last state printed
+        self.next_poll = 0.0
+        self.done = not ids
+
+    def step(self) -> None:
+        """Do what is due now (call often; it polls at most once a second)."""
+        now = time.monotonic()
+        if self.done or now < self.next_poll:
+            return
+        self.next_poll = now + 0.5
+        if not self.asked:
+            beats = _call(f"{self.dirty.url}/v1/health")["hub"]["heartbeats"]
+            if beats < self.base + 2 and now < self.deadline:
+                return  # two heartbeats: one began after the tasks were held
+            self._evaluate()
+            return
+        records = _call(f"{self.hub.url}/v1/reevaluation")["executed"]
+        for r in records:
+            if r["id"] in self.moves and r["state"] != self.moves[r["id"]]:
+                self.moves[r["id"]] = r["state"]
+                print(_named(f"hub move {r['id']}: {r['state']}" + _outcome(r), self.agents))
+        # accepted: the origin holds the (deferred) task for the target's clean hour, later
+        settled = all(s in ("accepted", *FINAL_MOVE) for s in self.moves.values())
+        if settled or now > self.deadline:
+            if not settled:
+                print(f"hub moves: the origin did not answer within {MOVE_FOLLOW_S:g} s; "
+                      "GET /v1/reevaluation shows the outcome later")  # fmt: skip
+            self.done = True
+        sys.stdout.flush()
+
+    def _evaluate(self) -> None:
+        self.asked = True
+        doc = _call(f"{self.hub.url}/v1/reevaluation?fresh=1")
+        ours = [m for m in doc["moves"] if m["task_id"] in self.ids]
+        print(f"hub re-evaluation (GET /v1/reevaluation?fresh=1): {doc['sites']} sites, "
+              f"{doc['deferred']} deferred, {doc['queued']} queued; {len(doc['moves'])} moves "
+              f"would pay, saving {doc['saving_g']:.3g} g CO2")  # fmt: skip
+        for m in ours:
+            at = time.strftime("%H:%M UTC", time.gmtime(m["start_at"]))
+            how = (
+                f"issued as {m['move_id']}"
+                if m["move_id"]
+                else "not issued ("
+                + (
+                    "already issued"
+                    if m["executable"]
+                    else "the target is no trusted mesh peer of the origin"
+                )
+                + ")"
+            )
+            print(f"hub move: {m['task_id'][:8]} {m['origin']} -> {m['target']}: "
+                  f"{m['origin_g_per_kwh']:.0f} -> {m['target_g_per_kwh']:.0f} g/kWh at {at}, "
+                  f"saving {m['saving_g']:.3g} g; {how}")  # fmt: skip
+            if m["move_id"]:
+                self.moves[m["move_id"]] = "issued"
+        if not ours:
+            print("hub move: none for the held tasks (no current site is >= 20 % cleaner "
+                  "before their latest start with load <= 70 %)")  # fmt: skip
+        self.deadline = time.monotonic() + MOVE_FOLLOW_S
+        self.done = not self.moves
+        sys.stdout.flush()
+
+
+def _outcome(record: dict[str, Any]) -> str:
+    """Return what a move's state means, for the line that prints it."""
+    state = record["state"]
+    if state == "accepted" and not record.get("queued"):
+        at = time.strftime("%H:%M UTC", time.gmtime(record["start_at"]))
+        return (f" — {record['origin']} holds the task until {record['target']}'s clean hour "
+                f"({at}), then forwards it there; that is after this demo's window")  # fmt: skip
+    if state == "done":
+        return f" — ran on {record.get('ran_on')}"
+    if state in ("failed", "refused", "expired"):
+        return f" — {record.get('reason') or record.get('error') or ''}"
+    return ""
 
 
 def _submit_round(agents: list[Child], counter: Iterator[int]) -> None:
@@ -325,9 +620,20 @@ def _report(agents: list[Child]) -> int:
                 continue
             est, got = result.get("estimate_s"), result.get("latency_s")
             ms = f"est {1000 * (est or 0.0):8.3f} ms  measured {1000 * (got or 0.0):8.3f} ms"
+            if task.get("ran_on"):  # offloaded: where it ran and the chain, origin -> peer
+                print(f"{task['id'][:8]}  {label:<24} {agent.name:<26} offloaded, ran on "
+                      f"{_named(task['device'], agents)}  {ms}\n"
+                      f"          chain: {_named(_chain(task), agents)}")  # fmt: skip
+                continue
             print(f"{task['id'][:8]}  {label:<24} {agent.name:<26} {task['device']:<28} {ms}")
     sys.stdout.flush()
     return shown
+
+
+def _chain(task: dict[str, Any]) -> str:
+    """Return a task's decision chain as "origin: action -> peer: action"."""
+    links = task.get("chain") or []
+    return " -> ".join(f"{link.get('node')}: {link.get('action')}" for link in links) or "-"
 
 
 def _drain(hub: Child, agents: list[Child], until: float) -> None:
@@ -341,8 +647,10 @@ def _drain(hub: Child, agents: list[Child], until: float) -> None:
         time.sleep(0.1)
     fleet = _call(f"{hub.url}/v1/fleet")
     for row in fleet["agents"]:
+        peers = _named(",".join(row.get("peers") or []), agents) or "-"
         print(f"hub: {row['id']:<26} {row['state']:<12} board {row['board']:<18} "
-              f"records synced {row['applied']}, lost {row['lost']}")  # fmt: skip
+              f"records synced {row['applied']}, lost {row['lost']}; "
+              f"mesh peers {peers}")  # fmt: skip
     print(f"hub: {len(fleet['decisions'])} recent decisions on the dashboard", flush=True)
 
 
@@ -444,6 +752,11 @@ def run(args: argparse.Namespace) -> int:
         try:
             hub, agents = _start(root, args.agents, children, args.discover, learning)
             print(f"dashboard: {hub.url}/   (Ctrl-C to stop)", flush=True)
+            dirty = _show_sites(agents)
+            _wait_trusted(agents, MESH_TIMEOUT_S)
+            _submit_mesh_work(agents)
+            held = _submit_deferrable(dirty, DEFERRABLE_COUNT) if dirty else []
+            moves = _MoveWatch(hub, agents, dirty, held) if dirty and len(agents) > 1 else None
             watch = None
             if learning:
                 watch = _LearningWatch(hub, agents, time.monotonic() + args.learn_after)
@@ -452,13 +765,14 @@ def run(args: argparse.Namespace) -> int:
                 print(f"learning: off (--learning trains the load predictor; {LEARNING_EXTRA})")
             end = time.monotonic() + (args.duration if args.duration is not None else 1e18)
             counter, next_round = itertools.count(1), 0.0
-            while time.monotonic() < end or (watch is not None and not watch.done):
+            watches = [w for w in (watch, moves) if w is not None]
+            while time.monotonic() < end or not all(w.done for w in watches):
                 if time.monotonic() >= next_round:
                     _submit_round(agents, counter)
                     next_round = time.monotonic() + args.every
                 _report(agents)
-                if watch is not None:
-                    watch.step()
+                for w in watches:
+                    w.step()
                 time.sleep(0.2)
             while any(a.pending for a in agents) and time.monotonic() < end + 10:
                 _report(agents)

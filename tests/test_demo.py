@@ -20,6 +20,13 @@ from cloud_hub import demo
 
 PID = re.compile(r"^(\S+)\s+pid (\d+)", re.M)
 PLACED = re.compile(r"^([0-9a-f]{8})  \S+\s+(demo-\S+)\s+(\S+/\S+)\s+est", re.M)
+#: An offloaded task: where it ran, then its chain, origin -> peer.
+OFFLOADED = re.compile(
+    r"^[0-9a-f]{8}  npu-int8 \(NPU only\)\s+(demo-\S+)\s+offloaded, ran on (\S+):\S+ .*\n"
+    r"\s+chain: (\S+): forward to (\S+) -> (\S+): ",
+    re.M,
+)
+HUB_PEERS = re.compile(r"^hub: (demo-\S+)\s.*; mesh peers (\S+)$", re.M)
 
 
 def gone(pid: int) -> bool:
@@ -47,6 +54,24 @@ def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
     assert set(pids) == {"hub", "demo-rk3588", "demo-jetson_orin_nano"}, out
     assert all(gone(pid) for pid in pids.values()), pids
     assert "dashboard: http://127.0.0.1:" in out
+    # the mesh: one fleet key (only its fingerprint shown), trust, an NPU task offloaded
+    key = (tmp_path / "fleet.key").read_text().strip()
+    assert key not in out and "mesh: new fleet key, fingerprint " in out
+    assert "mesh: all 2 agents trust each other" in out, out
+    [(origin, ran_on, first, to, peer)] = OFFLOADED.findall(out)
+    jetson, rk3588 = "demo-jetson_orin_nano", "demo-rk3588"
+    assert (origin, ran_on, first, to, peer) == (jetson, rk3588, jetson, rk3588, rk3588), out
+    # the hub's fleet table shows each agent's trusted peer (heartbeats carry them)
+    assert dict(HUB_PEERS.findall(out)) == {jetson: rk3588, rk3588: jetson}, out
+    # sites on real grids; deferrable work held at the dirtier one; one re-evaluation
+    assert re.search(r"^carbon: demo-rk3588 +CISO \(California\): real 2022 hourly", out, re.M)
+    assert re.search(r"^carbon: demo-jetson_orin_nano +ERCO \(Texas\): real 2022", out, re.M)
+    held = re.findall(
+        r"^carbon: [0-9a-f]{8}  nightly-batch \(deadline 8 h\) on (\S+): (.*)$", out, re.M
+    )
+    assert len(held) == 2 and len({site for site, _ in held}) == 1, out
+    assert all(why.startswith(("deferred until ", "queued (not held)")) for _, why in held)
+    assert out.count("hub re-evaluation (GET /v1/reevaluation?fresh=1): 2 sites") == 1, out
     placed = PLACED.findall(out)
     assert {agent for _, agent, _ in placed} == {"demo-rk3588", "demo-jetson_orin_nano"}, out
     conn = sqlite3.connect(tmp_path / "hub" / "hub.db")

@@ -72,6 +72,10 @@ class MeshClient:
         except aiohttp.ClientError as err:
             raise PeerUnavailable(peer_id, f"{name}: connection lost ({err!r})") from err
         rtt = time.perf_counter() - start
+        if status == 503 and signature is None:
+            # a member whose mesh is not up yet (or is going down) cannot sign: unavailable,
+            # never taken as proof of anything, nor counted as a forgery
+            raise PeerUnavailable(peer_id, f"{name}: not ready (503)")
         verify_response(self.key, peer_id, headers[H_NONCE], status, raw, signature)
         try:
             answer = json.loads(raw)
