@@ -43,15 +43,32 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _errors = json_errors("the hub", {NotFound: 404})
 
 
+#: Most digits of an integer in a request: larger ones do not fit a float (nor SQLite).
+MAX_DIGITS = 300
+
+
+def _int_literal(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise ApiError(
+            400,
+            f"malformed JSON: the number {text[:12]}... has {digits} digits; "
+            f"numbers must fit a 64-bit float (at most {MAX_DIGITS} digits)",
+        )
+    return int(text)
+
+
 def _parse(body: bytes) -> Any:
     if not body.strip():
         raise ApiError(400, "request body is empty: expected a JSON object")
     try:
-        return json.loads(body)
+        return json.loads(body, parse_int=_int_literal)
     except UnicodeDecodeError:
         raise ApiError(400, "malformed JSON: body is not UTF-8") from None
     except json.JSONDecodeError as err:
         raise ApiError(400, f"malformed JSON: {err}") from None
+    except RecursionError:
+        raise ApiError(400, "malformed JSON: body is nested too deeply") from None
 
 
 async def _signed(request: web.Request) -> tuple[str, bytes]:
@@ -87,6 +104,16 @@ async def _sign_answers(request: web.Request, handler: Handler) -> web.StreamRes
     if verified is not None and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
         key, nonce = verified
         resp.headers[protocol.RESPONSE_HEADER] = sign_answer(key, nonce, resp.status, resp.body)
+    return resp
+
+
+@web.middleware
+async def _missing_files(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer a missing dashboard file 404 in the JSON error shape (not an empty 404)."""
+    resp = await handler(request)
+    name = request.match_info.get("filename")  # set by the static dashboard route only
+    if isinstance(resp, web.FileResponse) and name is not None and not (DASHBOARD / name).is_file():
+        raise ApiError(404, f"no such dashboard file: {name}")
     return resp
 
 
@@ -213,15 +240,15 @@ async def _start_rollout(request: web.Request) -> web.Response:
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
     version, selector = doc.get("version"), doc.get("selector", {})
-    if isinstance(version, bool) or not isinstance(version, int):
+    if isinstance(version, bool) or not isinstance(version, int) or abs(version) > wire.MAX_INT:
         raise ApiError(400, "body.version: expected the policy version (an integer)")
     if not isinstance(selector, dict) or not all(isinstance(v, str) for v in selector.values()):
         raise ApiError(400, 'body.selector: expected {"label": "value", "board": "..."}')
     fraction, misses = doc.get("canary_fraction", 1.0), doc.get("max_slo_misses", 0)
     if isinstance(fraction, bool) or not isinstance(fraction, int | float):
         raise ApiError(400, "body.canary_fraction: expected a number, 0 < x <= 1")
-    if isinstance(misses, bool) or not isinstance(misses, int):
-        raise ApiError(400, "body.max_slo_misses: expected an integer >= 0")
+    if isinstance(misses, bool) or not isinstance(misses, int) or misses > wire.MAX_INT:
+        raise ApiError(400, "body.max_slo_misses: expected an integer 0..2**63-1")
     hub = request.app[HUB]
     timeout = doc.get("gate_timeout_s", hub.config.canary_timeout_s)
     if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
@@ -270,7 +297,8 @@ async def _base_css(request: web.Request) -> web.FileResponse:
 
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
-    middlewares = [_sign_answers, _errors]  # the first is outermost: it signs error answers too
+    # the first is outermost: it signs error answers too
+    middlewares = [_sign_answers, _errors, _missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -11,6 +11,8 @@ from cloud_hub.hub.protocol import AGENT_ID, MAX_BATCH, RECORD_KINDS
 from edge_agent.errors import InvalidInput
 
 STATUSES = ("ok", "degraded")
+#: The largest integer SQLite stores (a signed 64-bit INTEGER).
+MAX_INT = 2**63 - 1
 
 
 @dataclass(frozen=True)
@@ -87,8 +89,8 @@ def _str(doc: dict[str, Any], key: str, where: str, *, required: bool = False) -
 
 def _int(doc: dict[str, Any], key: str, where: str, default: int = 0) -> int:
     value = doc.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidInput(f"{where}.{key}: expected an integer >= 0, got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise InvalidInput(f"{where}.{key}: expected an integer 0..2**63-1, got {value!r}")
     return value
 
 
@@ -138,20 +140,26 @@ def heartbeat(doc: Any) -> Heartbeat:
     policy = None
     if d.get("policy") is not None:
         p = _obj(d["policy"], "body.policy")
-        policy = (str(_str(p, "name", "body.policy", required=True)), _int(p, "version", "policy"))
+        policy = (
+            str(_str(p, "name", "body.policy", required=True)),
+            _int(p, "version", "body.policy"),
+        )
     devices = d.get("devices", [])
     if not isinstance(devices, list) or len(devices) > 256:
         raise InvalidInput("body.devices: expected a list of at most 256 device objects")
-    reports = []
+    reports: list[DeviceReport] = []
     for i, item in enumerate(devices):
         w = f"body.devices[{i}]"
         dev = _obj(item, w)
         util = _num(dev, "utilization", w)
         if util is not None and not 0 <= util <= 1:
             raise InvalidInput(f"{w}.utilization: expected 0..1, got {util!r}")
+        dev_id = str(_str(dev, "id", w, required=True))
+        if any(r.id == dev_id for r in reports):
+            raise InvalidInput(f"{w}.id: device {dev_id!r} appears twice; report each device once")
         reports.append(
             DeviceReport(
-                str(_str(dev, "id", w, required=True)),
+                dev_id,
                 _str(dev, "kind", w),
                 _str(dev, "name", w),
                 util,
@@ -195,8 +203,12 @@ def sync_batch(doc: Any) -> SyncBatch:
             raise InvalidInput(f"{w}.kind: expected one of {', '.join(RECORD_KINDS)}, got {kind!r}")
         if not isinstance(r.get("payload"), dict):
             raise InvalidInput(f"{w}.payload: expected a JSON object")
+        try:  # stored as JSON text that SQLite's json functions read: no NaN or Infinity
+            payload = json.dumps(r["payload"], allow_nan=False)
+        except ValueError:
+            raise InvalidInput(f"{w}.payload: NaN and Infinity are not JSON numbers") from None
         created = _num(r, "created_at", w)
-        records.append(Record(seq, kind, json.dumps(r["payload"]), created or 0.0))
+        records.append(Record(seq, kind, payload, created or 0.0))
     seqs = [r.seq for r in records]
     if len(set(seqs)) != len(seqs):
         raise InvalidInput("body.records: a seq appears twice in one batch")

@@ -1,0 +1,490 @@
+"""Fuzz the hub with hostile input: never a 5xx, always the one JSON error shape, nothing lost.
+
+Unauthenticated: random bodies (JSON of wrong types, huge numbers, NaN, deep nesting, invalid
+UTF-8, empty) and methods against every route of the hub's router, path parameters filled
+with real and random values. Signed: an enrolled agent sends correctly signed heartbeats,
+sync batches and learning reports with hostile bodies; the records the hub accepted before
+stay there exactly once and a valid sync afterwards resumes where the hub left off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cloud_hub.hub.agent_client import HubClient
+from cloud_hub.hub.api import make_app
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.protocol import (
+    MAX_BATCH,
+    NONCE_HEADER,
+    RECORD_KINDS,
+    RESPONSE_HEADER,
+    signed_headers,
+)
+from edge_agent.agent.hub_auth import verify_answer
+
+JOIN, ADMIN, AGENT = "join-me", "admin-me", "a1"
+#: Records the hub accepts before any fuzzing; they must all survive it, exactly once.
+BEFORE = 5
+METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
+
+KEYS = st.sampled_from(
+    [
+        "agent_id",
+        "join_token",
+        "labels",
+        "board",
+        "nonce",
+        "name",
+        "version",
+        "selector",
+        "canary_fraction",
+        "max_slo_misses",
+        "gate_timeout_s",
+        "onnx_base64",
+        "metrics",
+        "records",
+        "dropped_through",
+        "seq",
+        "kind",
+        "payload",
+        "created_at",
+        "status",
+        "policy",
+        "devices",
+        "peers",
+        "outbox",
+        "carbon",
+        "hour",
+        "forecast",
+        "move_outcomes",
+        "deferred",
+        "queued",
+        "queue_depth",
+        "slo_misses",
+        "id",
+        "utilization",
+    ]
+)
+HUGE = st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -(10**30), 10**300, 10**400])
+SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | HUGE
+    | st.floats()  # NaN and ±Infinity too: json.dumps writes them as the NaN tokens
+    | st.text(max_size=12)
+    | st.sampled_from(["NaN", "Infinity", "-1", "1e400", "a1", "task", "ok", JOIN, ""])
+)
+VALUES = st.recursive(
+    SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(KEYS | st.text(max_size=6), inner, max_size=5)
+    ),
+    max_leaves=12,
+)
+#: Bodies that are not ordinary JSON documents.
+ODD_BODIES = st.sampled_from(
+    [
+        b"",
+        b"   ",
+        b"null",
+        b"[" * 50_000 + b"]" * 50_000,  # nested past the parser's recursion limit
+        b'{"records": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
+        b"1" * 5000,  # an integer past Python's 4300-digit conversion limit
+        b'{"records": [{"seq": ' + b"9" * 5000 + b"}]}",
+        b"1e400",
+        b"NaN",
+        b'{"a": "\xff\xfe"}',  # invalid UTF-8 inside a string
+        b'"\\ud800"',  # a lone surrogate
+        b"\xef\xbb\xbf{}",  # a UTF-8 byte-order mark
+    ]
+)
+BODIES = st.builds(lambda v: json.dumps(v).encode(), VALUES) | st.binary(max_size=64) | ODD_BODIES
+PARAM_TEXT = st.text(
+    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=20
+)
+#: Values for path parameters: real ones first, then anything.
+PARAMS: dict[str, st.SearchStrategy[str]] = {
+    "agent_id": st.sampled_from([AGENT, "ghost", "a" * 64])
+    | st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True)
+    | PARAM_TEXT,
+    "name": st.sampled_from(["default", "p1"]) | PARAM_TEXT,
+    "version": st.sampled_from(["1", "0", "999999999"])
+    | st.from_regex(r"[0-9]{1,9}", fullmatch=True),
+}
+
+
+@dataclass
+class Hub:
+    loop: asyncio.AbstractEventLoop
+    client: TestClient[Any, Any]
+    agent: HubClient
+    db: Path
+    routes: list[tuple[str, str]]
+    sent: dict[int, dict[str, Any]]  # seq -> the record the hub accepted before fuzzing
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def request(
+        self, method: str, path: str, body: bytes, headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes, str]:
+        async def go() -> tuple[int, bytes, str]:
+            async with self.client.request(
+                method,
+                path,
+                data=body,
+                headers={"Content-Type": "application/json", **(headers or {})},
+            ) as resp:
+                return resp.status, await resp.read(), resp.content_type
+
+        result: tuple[int, bytes, str] = self.run(go())
+        return result
+
+    def signed(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
+        """Send a request signed as the agent; check the hub signed its answer, errors too."""
+        key = self.agent.key
+        assert key is not None
+        headers = signed_headers(AGENT, key, method, path, body, time.time())
+
+        async def go() -> tuple[int, bytes, str | None]:
+            async with self.client.request(method, path, data=body, headers=headers) as resp:
+                return resp.status, await resp.read(), resp.headers.get(RESPONSE_HEADER)
+
+        status, raw, signature = self.run(go())
+        if status != 405:  # the router refuses a wrong method before the request is verified
+            verify_answer(key, headers[NONCE_HEADER], status, raw, signature)
+        return status, json.loads(raw)
+
+
+def routes(app: web.Application) -> list[tuple[str, str]]:
+    """(method, path template) of every route, like tests/test_openapi_coverage.py reads them."""
+    out = set()
+    for route in app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("formatter") or info.get("path") or (info.get("prefix", "") + "/{file}")
+        out.add((route.method, re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)))
+    return sorted(out)
+
+
+def rec(seq: int, kind: str = "task") -> dict[str, Any]:
+    return {
+        "seq": seq,
+        "kind": kind,
+        "payload": {"id": f"t{seq}", "state": "done"},
+        "created_at": 1.0,
+    }
+
+
+def stored(db: Path) -> list[tuple[int, str, str]]:
+    """(seq, kind, payload) of every record of the agent the hub holds, in seq order."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            "SELECT seq, kind, payload FROM records WHERE agent_id = ? ORDER BY seq", (AGENT,)
+        )
+        return [(int(s), str(k), str(p)) for s, k, p in rows]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    tmp = tmp_path_factory.mktemp("hubfuzz")
+    config = HubConfig(data_dir=tmp / "hub", port=0, join_token=JOIN, admin_token=ADMIN)
+    app = make_app(config)
+    loop = asyncio.new_event_loop()
+
+    async def start() -> tuple[TestClient[Any, Any], HubClient, dict[int, dict[str, Any]]]:
+        client: TestClient[Any, Any] = TestClient(TestServer(app))
+        await client.start_server()
+        agent = HubClient(str(client.make_url("")), AGENT, client.session)
+        await agent.enrol(JOIN, {"site": "lab"}, board="rk3588")
+        sent = {
+            seq: rec(seq, RECORD_KINDS[seq % len(RECORD_KINDS)]) for seq in range(1, BEFORE + 1)
+        }
+        answer = await agent.sync(list(sent.values()))
+        assert answer["acked"] == BEFORE and answer["applied"] == BEFORE
+        return client, agent, sent
+
+    try:
+        client, agent, sent = loop.run_until_complete(start())
+        yield Hub(loop, client, agent, config.data_dir / "hub.db", routes(app), sent)
+        loop.run_until_complete(client.close())
+    finally:
+        loop.close()
+
+
+def assert_error_shape(status: int, raw: bytes, content_type: str) -> dict[str, Any]:
+    assert content_type == "application/json", (status, raw[:200])
+    doc = json.loads(raw)
+    assert isinstance(doc, dict) and set(doc) == {"ok", "error", "status"}, doc
+    assert doc["ok"] is False and doc["status"] == status, doc
+    assert isinstance(doc["error"], str) and doc["error"].strip(), doc
+    return doc
+
+
+def fill(template: str, data: st.DataObject) -> str:
+    def one(m: re.Match[str]) -> str:
+        value = data.draw(PARAMS.get(m.group(1), PARAM_TEXT), label=m.group(1))
+        return quote(value, safe="")
+
+    return re.sub(r"\{(\w+)\}", one, template)
+
+
+def test_the_fuzz_covers_every_route(hub: Hub) -> None:
+    paths = {path for _, path in hub.routes}
+    assert {"/v1/enrol", "/v1/agents/{agent_id}/sync", "/v1/policies/{name}"} <= paths
+    assert "/v1/models/{version}/onnx" in paths and "/dashboard/{file}" in paths
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(data=st.data(), body=BODIES, admin=st.booleans())
+def test_no_unauthenticated_request_makes_a_5xx(
+    hub: Hub, data: st.DataObject, body: bytes, admin: bool
+) -> None:
+    own, template = data.draw(st.sampled_from(hub.routes), label="route")
+    method = data.draw(st.sampled_from((own, *METHODS)), label="method")
+    if (method, template) == ("GET", "/v1/events"):
+        method = "POST"  # the event stream never ends; its refusal of other methods is tested
+    path = fill(template, data)
+    if data.draw(st.booleans(), label="query"):
+        path += "?fresh=1&x=" + quote(data.draw(PARAM_TEXT, label="q"), safe="")
+    headers = {"Authorization": f"Bearer {ADMIN}"} if admin else {}
+    status, raw, content_type = hub.request(method, path, body, headers)
+    assert status < 500, (method, path, status, raw[:300])
+    if status >= 300 and method != "HEAD":
+        assert_error_shape(status, raw, content_type)
+
+
+NUMBER = st.floats() | st.integers() | HUGE | st.sampled_from([None, True, "1", 10**400])
+ADMIN_CASES = st.one_of(
+    st.tuples(
+        st.just("/v1/policies"),
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["p1", "", 3, "x" * 300])},
+            optional={
+                "template": st.sampled_from(["balanced", "energy-first", "bogus", 1]),
+                "blend": VALUES,
+                "weights": st.dictionaries(st.sampled_from(["latency", "energy", "x"]), NUMBER)
+                | VALUES,
+                "version": NUMBER,
+                "schema": VALUES,
+            },
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/rollouts"),
+        st.fixed_dictionaries(
+            {"name": st.sampled_from(["p1", "nope", 3])},
+            optional={
+                "version": st.integers(-1, 3) | HUGE | NUMBER,
+                "selector": st.dictionaries(st.sampled_from(["site", "board"]), VALUES) | VALUES,
+                "canary_fraction": NUMBER,
+                "max_slo_misses": NUMBER,
+                "gate_timeout_s": NUMBER,
+            },
+        ),
+    ),
+    st.tuples(
+        st.just("/v1/models"),
+        st.fixed_dictionaries(
+            {},
+            optional={
+                "onnx_base64": st.sampled_from(["", "AAAA", "not base64!", "CAcSBA=="]) | VALUES,
+                "metrics": st.dictionaries(st.text(max_size=4), NUMBER) | VALUES,
+            },
+        ),
+    ),
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=ADMIN_CASES)
+def test_no_admin_request_makes_a_5xx(hub: Hub, case: tuple[str, Any]) -> None:
+    """The admin's policy, rollout and model routes: bodies near valid ones, numbers hostile."""
+    path, doc = case
+    if path == "/v1/rollouts":  # a version that exists, so the rollout gets past the lookup
+        hub.request("POST", "/v1/policies", b'{"name": "p1"}', {"Authorization": f"Bearer {ADMIN}"})
+    body = json.dumps(doc).encode()
+    status, raw, content_type = hub.request(
+        "POST", path, body, {"Authorization": f"Bearer {ADMIN}"}
+    )
+    assert status < 500, (path, body[:300], raw[:300])
+    if status >= 300:
+        error = assert_error_shape(status, raw, content_type)["error"]
+        assert status in (400, 404, 409, 413), error
+        assert re.search(
+            r"\bbody\b|JSON|policy|version|canary|max_slo|gate_timeout|selector", error
+        )
+
+
+RECORD = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "seq": st.integers(-5, BEFORE + 3)
+            | HUGE
+            | st.sampled_from([1.5, "3", None, True, [1]]),
+            "kind": st.sampled_from([*RECORD_KINDS, "bogus", "", 7]),
+            "payload": VALUES,
+            "created_at": st.floats() | st.integers() | HUGE | st.text(max_size=4),
+        },
+    )
+    | VALUES
+)
+SYNC = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "records": st.lists(RECORD, max_size=6)
+            | st.builds(lambda n: [rec(1)] * n, st.sampled_from([2, MAX_BATCH + 1]))
+            | VALUES,
+            "dropped_through": st.integers(-3, BEFORE) | HUGE | st.sampled_from([None, "2", 2.5]),
+        },
+    )
+    | VALUES
+)
+HEARTBEAT = (
+    st.fixed_dictionaries(
+        {},
+        optional={
+            "status": st.sampled_from(["ok", "degraded", "on fire", 1]),
+            "policy": st.fixed_dictionaries(
+                {"name": st.sampled_from(["p1", "", 3])},
+                optional={"version": st.integers(-3, 3) | HUGE | st.sampled_from(["1", 1.0, None])},
+            )
+            | VALUES,
+            "devices": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.sampled_from(["rk3588/npu", "", None])},
+                    optional={"utilization": st.floats() | HUGE, "queued_s": st.floats() | HUGE},
+                )
+                | VALUES,
+                max_size=3,
+            )
+            | VALUES,
+            "peers": st.lists(st.sampled_from(["a2", "", "bad id", 5]), max_size=3) | VALUES,
+            "outbox": st.fixed_dictionaries(
+                {}, optional={"pending": VALUES | HUGE, "dropped": HUGE}
+            )
+            | VALUES,
+            "queue_depth": st.integers() | HUGE | VALUES,
+            "slo_misses": st.integers() | HUGE | VALUES,
+            "carbon": st.fixed_dictionaries(
+                {},
+                optional={
+                    "hour": st.integers(-2, 30) | st.floats() | HUGE | VALUES,
+                    "forecast": st.lists(st.floats() | HUGE | VALUES, max_size=4) | VALUES,
+                },
+            )
+            | VALUES,
+            "move_outcomes": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.sampled_from(["m1", 3])},
+                    optional={"state": st.sampled_from(["done", "failed", "x"]), "reason": VALUES},
+                )
+                | VALUES,
+                max_size=3,
+            )
+            | VALUES,
+            "deferred": VALUES,
+            "queued": VALUES,
+        },
+    )
+    | VALUES
+)
+SIGNED = st.one_of(
+    st.tuples(st.just("POST"), st.just("sync"), st.builds(lambda d: json.dumps(d).encode(), SYNC)),
+    st.tuples(
+        st.just("POST"),
+        st.just("heartbeat"),
+        st.builds(lambda d: json.dumps(d).encode(), HEARTBEAT),
+    ),
+    st.tuples(
+        st.just("POST"), st.just("learning"), st.builds(lambda d: json.dumps(d).encode(), VALUES)
+    ),
+    st.tuples(st.sampled_from(["POST", "GET"]), st.sampled_from(["sync", "heartbeat"]), BODIES),
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(case=SIGNED)
+def test_no_signed_hostile_body_makes_a_5xx_or_loses_a_record(
+    hub: Hub, case: tuple[str, str, bytes]
+) -> None:
+    method, route, body = case
+    status, answer = hub.signed(method, f"/v1/agents/{AGENT}/{route}", body)
+    assert status < 500, (method, route, body[:300], answer)
+    if status >= 400:
+        assert answer["ok"] is False and answer["status"] == status, answer
+        assert status in (400, 405, 413), answer
+        if status == 400:  # it names what to fix: a field of the body, or the body itself
+            assert re.search(r"\bbody\b|JSON", answer["error"]), answer
+    held = stored(hub.db)
+    seqs = [seq for seq, _, _ in held]
+    assert len(seqs) == len(set(seqs))
+    for seq, kind, payload in held[:BEFORE]:
+        assert json.loads(payload) == hub.sent[seq]["payload"] and kind == hub.sent[seq]["kind"]
+
+
+def test_records_survive_the_fuzz_and_a_valid_sync_resumes(hub: Hub) -> None:
+    """Runs after the fuzz tests (file order): the pre-fuzz records, and the resume point."""
+    held = {seq: (kind, payload) for seq, kind, payload in stored(hub.db)}
+    for seq, r in hub.sent.items():
+        assert held[seq] == (r["kind"], json.dumps(r["payload"])), seq
+    acked = hub.run(hub.agent.acked())
+    assert acked >= BEFORE and all(seq in held for seq in range(1, acked + 1))
+    fresh = [rec(seq) for seq in range(acked + 1, acked + 4)]
+    answer = hub.run(hub.agent.sync(fresh))
+    assert answer["ok"] is True and answer["acked"] >= acked + 3, answer
+    assert answer["applied"] + answer["duplicates"] == 3
+    after = {seq: payload for seq, _, payload in stored(hub.db)}
+    for r in fresh:
+        if r["seq"] not in held:  # the fuzz did not already put one there
+            assert json.loads(after[r["seq"]]) == r["payload"]
+    again = hub.run(hub.agent.sync(fresh))  # a resend is a duplicate, not a second copy
+    assert again["applied"] == 0 and again["duplicates"] == 3
+    assert [seq for seq, _, _ in stored(hub.db)].count(acked + 1) == 1
+
+
+def test_every_view_still_answers_after_the_fuzz(hub: Hub) -> None:
+    """What the fuzz stored (NaN in payloads, odd policies) breaks no view of the fleet."""
+    key = hub.agent.key
+    assert key is not None
+    nan = (
+        b'{"records": [{"seq": 900, "kind": "task", "created_at": 9e18,'
+        b' "payload": {"state": NaN, "latency_s": Infinity}}]}'
+    )
+    status, answer = hub.signed("POST", f"/v1/agents/{AGENT}/sync", nan)
+    assert status == 400 and "body.records[0].payload" in answer["error"], answer
+    views = [path for method, path in hub.routes if method == "GET" and "{" not in path]
+    for path in [*views, "/v1/reevaluation?fresh=1", "/v1/policies/p1", f"/v1/agents/{AGENT}/sync"]:
+        if path == "/v1/events":
+            continue  # a stream that never ends
+        status, raw, _ = hub.request("GET", path, b"")
+        assert status < 500 and (status != 404 or path == "/v1/policies/p1"), (path, raw[:300])
