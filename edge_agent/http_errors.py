@@ -7,8 +7,10 @@ unexpected exception is logged and answered 500 without details.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -27,6 +29,43 @@ class ApiError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
         self.status = status
+
+
+#: Most digits of an integer in a request body: larger ones fit neither a float nor SQLite.
+MAX_DIGITS = 300
+
+
+def parse_json_body(body: bytes) -> Any:
+    """Return a request body as JSON; ApiError 400 saying what to fix when it is not.
+
+    Strict JSON (RFC 8259): no NaN or Infinity, integers of at most ``MAX_DIGITS`` digits, and
+    nesting that Python can parse; an empty body is refused.
+    """
+    if not body.strip():
+        raise ApiError(400, "request body is empty: expected a JSON object")
+    try:
+        return json.loads(body, parse_constant=_no_constant, parse_int=_int_literal)
+    except UnicodeDecodeError as err:
+        raise ApiError(400, f"malformed JSON: body is not UTF-8 ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise ApiError(400, f"malformed JSON: {err}") from None
+    except RecursionError:
+        raise ApiError(400, "malformed JSON: body is nested too deeply") from None
+
+
+def _no_constant(name: str) -> Any:
+    raise ApiError(400, f"malformed JSON: {name} is not a JSON number")
+
+
+def _int_literal(text: str) -> int:
+    digits = len(text.lstrip("-"))
+    if digits > MAX_DIGITS:
+        raise ApiError(
+            400,
+            f"malformed JSON: the number {text[:12]}... has {digits} digits; "
+            f"numbers must fit a 64-bit float (at most {MAX_DIGITS} digits)",
+        )
+    return int(text)
 
 
 def error_response(status: int, message: str) -> web.Response:

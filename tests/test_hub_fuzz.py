@@ -481,6 +481,12 @@ def test_every_view_still_answers_after_the_fuzz(hub: Hub) -> None:
         b' "payload": {"state": NaN, "latency_s": Infinity}}]}'
     )
     status, answer = hub.signed("POST", f"/v1/agents/{AGENT}/sync", nan)
+    assert status == 400 and "NaN is not a JSON number" in answer["error"], answer
+    overflow = (  # valid JSON whose number is infinite as a float: no JSON can store it
+        b'{"records": [{"seq": 900, "kind": "task", "created_at": 9e18,'
+        b' "payload": {"latency_s": 1e400}}]}'
+    )
+    status, answer = hub.signed("POST", f"/v1/agents/{AGENT}/sync", overflow)
     assert status == 400 and "body.records[0].payload" in answer["error"], answer
     views = [path for method, path in hub.routes if method == "GET" and "{" not in path]
     for path in [*views, "/v1/reevaluation?fresh=1", "/v1/policies/p1", f"/v1/agents/{AGENT}/sync"]:

@@ -6,7 +6,6 @@ Every error is ``{"ok": false, "error": "<what to fix>", "status": <code>}``.
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +25,7 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
-from edge_agent.http_errors import ApiError, json_errors
+from edge_agent.http_errors import ApiError, json_errors, parse_json_body
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError
 
@@ -41,34 +40,6 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 _errors = json_errors("the hub", {NotFound: 404})
-
-
-#: Most digits of an integer in a request: larger ones do not fit a float (nor SQLite).
-MAX_DIGITS = 300
-
-
-def _int_literal(text: str) -> int:
-    digits = len(text.lstrip("-"))
-    if digits > MAX_DIGITS:
-        raise ApiError(
-            400,
-            f"malformed JSON: the number {text[:12]}... has {digits} digits; "
-            f"numbers must fit a 64-bit float (at most {MAX_DIGITS} digits)",
-        )
-    return int(text)
-
-
-def _parse(body: bytes) -> Any:
-    if not body.strip():
-        raise ApiError(400, "request body is empty: expected a JSON object")
-    try:
-        return json.loads(body, parse_int=_int_literal)
-    except UnicodeDecodeError:
-        raise ApiError(400, "malformed JSON: body is not UTF-8") from None
-    except json.JSONDecodeError as err:
-        raise ApiError(400, f"malformed JSON: {err}") from None
-    except RecursionError:
-        raise ApiError(400, "malformed JSON: body is nested too deeply") from None
 
 
 async def _signed(request: web.Request) -> tuple[str, bytes]:
@@ -128,7 +99,7 @@ def _admin(request: web.Request) -> None:
 
 async def _enrol(request: web.Request) -> web.Response:
     hub = request.app[HUB]
-    e = wire.enrolment(_parse(await request.read()))
+    e = wire.enrolment(parse_json_body(await request.read()))
     if not hmac.compare_digest(e.join_token.encode(), hub.join_token.encode()):
         hub.metrics.auth_failures.labels("join_token").inc()
         raise ApiError(401, "wrong join token: ask the hub operator for the fleet's join token")
@@ -148,7 +119,7 @@ async def _enrol(request: web.Request) -> web.Response:
 async def _proof(request: web.Request) -> web.Response:
     """Answer a nonce with proof of the join token, bound to the address the question came to."""
     hub = request.app[HUB]
-    doc = _parse(await request.read())
+    doc = parse_json_body(await request.read())
     nonce = check_nonce(doc.get("nonce") if isinstance(doc, dict) else None)
     sock = None if request.transport is None else request.transport.get_extra_info("sockname")
     if not isinstance(sock, tuple) or len(sock) < 2:
@@ -163,7 +134,7 @@ async def _proof(request: web.Request) -> web.Response:
 async def _heartbeat(request: web.Request) -> web.Response:
     hub, started = request.app[HUB], time.perf_counter()
     agent_id, body = await _signed(request)
-    doc = _parse(body)
+    doc = parse_json_body(body)
     hb = wire.heartbeat(doc)
     hub.reevaluator.observe(agent_id, doc)  # its grid, work and move outcomes (re-evaluation)
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
@@ -194,7 +165,7 @@ async def _reevaluation(request: web.Request) -> web.Response:
 async def _sync(request: web.Request) -> web.Response:
     hub = request.app[HUB]
     agent_id, body = await _signed(request)
-    batch = wire.sync_batch(_parse(body))
+    batch = wire.sync_batch(parse_json_body(body))
     result = await hub.store.sync(agent_id, batch, hub.clock())
     for outcome, key in (("applied", "applied"), ("duplicate", "duplicates"), ("lost", "lost")):
         if result[key]:
@@ -221,7 +192,7 @@ def _part(key: str) -> Handler:
 
 async def _put_policy(request: web.Request) -> web.Response:
     _admin(request)
-    stored = await request.app[HUB].policies.put(_parse(await request.read()))
+    stored = await request.app[HUB].policies.put(parse_json_body(await request.read()))
     return web.json_response({"ok": True, **stored}, status=201)
 
 
@@ -236,7 +207,7 @@ async def _history(request: web.Request) -> web.Response:
 
 async def _start_rollout(request: web.Request) -> web.Response:
     _admin(request)
-    doc = _parse(await request.read())
+    doc = parse_json_body(await request.read())
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
     version, selector = doc.get("version"), doc.get("selector", {})

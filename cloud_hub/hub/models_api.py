@@ -29,7 +29,7 @@ from cloud_hub.learning.federation import (
     parse_run_config,
 )
 from edge_agent.errors import InvalidInput
-from edge_agent.http_errors import ApiError
+from edge_agent.http_errors import ApiError, parse_json_body
 from edge_agent.predictor.supernode import ConfigValue
 
 FEDERATION = web.AppKey("federation", Federation)
@@ -67,7 +67,7 @@ async def _download(request: web.Request) -> web.Response:
 async def _upload(request: web.Request) -> web.Response:
     api = _api()
     api._admin(request)
-    doc = api._parse(await request.read())
+    doc = parse_json_body(await request.read())
     if not isinstance(doc, dict) or not isinstance(doc.get("onnx_base64"), str):
         raise ApiError(400, "body.onnx_base64: expected the ONNX model, base64-encoded")
     try:
@@ -103,7 +103,7 @@ async def _run_now(request: web.Request) -> web.Response:
 async def _agent_learning(request: web.Request) -> web.Response:
     api = _api()
     agent_id, body = await api._signed(request)
-    doc = api._parse(body)
+    doc = parse_json_body(body)
     if not isinstance(doc, dict):
         raise ApiError(400, "body: expected the agent's learning report (a JSON object)")
     answer = await request.app[FEDERATION].agent_report(agent_id, doc)

@@ -7,7 +7,6 @@ a 4xx naming the problem, never a 5xx.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -21,7 +20,7 @@ from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
-from edge_agent.http_errors import ApiError, json_errors
+from edge_agent.http_errors import ApiError, json_errors, parse_json_body
 
 _log = logging.getLogger(__name__)
 
@@ -38,19 +37,7 @@ _errors = json_errors("the agent", {IdempotencyConflict: 409})
 
 async def _json(request: web.Request) -> Any:
     """Return the request's JSON body; 400 naming the problem when it is not JSON."""
-    body = await request.read()
-    if not body.strip():
-        raise ApiError(400, "request body is empty: expected a JSON object")
-    try:
-        return json.loads(body, parse_constant=_no_constant)
-    except UnicodeDecodeError as err:
-        raise ApiError(400, f"malformed JSON: body is not UTF-8 ({err.reason})") from None
-    except json.JSONDecodeError as err:
-        raise ApiError(400, f"malformed JSON: {err}") from None
-
-
-def _no_constant(name: str) -> Any:
-    raise ApiError(400, f"malformed JSON: {name} is not a JSON number")
+    return parse_json_body(await request.read())
 
 
 def _key(request: web.Request) -> str | None:

@@ -165,11 +165,11 @@ class LocalModel:
             row["personalised_mae"] = _num(mine.candidate_mae)
             row.update({k: v for k, v in personal.provenance().items() if k != "personalised"})
         self.history = [*self.history, row][-HISTORY:]
-        if verdict.accepted:
-            fc.current = OrtPredictor(chosen)
-            self.forecaster, self.model_version, self.accepted = fc, version, row
+        if verdict.accepted:  # on disk first: what the agent shows in use survives a crash
             self.dir.mkdir(parents=True, exist_ok=True)
             _atomic_write(self.dir / MODEL_FILE, chosen)
+            fc.current = OrtPredictor(chosen)
+            self.forecaster, self.model_version, self.accepted = fc, version, row
         self._save()
         return verdict
 
