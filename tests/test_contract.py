@@ -333,3 +333,12 @@ def test_numbers_at_the_bounds_are_accepted() -> None:
         }
     )
     assert c.priority == -(10**6) and c.requirements.config_id == 2**31 - 1
+
+
+@pytest.mark.parametrize("key", ["tenant", "task_class"])
+@pytest.mark.parametrize("bad", ["x" * 65, "line\nbreak", "nul\x00"])
+def test_tenant_and_class_names_are_bounded_and_printable(key: str, bad: str) -> None:
+    with pytest.raises(ContractError, match=f"contract.{key}: expected a printable name"):
+        TaskContract.from_dict({"semantics": {"gflops": 1.0}, key: bad})
+    ok = TaskContract.from_dict({"semantics": {"gflops": 1.0}, key: "x" * 64})
+    assert getattr(ok, key) == "x" * 64

@@ -160,6 +160,22 @@ def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
+#: Longest tenant or task class name (they label metrics, pools and tier rules).
+NAME_MAX = 64
+
+
+def _name(doc: Mapping[str, Any], key: str) -> str | None:
+    """Return a tenant or task class name: printable, at most ``NAME_MAX`` characters."""
+    value = _optional_str(doc, key, "contract")
+    if value is not None and (len(value) > NAME_MAX or not value.isprintable()):
+        shown = value[:20] + ("..." if len(value) > 20 else "")
+        raise ContractError(
+            f"contract.{key}: expected a printable name of at most {NAME_MAX} characters, "
+            f"got {shown!r} ({len(value)} characters)"
+        )
+    return value
+
+
 def _parse_semantics(doc: Mapping[str, Any]) -> Semantics:
     where = "semantics"
     _check_keys(doc, {f for f in Semantics.__dataclass_fields__}, where)
@@ -232,9 +248,9 @@ def _parse_contract(doc: Mapping[str, Any]) -> TaskContract:
     return TaskContract(
         semantics=_parse_semantics(doc["semantics"]),
         requirements=_parse_requirements(doc.get("requirements", {})),
-        task_class=_optional_str(doc, "task_class", "contract") or "default",
+        task_class=_name(doc, "task_class") or "default",
         priority=priority,
-        tenant=_optional_str(doc, "tenant", "contract") or "default",
+        tenant=_name(doc, "tenant") or "default",
         policy=_optional_str(doc, "policy", "contract"),
         model=_optional_str(doc, "model", "contract"),
     )
