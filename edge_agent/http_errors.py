@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -71,6 +72,23 @@ def _int_literal(text: str) -> int:
 def error_response(status: int, message: str) -> web.Response:
     """Return the one JSON error shape."""
     return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+
+
+@web.middleware
+async def missing_files(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Answer a missing static file 404 in the JSON error shape (aiohttp's own 404 is empty).
+
+    Place it inside ``json_errors`` (after it in ``middlewares``): it raises ApiError.
+    """
+    resp = await handler(request)
+    name = request.match_info.get("filename")  # set by static routes (``add_static``) only
+    if isinstance(resp, web.FileResponse) and name is not None:
+        resource = request.match_info.route.resource
+        if resource is not None:
+            directory = resource.get_info().get("directory")
+            if isinstance(directory, Path) and not (directory / name).is_file():
+                raise ApiError(404, f"no such file under {resource.canonical}/: {name}")
+    return resp
 
 
 def json_errors(service: str, extra: Mapping[type[Exception], int] = {}) -> Middleware:

@@ -25,6 +25,7 @@ KEYS = st.sampled_from(
         "task_class",
         "policy",
         "command",
+        "deferrable",
         "gflops",
         "kinds",
         "precision",

@@ -25,7 +25,7 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
-from edge_agent.http_errors import ApiError, json_errors, parse_json_body
+from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError
 
@@ -75,16 +75,6 @@ async def _sign_answers(request: web.Request, handler: Handler) -> web.StreamRes
     if verified is not None and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
         key, nonce = verified
         resp.headers[protocol.RESPONSE_HEADER] = sign_answer(key, nonce, resp.status, resp.body)
-    return resp
-
-
-@web.middleware
-async def _missing_files(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Answer a missing dashboard file 404 in the JSON error shape (not an empty 404)."""
-    resp = await handler(request)
-    name = request.match_info.get("filename")  # set by the static dashboard route only
-    if isinstance(resp, web.FileResponse) and name is not None and not (DASHBOARD / name).is_file():
-        raise ApiError(404, f"no such dashboard file: {name}")
     return resp
 
 
@@ -269,7 +259,7 @@ async def _base_css(request: web.Request) -> web.FileResponse:
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
     # the first is outermost: it signs error answers too
-    middlewares = [_sign_answers, _errors, _missing_files]
+    middlewares = [_sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:

@@ -20,7 +20,7 @@ from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
-from edge_agent.http_errors import ApiError, json_errors, parse_json_body
+from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
 
 _log = logging.getLogger(__name__)
 
@@ -239,7 +239,9 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
-    app = web.Application(client_max_size=config.max_body_bytes, middlewares=[_errors])
+    app = web.Application(
+        client_max_size=config.max_body_bytes, middlewares=[_errors, missing_files]
+    )
     app[CONFIG] = config
     app.cleanup_ctx.append(_agent_ctx)
     if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening

@@ -24,13 +24,23 @@ MAX_KEY = 128
 MESH_META = "_mesh"
 
 
+#: Largest attempt number (the ledger stores it as an SQLite integer).
+MAX_ATTEMPT = 2**31 - 1
+
+
 def _key(doc: dict[str, Any]) -> tuple[str, int]:
     key, attempt = doc.get("key"), doc.get("attempt")
     if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY:
         raise InvalidInput(f"key: expected a string of 1..{MAX_KEY} characters")
-    if isinstance(attempt, bool) or not isinstance(attempt, int) or attempt < 1:
-        raise InvalidInput("attempt: expected an integer >= 1")
+    if isinstance(attempt, bool) or not isinstance(attempt, int) or not 1 <= attempt <= MAX_ATTEMPT:
+        raise InvalidInput(f"attempt: expected an integer 1..{MAX_ATTEMPT}, got {attempt!r:.40}")
     return key, attempt
+
+
+def _contract(doc: dict[str, Any]) -> TaskContract:
+    if "contract" not in doc:
+        raise InvalidInput("contract: required (the task contract to place)")
+    return TaskContract.from_dict(doc["contract"])
 
 
 class Acceptor:
@@ -45,7 +55,7 @@ class Acceptor:
 
     def bid(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Return our estimate for a contract without committing any device."""
-        contract = TaskContract.from_dict(doc["contract"])
+        contract = _contract(doc)
         decision = self.placer.place_one(contract)
         if decision.placed:
             self.placer.release(decision)
@@ -60,7 +70,7 @@ class Acceptor:
     async def forward(self, origin: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Run a forwarded attempt (or join the one running, or return the stored result)."""
         key, attempt = _key(doc)
-        contract = TaskContract.from_dict(doc["contract"])
+        contract = _contract(doc)
         lease = doc.get("lease_s")
         if (
             isinstance(lease, bool)
@@ -69,6 +79,8 @@ class Acceptor:
         ):
             raise InvalidInput("lease_s: expected a number > 0")
         payload = doc.get("payload") or {}
+        if not isinstance(payload, dict):
+            raise InvalidInput(f"payload: expected an object, got {type(payload).__name__}")
         current = self.running.get(key)
         if current is not None and current[0] != attempt:
             return {

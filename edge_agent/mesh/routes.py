@@ -6,7 +6,6 @@ answer to a verified request is signed over the request's nonce, status and body
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
@@ -14,6 +13,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from edge_agent.errors import InvalidInput
+from edge_agent.http_errors import ApiError, parse_json_body
 from edge_agent.mesh.credential import H_NONCE, H_RESPONSE, FleetKey, Verifier, sign_response
 from edge_agent.mesh.errors import AuthError
 
@@ -66,11 +66,13 @@ async def _signed(request: web.Request, handler: _Handler) -> web.StreamResponse
         _log.debug("mesh: refused %s from %s: %s", request.path, request.remote, err)
         return _error(401, str(err))  # unsigned: we never sign an unverified nonce
     try:
-        doc = json.loads(body) if body else {}
+        doc = parse_json_body(body) if body.strip() else {}
         if not isinstance(doc, dict):
-            raise InvalidInput("body must be a JSON object")
+            raise InvalidInput(f"body: expected a JSON object, got {type(doc).__name__}")
         request[SENDER], request[DOC] = sender, doc
         resp = await handler(request)
+    except ApiError as err:  # answered here, so that the answer is signed
+        resp = _error(err.status, str(err))
     except (ValueError, KeyError, TypeError) as err:
         resp = _error(400, f"bad request: {err}")
     if isinstance(resp, web.Response) and isinstance(resp.body, bytes):
@@ -91,7 +93,10 @@ def _endpoint(
             out = await method(node)(sender, request.remote or "", doc)
         else:
             out = await method(node)(sender, doc)
-        return web.json_response(out, status=int(out.pop("_status", 200)))
+        status = int(out.pop("_status", 200))
+        if status >= 400:  # the one error shape, beside what the handler says (e.g. state)
+            out = {**out, "ok": False, "status": status}
+        return web.json_response(out, status=status)
 
     return handle
 
