@@ -236,9 +236,7 @@ class HubLink:
 
     async def _exchange(self) -> None:
         if self._resume:  # the hub may hold records we never heard it acknowledge
-            self.hub_acked = await self.client.acked()
-            await self.outbox.acknowledge(self.hub_acked)
-            self._resume = False
+            await self._resume_point()
         answer = await self.beat()
         if answer.get("policy") is not None and await self._apply(answer["policy"]):
             await self.beat()  # reporting the applied version is the acknowledgement
@@ -246,6 +244,12 @@ class HubLink:
         if moves and self.on_moves is not None:
             await self.on_moves(moves)  # outcomes go back with the next heartbeat
         await self.flush()
+
+    async def _resume_point(self) -> None:
+        """Ask the hub how far it holds our records, and forget those here."""
+        self.hub_acked = await self.client.acked()
+        await self.outbox.acknowledge(self.hub_acked)
+        self._resume = False
 
     async def beat(self) -> dict[str, Any]:
         """Send one heartbeat with the agent's live state; return the hub's answer."""
@@ -302,6 +306,8 @@ class HubLink:
         try:
             if self.connected and self.client.key is not None:
                 async with asyncio.timeout(FINAL_FLUSH_S):
+                    # a sync cancelled by the stop may have landed without our hearing it
+                    await self._resume_point()
                     await self.flush()
         except (HetmeshError, TimeoutError) as err:
             _log.info("last sync before stopping did not finish: %s", err)
