@@ -10,16 +10,19 @@ import argparse
 import json
 import os
 import sys
-import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from edge_agent.clikit import CommandLine, columns, positive_int, running_service_url
+from edge_agent.clikit import (
+    CommandLine,
+    call_service,
+    columns,
+    positive_int,
+    running_service_url,
+)
 from edge_agent.errors import HetmeshError, InvalidInput
-
-TIMEOUT_S = 30.0
 
 
 class AgentUnreachable(HetmeshError):
@@ -61,17 +64,9 @@ def request(
     elif body is not None:
         data, hdrs["Content-Type"] = json.dumps(body).encode(), "application/json"
     req = urllib.request.Request(base + path, data=data, method=method, headers=hdrs)
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        try:
-            message = json.loads(err.read()).get("error", err.reason)
-        except ValueError:
-            message = err.reason
-        raise InvalidInput(f"agent answered {err.code}: {message}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise AgentUnreachable(f"no agent at {base} ({err}); start one: edge-agent run") from None
+    return call_service(
+        base, req, service="agent", unreachable=AgentUnreachable, start_with="edge-agent run"
+    )
 
 
 def _init_options(parser: argparse.ArgumentParser) -> None:

@@ -14,6 +14,8 @@ import logging
 import math
 import os
 import sys
+import urllib.error
+import urllib.request
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -187,3 +189,33 @@ def running_service_url(state_path: Path, host: str, fallback: str) -> str:
         return f"http://{host}:{int(state['port'])}"
     except (OSError, ValueError, KeyError, TypeError):
         return fallback
+
+
+#: Seconds a command waits for the agent's or the hub's answer.
+HTTP_TIMEOUT_S = 30.0
+
+
+def call_service(
+    base: str,
+    req: urllib.request.Request,
+    *,
+    service: str,
+    unreachable: type[HetmeshError],
+    start_with: str,
+) -> Any:
+    """Send ``req`` to a running agent or hub; return its JSON answer.
+
+    An error answer becomes InvalidInput carrying the service's message; no answer at all
+    becomes ``unreachable`` saying how to start one (``start_with``).
+    """
+    try:
+        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as err:
+        try:
+            message = json.loads(err.read()).get("error", err.reason)
+        except ValueError:
+            message = err.reason
+        raise InvalidInput(f"{service} answered {err.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as err:
+        raise unreachable(f"no {service} at {base} ({err}); start one: {start_with}") from None

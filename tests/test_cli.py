@@ -183,3 +183,16 @@ def test_hub_usage(capsys: pytest.CaptureFixture[str]) -> None:
     assert hub([]) == 2
     assert hub(["--version"]) == 0
     assert capsys.readouterr().out.startswith("cloud-hub ")
+
+
+def test_no_service_at_the_address_says_how_to_start_one() -> None:
+    from cloud_hub.hub.cli import HubUnreachable
+    from cloud_hub.hub.cli import request as hub_request
+    from edge_agent.cli_agent import AgentUnreachable
+    from edge_agent.cli_agent import request as agent_request
+
+    closed = "http://127.0.0.1:1"  # nothing listens on port 1
+    with pytest.raises(AgentUnreachable, match=r"no agent at .*start one: edge-agent run"):
+        agent_request(closed, "GET", "/v1/health")
+    with pytest.raises(HubUnreachable, match=r"no hub at .*start one: cloud-hub run"):
+        hub_request(closed, "GET", "/v1/health")

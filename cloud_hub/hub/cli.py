@@ -8,15 +8,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from edge_agent.clikit import CommandLine, columns, running_service_url
+from edge_agent.clikit import CommandLine, call_service, columns, running_service_url
 from edge_agent.errors import HetmeshError, InvalidInput, PolicyError
-
-TIMEOUT_S = 30.0
 
 
 class HubUnreachable(HetmeshError):
@@ -28,17 +25,9 @@ def request(base: str, method: str, path: str, body: Any = None, headers: Any = 
     data = None if body is None else json.dumps(body).encode()
     hdrs = {"Content-Type": "application/json", **(headers or {})}
     req = urllib.request.Request(base + path, data=data, method=method, headers=hdrs)
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT_S) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as err:
-        try:
-            message = json.loads(err.read()).get("error", err.reason)
-        except ValueError:
-            message = err.reason
-        raise InvalidInput(f"hub answered {err.code}: {message}") from None
-    except (urllib.error.URLError, OSError) as err:
-        raise HubUnreachable(f"no hub at {base} ({err}); start one: cloud-hub run") from None
+    return call_service(
+        base, req, service="hub", unreachable=HubUnreachable, start_with="cloud-hub run"
+    )
 
 
 def _config(args: argparse.Namespace) -> Any:
