@@ -24,6 +24,18 @@ _log = logging.getLogger(__name__)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+#: JSON Schema of that error shape, for the agent's and the hub's OpenAPI documents.
+ERROR_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["ok", "error", "status"],
+    "properties": {
+        "ok": {"const": False},
+        "error": {"type": "string"},
+        "status": {"type": "integer"},
+    },
+}
+
+
 class ApiError(Exception):
     """An HTTP error with a message for the client."""
 

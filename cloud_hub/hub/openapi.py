@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.http_errors import ERROR_SCHEMA
 
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _SIGNED: list[dict[str, list[str]]] = [{"agentSignature": []}]
@@ -117,17 +118,7 @@ def document() -> dict[str, Any]:
             "/metrics": {"get": _op("Prometheus metrics")},
         },
         "components": {
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["ok", "error", "status"],
-                    "properties": {
-                        "ok": {"const": False},
-                        "error": {"type": "string"},
-                        "status": {"type": "integer"},
-                    },
-                }
-            },
+            "schemas": {"Error": ERROR_SCHEMA},
             "securitySchemes": {
                 "agentSignature": {
                     "type": "apiKey",

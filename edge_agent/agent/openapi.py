@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from edge_agent import __version__
+from edge_agent.http_errors import ERROR_SCHEMA
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _TASK_ID = {
@@ -221,15 +222,7 @@ def document() -> dict[str, Any]:
         "components": {
             "schemas": {
                 "Contract": _CONTRACT,
-                "Error": {
-                    "type": "object",
-                    "required": ["ok", "error", "status"],
-                    "properties": {
-                        "ok": {"const": False},
-                        "error": {"type": "string"},
-                        "status": {"type": "integer"},
-                    },
-                },
+                "Error": ERROR_SCHEMA,
             },
             "responses": {
                 "Error": {
