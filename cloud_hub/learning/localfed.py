@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import random
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,15 +19,9 @@ from cloud_hub.learning.superlink import SuperLink, SuperLinkConfig
 from edge_agent.agent.db import migrate
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.supernode import FlowerProcess, SuperNodeConfig, supernode_process
+from edge_agent.predictor.supernode import free_loopback_port as free_port
 
 T0 = 1_700_000_000.0
-
-
-def free_port() -> int:
-    """An ephemeral loopback port that is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def telemetry_db(path: Path, seed: int, minutes: int = 1500) -> Path:
