@@ -134,7 +134,8 @@ class Federation:
         self.ca_pem: str | None = None
         self.wanted = False
         self._registered: dict[str, str] = {}  # agent id -> public key registered
-        self._keys_lock = threading.Lock()
+        self._keys_locks: dict[str, threading.Lock] = {}  # one per agent: agents register at once
+        self._locks_lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -265,7 +266,9 @@ class Federation:
         """Register an agent's SuperNode public key with the SuperLink once (blocking CLI)."""
         if not public_key.startswith("ecdsa-sha2-") or "\n" in public_key.strip():
             raise InvalidInput("supernode_public_key: expected one OpenSSH ecdsa public key line")
-        with self._keys_lock:
+        with self._locks_lock:
+            lock = self._keys_locks.setdefault(agent_id, threading.Lock())
+        with lock:
             if self._registered.get(agent_id) == public_key:
                 return
             assert self.superlink is not None
