@@ -16,16 +16,11 @@ import select
 import ssl
 import subprocess
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
 import pytest
-
-with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 deprecates
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import flwr.supercore.logger  # noqa: F401
 
 from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.localfed import telemetry_db
