@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -272,3 +273,25 @@ async def test_a_deferrable_task_never_held_has_no_held_until(aiohttp_client: An
     task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
     assert task["state"] == "done", task
     assert task["held_until"] is None and not task.get("error")
+
+
+async def test_a_nul_byte_in_a_header_is_refused_and_logged_as_one_info_line(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    client = await start(aiohttp_client, tmp_path)
+    caplog.set_level(logging.DEBUG, logger="aiohttp.server")
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Evil: a\x00b\r\n\r\n")
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    writer.close()
+    assert status_line.split()[1] == b"400", status_line
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert records, "aiohttp logged nothing about the refused request"
+    assert all(r.levelno <= logging.INFO and not r.exc_info for r in records), [
+        (r.levelname, r.getMessage()) for r in records
+    ]
+    assert any("refused malformed HTTP (400" in r.getMessage() for r in records)
+    assert all("\n" not in r.getMessage() for r in records)
+    ok = await client.get("/v1/health")  # and the agent still answers
+    assert ok.status == 200

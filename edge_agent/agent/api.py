@@ -22,6 +22,7 @@ from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_logging import quiet_bad_requests
 
 _log = logging.getLogger(__name__)
 
@@ -264,6 +265,7 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
+    quiet_bad_requests()
     app = web.Application(
         client_max_size=config.max_body_bytes, middlewares=[_errors, missing_files]
     )
