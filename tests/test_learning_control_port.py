@@ -22,6 +22,7 @@ from typing import IO, Any
 
 import pytest
 
+from cloud_hub.learning import fleet_gateway
 from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.localfed import telemetry_db
 from cloud_hub.learning.pki import make_node_key, make_tls
@@ -68,13 +69,19 @@ def test_superlink_that_listens_beyond_loopback_is_stopped_at_start(tmp_path: Pa
     assert not link.process.alive()
 
 
-def _post(port: int, ca: Path, method: str, path: str) -> tuple[int, bytes]:
+def _post(
+    port: int, ca: Path, method: str, path: str, body: bytes = b"", chunked: bool = False
+) -> tuple[int, bytes]:
     """One HTTPS request, its path sent exactly as given: (status, body)."""
     conn = http.client.HTTPSConnection(
         "127.0.0.1", port, context=ssl.create_default_context(cafile=str(ca)), timeout=30
     )
+    headers = {"Content-Type": "application/protobuf"}
     try:
-        conn.request(method, path, body=b"", headers={"Content-Type": "application/protobuf"})
+        if chunked:
+            conn.request(method, path, body=iter([body]), headers=headers, encode_chunked=True)
+        else:
+            conn.request(method, path, body=body, headers=headers)
         resp = conn.getresponse()
         return resp.status, resp.read()
     finally:
@@ -82,7 +89,10 @@ def _post(port: int, ca: Path, method: str, path: str) -> tuple[int, bytes]:
 
 
 @pytest.mark.asyncio
-async def test_gateway_passes_fleet_calls_on_and_nothing_else(tmp_path: Path) -> None:
+async def test_gateway_passes_fleet_calls_on_and_nothing_else(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(fleet_gateway, "MAX_BODY", 1000)
     tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
     link = SuperLink(
         SuperLinkConfig(tmp_path / "hub", port=free_loopback_port(), tls=tls, supernode_auth=True)
@@ -111,6 +121,13 @@ async def test_gateway_passes_fleet_calls_on_and_nothing_else(tmp_path: Path) ->
         )
         assert status == 401 and b"Invalid SuperNode authentication" in body
         assert (gateway.refused, gateway.forwarded) == (8, 1)
+        for chunked in (False, True):  # a body past the cap, declared or not, is refused
+            status, body = await asyncio.to_thread(
+                _post, gateway.port, tls.ca_cert, "POST", "/v1/fleet/push-object", b"x" * 1001,
+                chunked,
+            )  # fmt: skip
+            assert status == 413 and b"Maximum request body size 1000 exceeded" in body
+        assert gateway.forwarded == 1
     finally:
         await gateway.stop()
         await asyncio.to_thread(link.stop)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import aiohttp
@@ -52,11 +53,23 @@ HOP_BY_HOP = frozenset(
 #: How long one Fleet call may take upstream (object transfers of a large model included).
 UPSTREAM_TIMEOUT_S = 300.0
 CHUNK = 64 * 1024
+#: The largest Fleet request body passed on (the predictor's messages are kilobytes).
+MAX_BODY = 64 * 1024 * 1024
 
 
 def _passed_on(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     """The end-to-end headers of a request or reply."""
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP)
+
+
+async def _capped(request: web.Request) -> AsyncIterator[bytes]:
+    """The request body as read, refused past MAX_BODY bytes (a chunked body has no length)."""
+    read = 0
+    async for chunk in request.content.iter_chunked(CHUNK):
+        read += len(chunk)
+        if read > MAX_BODY:
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, read)
+        yield chunk
 
 
 class FleetGateway:
@@ -120,11 +133,13 @@ class FleetGateway:
                 text="only the Flower Fleet API is served on the hub's learning port\n"
             )
         assert self._session is not None
+        if (request.content_length or 0) > MAX_BODY:
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, request.content_length or 0)
         reply: web.StreamResponse | None = None
         try:
             async with self._session.post(
                 self.upstream + request.path,
-                data=request.content.iter_chunked(CHUNK),
+                data=_capped(request),
                 headers=_passed_on(request.headers),
             ) as upstream:
                 reply = web.StreamResponse(
@@ -135,6 +150,8 @@ class FleetGateway:
                     await reply.write(chunk)
                 await reply.write_eof()
         except (aiohttp.ClientError, TimeoutError) as err:
+            if isinstance(err.__cause__, web.HTTPRequestEntityTooLarge):  # from _capped
+                raise err.__cause__ from None
             log.warning("learning port: SuperLink unreachable for %s: %s", request.path, err)
             if reply is not None:  # the reply had begun: the SuperNode sees a cut connection
                 raise
