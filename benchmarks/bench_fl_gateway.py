@@ -20,10 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from cloud_hub.learning.fleet_gateway import FleetGateway
-from cloud_hub.learning.pki import make_tls
-from cloud_hub.learning.superlink import SuperLink, SuperLinkConfig
-from edge_agent.predictor.supernode import free_loopback_port
+from cloud_hub.learning.localfed import gated_superlink
 
 
 def calls(port: int, ca: Path, n: int) -> list[float]:
@@ -55,21 +52,15 @@ def figures(ms: list[float]) -> dict[str, float]:
 
 async def main(blocks: int, per_block: int) -> dict[str, object]:
     work = Path(tempfile.mkdtemp(prefix="hm-gw-"))
-    tls = make_tls(work / "pki", ["127.0.0.1"])
-    link = SuperLink(
-        SuperLinkConfig(work / "hub", port=free_loopback_port(), tls=tls, supernode_auth=True)
-    )
-    await asyncio.to_thread(link.start)
-    gateway = FleetGateway("127.0.0.1", free_loopback_port(), link.cfg.port, tls)
-    await gateway.start()
     samples: dict[str, list[float]] = {"direct": [], "gateway": []}
     try:
-        for _ in range(blocks):
-            for name, port in (("direct", link.cfg.port), ("gateway", gateway.port)):
-                samples[name] += await asyncio.to_thread(calls, port, tls.ca_cert, per_block)
+        async with gated_superlink(work) as (link, gateway):
+            assert link.cfg.tls is not None
+            ca = link.cfg.tls.ca_cert
+            for _ in range(blocks):
+                for name, port in (("direct", link.cfg.port), ("gateway", gateway.port)):
+                    samples[name] += await asyncio.to_thread(calls, port, ca, per_block)
     finally:
-        await gateway.stop()
-        await asyncio.to_thread(link.stop)
         shutil.rmtree(work, ignore_errors=True)
     result: dict[str, object] = {k: figures(v) for k, v in samples.items()}
     direct, via = statistics.median(samples["direct"]), statistics.median(samples["gateway"])

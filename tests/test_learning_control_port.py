@@ -23,9 +23,8 @@ from typing import IO, Any
 import pytest
 
 from cloud_hub.learning import fleet_gateway
-from cloud_hub.learning.fleet_gateway import FleetGateway
-from cloud_hub.learning.localfed import telemetry_db
-from cloud_hub.learning.pki import make_node_key, make_tls
+from cloud_hub.learning.localfed import gated_superlink, telemetry_db
+from cloud_hub.learning.pki import make_node_key
 from cloud_hub.learning.superlink import APP_DIR, FederationError, SuperLink, SuperLinkConfig
 from edge_agent.mesh.netns import Lan, NetnsUnavailable
 from edge_agent.predictor.supernode import (
@@ -93,14 +92,9 @@ async def test_gateway_passes_fleet_calls_on_and_nothing_else(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(fleet_gateway, "MAX_BODY", 1000)
-    tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
-    link = SuperLink(
-        SuperLinkConfig(tmp_path / "hub", port=free_loopback_port(), tls=tls, supernode_auth=True)
-    )
-    await asyncio.to_thread(link.start)
-    gateway = FleetGateway("127.0.0.1", free_loopback_port(), link.cfg.port, tls)
-    await gateway.start()
-    try:
+    async with gated_superlink(tmp_path) as (link, gateway):
+        assert link.cfg.tls is not None
+        tls = link.cfg.tls
         for method, path in [
             ("POST", "/v1/control/register-node"),
             ("POST", "/v1/control/start-run"),
@@ -128,9 +122,6 @@ async def test_gateway_passes_fleet_calls_on_and_nothing_else(
             )  # fmt: skip
             assert status == 413 and b"Maximum request body size 1000 exceeded" in body
         assert gateway.forwarded == 1
-    finally:
-        await gateway.stop()
-        await asyncio.to_thread(link.stop)
 
 
 def _ask(proc: subprocess.Popen[bytes], command: str, timeout_s: float = 60.0) -> Any:

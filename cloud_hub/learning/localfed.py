@@ -7,13 +7,17 @@ its own telemetry database and FLWR_HOME. Nothing is started here: ``start()`` d
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import random
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlite_utils
 
+from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.pki import make_node_key, make_tls
 from cloud_hub.learning.superlink import SuperLink, SuperLinkConfig
 from edge_agent.agent.db import migrate
@@ -96,3 +100,18 @@ def local_federation(
         if key is not None:
             keys.append(key.public)
     return LocalFederation(link, nodes, dbs, keys)
+
+
+@contextlib.asynccontextmanager
+async def gated_superlink(tmp: Path) -> AsyncIterator[tuple[SuperLink, FleetGateway]]:
+    """A TLS SuperLink with node authentication and its Fleet gateway, both on loopback."""
+    tls = make_tls(tmp / "pki", ["127.0.0.1"])
+    link = SuperLink(SuperLinkConfig(tmp / "hub", port=free_port(), tls=tls, supernode_auth=True))
+    await asyncio.to_thread(link.start)
+    gateway = FleetGateway("127.0.0.1", free_port(), link.cfg.port, tls)
+    try:
+        await gateway.start()
+        yield link, gateway
+    finally:
+        await gateway.stop()
+        await asyncio.to_thread(link.stop)
