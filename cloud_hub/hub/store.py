@@ -32,7 +32,7 @@ class HubStore:
     """Agents, their devices and synced records; keys are cached in memory for signature checks."""
 
     def __init__(self, path: Path) -> None:
-        self.db = Database(path, MIGRATIONS)
+        self.db = Database(path, MIGRATIONS, repair=f"cloud-hub repair --data-dir {path.parent}")
         self._keys: dict[str, str] = {}
 
     def open(self) -> None:

@@ -197,7 +197,7 @@ class Database:
             db = _connect(self.path, readonly=False)
             self.schema_version = migrate(db, self._migrations)
             mark_existing(self.path)
-        except (sqlite3.Error, OSError, StoreError) as err:
+        except Exception as err:  # reported by ``open``; the writer never starts
             self._failure = err
             self._ready.set()
             return

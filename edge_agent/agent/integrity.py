@@ -69,7 +69,7 @@ def problems(path: Path) -> list[str]:
         return [str(err)]
     finally:
         conn.close()
-    return [str(r[0]) for r in rows if r[0] != "ok"]
+    return [" ".join(str(r[0]).split()) for r in rows if r[0] != "ok"]  # one line each
 
 
 def check_at_open(path: Path, repair: str) -> None:
