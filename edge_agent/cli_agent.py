@@ -255,6 +255,8 @@ def _status(args: argparse.Namespace) -> int:
         f"agent {health['version']} at {base}: {health['status']}, policy {health['policy']}, "
         f"queue {health['queue_depth']}, on devices {health['backlog']}"
     )
+    for problem in health.get("problems") or []:  # storage, loops, clock, ...: what to look at
+        print(f"  degraded: {problem}")
     rows = [("DEVICE", "KIND", "EMU", "QUEUED S", "RUNNING")]
     for d in devices:
         rows.append(

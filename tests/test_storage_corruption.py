@@ -88,6 +88,7 @@ async def listed(
             return tasks, await resp.json()
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_flipped_blocks_are_refused_then_salvaged(
     tmp_path: Path,
@@ -114,6 +115,7 @@ async def test_flipped_blocks_are_refused_then_salvaged(
     assert health["status"] == "ok", health
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_truncated_to_zero_is_refused_not_started_empty(
     tmp_path: Path,
@@ -134,6 +136,7 @@ async def test_truncated_to_zero_is_refused_not_started_empty(
     assert marker_path(data / "agent.db").exists()  # the new database is marked in turn
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_half_truncated_with_wal_is_refused_then_salvaged(
     tmp_path: Path,

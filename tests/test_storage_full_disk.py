@@ -1,4 +1,4 @@
-"""A full disk strands no accepted task: writes retry until they land, loops restart, health says so.
+"""A full disk strands no accepted task: writes retry until they land, loops restart, health shows.
 
 The agent's data directory is a small tmpfs the test mounts (root); the disk is filled with a
 filler file while 150 accepted tasks are being placed and run, then freed.
@@ -6,7 +6,6 @@ filler file while 150 accepted tasks are being placed and run, then freed.
 
 from __future__ import annotations
 
-import asyncio
 import asyncio
 import contextlib
 import errno

@@ -63,7 +63,7 @@ def storage_failed(err: BaseException) -> bool:
     """Whether ``err`` is SQLite saying the storage failed (a retry may land), not the data."""
     code = getattr(err, "sqlite_errorcode", None)
     return isinstance(err, sqlite3.OperationalError) and (
-        code is None and "disk is full" in str(err) or (code or 0) & 0xFF in _STORAGE_CODES
+        (code is None and "disk is full" in str(err)) or (code or 0) & 0xFF in _STORAGE_CODES
     )
 
 

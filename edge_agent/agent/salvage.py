@@ -155,9 +155,7 @@ def _copy_rows(src_path: Path, out: Path, migrations: Sequence[Migration]) -> di
                     dst.execute(sql)
         else:
             migrate(sqlite_utils.Database(dst), migrations)
-        tables = [
-            r[0] for r in dst.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        ]
+        tables = [r[0] for r in dst.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
         dst.execute("BEGIN")
         rows = {t: _copy_table(src, dst, t) for t in tables if t != "sqlite_sequence"}
         dst.execute("COMMIT")
@@ -209,17 +207,17 @@ def _copy_table(src: sqlite3.Connection, dst: sqlite3.Connection, table: str) ->
 def _next_readable(src: sqlite3.Connection, select: str, after: int) -> int | None:
     """Return the lowest rowid past ``after`` whose row reads (approximately), or None."""
 
-    def first_from(start: int) -> int | None | bool:  # False: unreadable from there
+    def first_from(start: int) -> tuple[bool, int | None]:  # (readable from there?, its rowid)
         try:
             row = src.execute(select + " LIMIT 1", (start - 1,)).fetchone()
         except sqlite3.DatabaseError:
-            return False
-        return None if row is None else int(row[0])
+            return False, None
+        return True, None if row is None else int(row[0])
 
     step = 1
     while step < _HIGHEST_STEP:
-        found = first_from(after + step)
-        if found is not False:
+        readable, found = first_from(after + step)
+        if readable:
             break
         step *= 2
     else:
@@ -227,9 +225,9 @@ def _next_readable(src: sqlite3.Connection, select: str, after: int) -> int | No
     low, high = after + step // 2, after + step  # unreadable from low, readable from high
     while high - low > 1:
         mid = (low + high) // 2
-        probe = first_from(mid)
-        if probe is False:
-            low = mid
-        else:
+        readable, probe = first_from(mid)
+        if readable:
             high, found = mid, probe
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
+        else:
+            low = mid
+    return found

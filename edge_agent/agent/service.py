@@ -129,7 +129,7 @@ class Agent:
                 self.scheduler.add(waiting_from_row(row))
             except InvalidInput as err:  # a damaged row must not keep the agent from starting
                 self.store.bad_rows += 1
-                _log.error("task %s cannot be resumed, its stored row is damaged: %s", row["id"], err)
+                _log.error("task %s cannot be resumed, its row is damaged: %s", row["id"], err)
         if recovered:
             _log.info("resuming %s waiting tasks", len(recovered))
         ex.start(self.loops.spawn)
