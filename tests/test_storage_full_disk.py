@@ -19,11 +19,15 @@ from typing import Any
 import aiohttp
 import pytest
 
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.service import Hub
+from cloud_hub.hub.wire import Enrolment
 from edge_agent import loops
 from edge_agent.agent import db
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.db import StorageUnavailable
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
+pytestmark = pytest.mark.asyncio
 
 N_TASKS = 150
 #: Opaque and light: 150 of them run for a few seconds on the emulated RK3588, the fill lands early.
@@ -69,6 +73,7 @@ def fill(disk: Path) -> Path:
     return filler
 
 
+@pytest.mark.slow
 async def test_full_disk_mid_run_strands_no_task(
     small_disk: Path,
     emulated_agent: Callable[..., AgentConfig],
@@ -132,3 +137,25 @@ async def _ok(
 ) -> dict[str, Any] | None:
     health = await get_json(session, f"{url}/v1/health")
     return health if health["status"] == "ok" and health["problems"] == [] else None
+
+
+async def test_hub_health_shows_a_full_disk(
+    small_disk: Path, hub_config: Callable[..., HubConfig]
+) -> None:
+    hub = Hub(hub_config(data_dir=small_disk / "hub"))
+    await hub.start()
+    try:
+        assert hub.health()["status"] == "ok"
+        filler = fill(small_disk)
+        with pytest.raises(StorageUnavailable):
+            for i in range(500):  # until the WAL must grow
+                await hub.store.enrol(Enrolment(f"a{i}", "join-me"), time.time())
+        health = hub.health()
+        assert health["status"] == "degraded" and health["storage"]["writable"] is False
+        assert health["problems"][0].startswith("storage: cannot write ")
+        assert "database or disk is full" in health["problems"][0]
+        filler.unlink()
+        await hub.store.enrol(Enrolment("after", "join-me"), time.time())
+        assert hub.health()["status"] == "ok" and hub.health()["problems"] == []
+    finally:
+        await hub.stop()
