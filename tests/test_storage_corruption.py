@@ -16,6 +16,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -25,7 +26,10 @@ import aiohttp
 import pytest
 
 import edge_agent
+from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.service import Hub
 from cloud_hub.hub.store import HubStore
+from cloud_hub.hub.wire import Enrolment
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.integrity import DatabaseDamaged, marker_path
 from edge_agent.agent.store import NewTask, Store
@@ -193,6 +197,27 @@ async def test_bad_row_is_skipped_counted_and_shown(
         assert any("damaged task rows skipped" in p for p in health["problems"])
         async with session.get(f"{url}/v1/tasks/{bad}") as resp:
             assert resp.status == 503 and "damaged" in (await resp.json())["error"]
+
+
+@pytest.mark.asyncio
+async def test_hub_skips_a_bad_row_in_its_fleet_view(
+    hub_config: Callable[..., HubConfig],
+) -> None:
+    hub = Hub(hub_config())
+    await hub.start()
+    try:
+        for agent_id in ("good", "bad"):
+            await hub.store.enrol(Enrolment(agent_id, "join-me"), time.time())
+        conn = sqlite3.connect(hub.config.db_path)
+        conn.execute("UPDATE agents SET labels = '{oops' WHERE id = 'bad'")
+        conn.commit()
+        conn.close()
+        snapshot = await hub.snapshot()  # the dashboard's view still builds
+        assert [a["id"] for a in snapshot["agents"]] == ["good"]
+        health = hub.health()
+        assert health["status"] == "degraded" and health["storage"]["bad_rows"] >= 1
+    finally:
+        await hub.stop()
 
 
 @pytest.mark.asyncio

@@ -95,6 +95,8 @@ class Hub:
         """Return the hub's health: ``degraded`` with its problems (storage, loops), else ``ok``."""
         db = self.store.db
         problems = [f"storage: {db.trouble}"] if db.trouble is not None else []
+        if self.store.bad_rows:
+            problems.append(f"storage: {self.store.bad_rows} damaged rows skipped (see the log)")
         problems += self.loops.problems()
         return {
             "status": "degraded" if problems else "ok",
@@ -105,6 +107,7 @@ class Hub:
                 "writable": db.trouble is None,
                 "trouble": db.trouble,
                 "failed_commits": db.failed_commits,
+                "bad_rows": self.store.bad_rows,
             },
             "loops": self.loops.status(),
         }

@@ -21,7 +21,7 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from edge_agent.errors import HetmeshError
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 Op = Callable[[sqlite_utils.Database], Any]
 Migration = tuple[int, str, Callable[[sqlite_utils.Database], None]]
 
@@ -103,6 +104,20 @@ def migrate(db: sqlite_utils.Database, migrations: Sequence[Migration]) -> int:
         _log.info("database migrated to v%s: %s", version, description)
         current = version
     return current
+
+
+def decode_each(rows: Iterable[R], decode: Callable[[R], T], what: str) -> tuple[list[T], int]:
+    """Return the rows ``decode`` accepts and how many it refused (each logged, then skipped):
+    one damaged row must not fail a whole listing."""
+    out, bad = [], 0
+    for row in rows:
+        try:
+            out.append(decode(row))
+        except (ValueError, TypeError, KeyError) as err:
+            bad += 1
+            key = row.get("id") if isinstance(row, dict) else None
+            _log.error("%s row %s is damaged, skipped: %s", what, key or "?", err)
+    return out, bad
 
 
 class Database:

@@ -10,7 +10,6 @@ listing (logged, counted in ``bad_rows``) rather than failing the whole listing.
 from __future__ import annotations
 
 import json
-import logging
 import time
 import uuid
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.agent import outbox
-from edge_agent.agent.db import Database, StoreError
+from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
 from edge_agent.tasks.contract import TaskContract
@@ -43,8 +42,6 @@ FINAL = ("done", "failed", "cancelled")
 #: Rows kept in the hub outbox (oldest dropped first) unless the store is told otherwise.
 OUTBOX_LIMIT = 10_000
 _JSON_COLUMNS = ("contract", "command", "result", "chain", "deferral")
-
-_log = logging.getLogger(__name__)
 
 
 class IdempotencyConflict(InvalidInput):
@@ -127,13 +124,8 @@ class Store:
 
     def _decoded(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Return ``rows`` decoded, skipping (logged, counted) any that cannot be."""
-        out = []
-        for row in rows:
-            try:
-                out.append(_row(row))
-            except (ValueError, TypeError) as err:
-                self.bad_rows += 1
-                _log.error("task %s: stored row is damaged, skipped: %s", row.get("id"), err)
+        out, bad = decode_each(rows, _row, "task")
+        self.bad_rows += bad
         return out
 
     def _outbox(
