@@ -108,7 +108,7 @@ class MeshLink:
         agent_id, generated = mesh_agent_id(config)
         self.agent_id = agent_id
         self.cfg = mesh_config(config, agent_id, generated)
-        self.verifier = Verifier(self.key)  # one replay cache, shared with the node
+        self.verifier = Verifier(self.key, agent_id)  # one replay cache, shared with the node
         self.started = False
         self._node: MeshNode | None = None
         self._agent: Agent | None = None

@@ -8,7 +8,6 @@ whoever owns the HTTP server at ``/mesh/v1``) and is started with the port they 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -24,11 +23,12 @@ from edge_agent.mesh.advertise import Browser, Hint, build_txt, kinds_summary, n
 from edge_agent.mesh.advertise import service_info as make_info
 from edge_agent.mesh.client import MeshClient, PeerRefused
 from edge_agent.mesh.config import MeshConfig
-from edge_agent.mesh.credential import FleetKey, Verifier
+from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError, PeerUnavailable
 from edge_agent.mesh.ledger import Ledger
 from edge_agent.mesh.offload import Offloader, RunPlaced
 from edge_agent.mesh.peers import OFFLINE, ONLINE, PeerTable
+from edge_agent.mesh.replay import Verifier
 from edge_agent.mesh.routes import make_mesh_app
 from edge_agent.placement import Decision, Placer, TaskContract
 
@@ -55,7 +55,7 @@ class MeshNode:
         self.cfg = config
         self.agent_id = config.agent_id
         self.key = key
-        self.verifier = Verifier(key)
+        self.verifier = Verifier(key, config.agent_id)
         self.placer = placer
         self.peers = PeerTable(
             config.agent_id,
@@ -195,18 +195,23 @@ class MeshNode:
     def _on_hint(self, hint: Hint) -> None:
         admitted = self.peers.admit(hint)
         self._notify()
-        if not admitted or hint.endpoint in self._challenging:
+        if admitted:
+            self._start_challenge(hint)
+
+    def _start_challenge(self, hint: Hint, counter: str | None = None) -> None:
+        if hint.endpoint in self._challenging:
             return
         self._challenging.add(hint.endpoint)
-        self.spawn(self._challenge(hint), f"mesh-challenge-{hint.agent_id}")
+        self.spawn(self._challenge(hint, counter), f"mesh-challenge-{hint.agent_id}")
 
-    async def _challenge(self, hint: Hint) -> None:
+    async def _challenge(self, hint: Hint, counter: str | None = None) -> None:
+        """Trust ``hint``'s agent at its endpoint once a signed hello there is answered by it."""
         try:
             reply = await self.client.call(
                 hint.agent_id,
                 hint.endpoint,
                 "hello",
-                self._hello(),
+                {**self._hello(), "to": f"{hint.address}:{hint.api_port}"},
                 self.cfg.challenge_timeout_s,
             )
             if hint.agent_id == self.agent_id:  # a fleet member misconfigured with our id
@@ -218,9 +223,11 @@ class MeshNode:
                 hint.api_port,
                 hint.version,
                 hint.kinds,
-                hint.name,
+                hint.name or None,
                 reply.rtt_s,
             )
+            if counter is not None:
+                self.counters[counter] += 1
         except (AuthError, PeerRefused) as err:
             _log.debug("mesh: challenge of %s failed: %s", hint.agent_id, err)
             self.peers.challenge_failed(hint, "bad_key")
@@ -329,21 +336,21 @@ class MeshNode:
 
     # --- endpoint handlers -----------------------------------------------------------------
     async def on_hello(self, sender: str, remote: str, doc: dict[str, Any]) -> dict[str, Any]:
-        """Trust a sender that signed its hello; answer with our own (signed) hello."""
+        """Answer a signed hello with ours; trust its sender once its address proves the key."""
         if sender == self.agent_id:
             self.counters["spoof_same_id"] += 1
             return {"_status": 409, "ok": False, "error": f"agent id {sender} is ours"}
         port = doc.get("api_port")
         if isinstance(port, int) and 0 < port < 65536 and remote:
-            self.counters["trusted_via_hello"] += 1
-            with contextlib.suppress(OverflowError):
-                self.peers.trust(
-                    sender,
-                    remote,
-                    port,
-                    str(doc.get("version", "?"))[:32],
-                    str(doc.get("kinds", ""))[:200],
-                )
+            known = self.peers.peers.get(sender)
+            if known is not None and known.endpoint == (remote, port):
+                self.peers.seen(sender)
+            else:
+                # a hello is signed, but where it came from is not: trust (or re-point) the
+                # sender only once that address answers a challenge of our own, signed by it
+                version, kinds = str(doc.get("version", "?"))[:32], str(doc.get("kinds", ""))
+                hint = Hint(sender, version, port, self.key.fingerprint, kinds[:200], remote, "")
+                self._start_challenge(hint, "trusted_via_hello")
             self._notify()
         return self._hello()
 
