@@ -71,9 +71,7 @@ async def _signed(request: web.Request) -> tuple[str, bytes]:
     except AuthError as err:
         hub.metrics.auth_failures.labels(err.reason).inc()
         hint = " (re-enrol if the credential changed)" if err.reason == "bad_signature" else ""
-        raise ApiError(
-            401, f"{err}{hint}; see docs/hub-protocol.md §2", reason=err.reason
-        ) from None
+        raise ApiError(401, f"{err}{hint}; see docs/hub-protocol.md §2") from None
     key = hub.verifier.key_for(agent_id)
     request[_VERIFIED] = (agent_id, key, request.headers[protocol.NONCE_HEADER])
     return agent_id, body
