@@ -3,9 +3,11 @@
 A request passes ``credential.check_request`` only if its timestamp is within ``window_s`` of
 the receiver's wall clock; the receiver then remembers its nonce for ``2 * window_s + 1``
 seconds of the *monotonic* clock, so stepping the wall clock (NTP, an operator, faketime)
-never forgets a nonce early. Below the nonces is a high-water mark: the newest timestamp of
-any nonce forgotten. A request not newer than it is refused (``too_old``), so a capture whose
-nonce was forgotten stays refused even after the wall clock is stepped back to its time.
+never forgets a nonce early; one whose timestamp the wall clock has not yet left a window
+behind (it was accepted while the clock ran ahead) is kept longer, until it has. Below the
+nonces is a high-water mark: the newest timestamp of any nonce forgotten. A request not newer
+than it is refused (``too_old``), so a capture whose nonce was forgotten stays refused even
+after the wall clock is stepped back to its time.
 
 Memory is bounded: at ``cache_max`` nonces the oldest is forgotten early (raising the mark;
 counted in ``evicted``), so the cache never refuses fresh traffic for being full; the price
@@ -35,10 +37,14 @@ Clock = Callable[[], float]
 class NonceCache:
     """The nonces seen, each kept ``keep_s`` monotonic seconds; a high-water mark below them."""
 
-    def __init__(self, keep_s: float, cache_max: int, monotonic: Clock) -> None:
+    def __init__(
+        self, keep_s: float, cache_max: int, monotonic: Clock, window_s: float, clock: Clock
+    ) -> None:
         self.keep_s = keep_s
         self.cache_max = cache_max
         self.monotonic = monotonic
+        self.window_s = window_s
+        self.clock = clock
         self.floor = -math.inf  # newest timestamp of any nonce forgotten
         self.evicted = 0  # nonces forgotten early because the cache was full
         self._seen: OrderedDict[str, tuple[float, float]] = OrderedDict()  # -> (until, sent)
@@ -46,8 +52,17 @@ class NonceCache:
     def remember(self, nonce: str, sent: float) -> None:
         """Record ``nonce`` (of a request stamped ``sent``); AuthError if it may be a replay."""
         now, seen = self.monotonic(), self._seen
-        while seen and next(iter(seen.values()))[0] <= now:
-            self._forget()
+        oldest_valid = self.clock() - self.window_s
+        while seen:
+            first = next(iter(seen))
+            until, stamp = seen[first]
+            if until > now:
+                break
+            if stamp >= oldest_valid:  # still inside the wall clock's window: keep it longer
+                seen.move_to_end(first)
+                seen[first] = (now + self.keep_s, stamp)
+            else:
+                self._forget()
         if nonce in seen:
             raise AuthError(
                 "replay", f"nonce {nonce[:12]}... already used: a replayed request is refused"
@@ -93,7 +108,8 @@ class Verifier:
         self._nonces = self._new_cache()
 
     def _new_cache(self) -> NonceCache:
-        return NonceCache(2 * self.window_s + 1.0, self.cache_max, self.monotonic)
+        keep = 2 * self.window_s + 1.0
+        return NonceCache(keep, self.cache_max, self.monotonic, self.window_s, self.clock)
 
     def verify(self, method: str, path: str, body: bytes, headers: Mapping[str, str]) -> str:
         """Return the sender's id, or raise AuthError (``ClockSkew`` when stale) naming why."""
