@@ -27,6 +27,8 @@ done or failed.
 as sent (``recorder.sent``, ``recorder.last(url_end)``: URL, headers, body bytes), the capture
 of the attack tests; ``replay``: ``await replay(sent, port, source)``, sending a capture
 unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
+``metric``: ``await metric(session, url, 'name_total{label="value"}')``, that sample's value
+on the ``/metrics`` page at ``url`` (0.0 when absent).
 
 ``netns_fleet``: starts ``edge_agent.mesh.netns.start_fleet`` for the module (root; skipped
 with the reason where network namespaces cannot be made).
@@ -328,3 +330,17 @@ async def _replay(sent: Sent, port: int, source: str = "127.0.0.1") -> tuple[int
 def replay() -> Callable[..., Awaitable[tuple[int, Any]]]:
     """Return ``await replay(sent, port, source="127.0.0.1")``: (status, JSON answer)."""
     return _replay
+
+
+async def _metric(session: Any, url: str, sample: str) -> float:
+    async with session.get(url) as resp:
+        text = await resp.text()
+    found = [ln for ln in text.splitlines() if ln.startswith(sample + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+@pytest.fixture
+def metric() -> Callable[..., Awaitable[float]]:
+    """Return ``await metric(session, url, sample)``: a sample's value from a /metrics page
+    (``session``: an aiohttp ClientSession or test client), 0.0 when it is absent."""
+    return _metric

@@ -27,7 +27,7 @@ from edge_agent.agent.config import AgentConfig
 from edge_agent.cli import main as cli_main
 
 pytestmark = pytest.mark.asyncio
-#: The conftest fixture ``until``.
+#: The conftest fixture ``until`` (and ``metric``, typed where it is used).
 Until = Callable[..., Awaitable[Any]]
 
 
@@ -39,6 +39,7 @@ async def test_an_agent_clock_600_s_ahead_is_a_clock_problem_never_a_re_enrolmen
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
     capsys: pytest.CaptureFixture[str],
+    metric: Callable[..., Awaitable[float]],
 ) -> None:
     monkeypatch.setattr(hub_link, "CLOCK_BACKOFF_MAX_S", 0.2)  # back-off doubles up to this
     hub = await aiohttp_client(hub_app(hub_config(heartbeat_interval_s=0.1)))
@@ -60,10 +61,8 @@ async def test_an_agent_clock_600_s_ahead_is_a_clock_problem_never_a_re_enrolmen
         doc: dict[str, Any] = await (await agent.get("/v1/health")).json()
         return doc
 
-    async def stale_refusals() -> float:
-        text = await (await hub.get("/metrics")).text()
-        line = 'hetmesh_hub_auth_failures_total{reason="stale"} '
-        return sum(float(ln.split()[-1]) for ln in text.splitlines() if ln.startswith(line))
+    def stale_refusals() -> Awaitable[float]:
+        return metric(hub, "/metrics", 'hetmesh_hub_auth_failures_total{reason="stale"}')
 
     caplog.set_level(logging.WARNING, logger="edge_agent.agent.hub_link")
     link.client.clock = lambda: time.time() + 600.0

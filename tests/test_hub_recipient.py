@@ -26,16 +26,14 @@ from edge_agent.agent.hub_client import HubClient
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]
-#: The conftest fixtures ``recorder`` (a Recorder) and ``replay``.
+#: The conftest fixtures ``recorder`` (a Recorder), ``replay`` and ``metric``.
 Replay = Callable[..., Awaitable[tuple[int, Any]]]
+Metric = Callable[..., Awaitable[float]]
 
 
-async def failures(client: Client, reason: str) -> float:
-    """Return ``hetmesh_hub_auth_failures_total{reason}`` from the hub's /metrics."""
-    text = await (await client.get("/metrics")).text()
-    line = f'hetmesh_hub_auth_failures_total{{reason="{reason}"}} '
-    found = [ln for ln in text.splitlines() if ln.startswith(line)]
-    return float(found[0].split()[-1]) if found else 0.0
+def failed(reason: str) -> str:
+    """Return the hub's sample of refused signed requests for ``reason``."""
+    return f'hetmesh_hub_auth_failures_total{{reason="{reason}"}}'
 
 
 async def test_a_heartbeat_captured_for_one_hub_is_refused_by_another(
@@ -44,6 +42,7 @@ async def test_a_heartbeat_captured_for_one_hub_is_refused_by_another(
     tmp_path: Path,
     recorder: Any,
     replay: Replay,
+    metric: Metric,
 ) -> None:
     first = hub_config(hub_id="hub-one")
     h1: Client = await aiohttp_client(make_app(first))
@@ -60,7 +59,7 @@ async def test_a_heartbeat_captured_for_one_hub_is_refused_by_another(
     h2: Client = await aiohttp_client(make_app(second))
     status, doc = await replay(captured, h2.port)
     assert status == 401 and "signed for 'hub-one', not 'hub-two'" in doc["error"], doc
-    assert await failures(h2, "wrong_recipient") == 1
+    assert await metric(h2, "/metrics", failed("wrong_recipient")) == 1
     fleet = await (await h2.get("/v1/fleet")).json()
     assert [a["heartbeats"] for a in fleet["agents"]] == [1]  # only the one H took, copied
 
@@ -80,7 +79,11 @@ class Clocks:
 
 
 async def test_a_hub_clock_excursion_does_not_reopen_a_replay(
-    aiohttp_client: Any, hub_config: Callable[..., HubConfig], recorder: Any, replay: Replay
+    aiohttp_client: Any,
+    hub_config: Callable[..., HubConfig],
+    recorder: Any,
+    replay: Replay,
+    metric: Metric,
 ) -> None:
     clocks = Clocks()
     config = hub_config()  # 300 s clock window
@@ -94,7 +97,7 @@ async def test_a_hub_clock_excursion_does_not_reopen_a_replay(
     clocks.step = 0.0  # ...and stepped back: the capture is inside the window again
     status, doc = await replay(captured, hub.port)
     assert status == 401 and "replayed request" in doc["error"], doc
-    assert await failures(hub, "replay") == 1
+    assert await metric(hub, "/metrics", failed("replay")) == 1
     # later: two windows pass, so the hub forgets the captured nonce (not the one of the
     # excursion, whose time has not come yet)...
     clocks.step = clocks.mono_step = 2 * config.max_clock_skew_s + 2
@@ -102,7 +105,7 @@ async def test_a_hub_clock_excursion_does_not_reopen_a_replay(
     clocks.step = 1.0  # ...and the wall clock is stepped back to the capture's time
     status, doc = await replay(captured, hub.port)
     assert status == 401 and "possible replay" in doc["error"], doc
-    assert await failures(hub, "too_old") == 1
+    assert await metric(hub, "/metrics", failed("too_old")) == 1
     await agent.heartbeat({"status": "ok"})  # the agent's own fresh requests still pass
     fleet = await (await hub.get("/v1/fleet")).json()
     assert [a["heartbeats"] for a in fleet["agents"]] == [4]  # the agent's own four only

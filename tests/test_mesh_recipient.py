@@ -41,17 +41,9 @@ Serve = Callable[[AgentConfig], AbstractAsyncContextManager[str]]
 Until = Callable[..., Awaitable[Any]]
 GetJson = Callable[[aiohttp.ClientSession, str], Awaitable[Any]]
 PeerOnline = Callable[[aiohttp.ClientSession, str, str], Awaitable[None]]
-#: The conftest fixtures ``recorder`` (a Recorder) and ``replay``.
+#: The conftest fixtures ``recorder`` (a Recorder), ``replay`` and ``metric``.
 Replay = Callable[..., Awaitable[tuple[int, Any]]]
-
-
-async def event(http: aiohttp.ClientSession, base: str, name: str) -> float:
-    """Return ``hetmesh_mesh_events_total{event=name}`` from the agent's /metrics."""
-    async with http.get(f"{base}/metrics") as resp:
-        text = await resp.text()
-    line = f'hetmesh_mesh_events_total{{event="{name}"}} '
-    found = [ln for ln in text.splitlines() if ln.startswith(line)]
-    return float(found[0].split()[-1]) if found else 0.0
+Metric = Callable[..., Awaitable[float]]
 
 
 async def test_captured_forward_and_hello_are_refused_by_any_other_member(
@@ -63,6 +55,7 @@ async def test_captured_forward_and_hello_are_refused_by_any_other_member(
     peer_online: PeerOnline,
     recorder: Any,
     replay: Replay,
+    metric: Metric,
 ) -> None:
     def member(name: str) -> AgentConfig:
         return emulated_agent(
@@ -77,6 +70,11 @@ async def test_captured_forward_and_hello_are_refused_by_any_other_member(
     origin = emulated_node(
         config, KEY, ["rpi5"], tmp_path / "origin.db", time_scale=0.0, session=recorder.session
     )
+
+    def event(http: aiohttp.ClientSession, base: str, name: str) -> Awaitable[float]:
+        """Return ``hetmesh_mesh_events_total{event=name}`` from the agent's /metrics."""
+        return metric(http, f"{base}/metrics", f'hetmesh_mesh_events_total{{event="{name}"}}')
+
     async with (
         aiohttp.ClientSession() as http,
         agent_daemon(member("b")) as b,
