@@ -208,8 +208,8 @@ class HubLink:
         skew = self.clock_skew_s
         if skew != skew:  # NaN: the hub did not say its time
             return "clock skew vs hub (the hub refuses our timestamps)"
-        side = "ahead" if skew > 0 else "behind"
-        return f"clock skew {abs(skew):.0f} s vs hub (this agent's clock is {side})"
+        side = "ahead of" if skew > 0 else "behind"
+        return f"clock skew {abs(skew):.0f} s vs hub (this agent's clock is {side} the hub's)"
 
     async def _locate(self) -> None:
         """Use the first announced hub that proves it holds the join token; count the others."""
