@@ -193,10 +193,9 @@ class MeshNode:
         _log.debug("mesh: ignoring %s: %s", name, problem)
 
     def _on_hint(self, hint: Hint) -> None:
-        admitted = self.peers.admit(hint)
-        self._notify()
-        if admitted:
+        if self.peers.admit(hint):
             self._start_challenge(hint)
+        self._notify()
 
     def _start_challenge(self, hint: Hint, counter: str | None = None) -> None:
         if hint.endpoint in self._challenging:
@@ -205,7 +204,6 @@ class MeshNode:
         self.spawn(self._challenge(hint, counter), f"mesh-challenge-{hint.agent_id}")
 
     async def _challenge(self, hint: Hint, counter: str | None = None) -> None:
-        """Trust ``hint``'s agent at its endpoint once a signed hello there is answered by it."""
         try:
             reply = await self.client.call(
                 hint.agent_id,
@@ -240,12 +238,9 @@ class MeshNode:
             self._notify()
 
     def _hello(self) -> dict[str, Any]:
-        return {
-            "agent_id": self.agent_id,
-            "api_port": self.api_port,
-            "version": self.cfg.version,
-            "kinds": self.kinds,
-        }
+        return dict(
+            agent_id=self.agent_id, api_port=self.api_port, version=self.cfg.version, kinds=self.kinds
+        )
 
     def _on_gone(self, name: str) -> None:
         agent_id = self.peers.goodbye(name)
@@ -346,8 +341,7 @@ class MeshNode:
             if known is not None and known.endpoint == (remote, port):
                 self.peers.seen(sender)
             else:
-                # a hello is signed, but where it came from is not: trust (or re-point) the
-                # sender only once that address answers a challenge of our own, signed by it
+                # where a signed hello came from is not signed: that address must answer us
                 version, kinds = str(doc.get("version", "?"))[:32], str(doc.get("kinds", ""))
                 hint = Hint(sender, version, port, self.key.fingerprint, kinds[:200], remote, "")
                 self._start_challenge(hint, "trusted_via_hello")
