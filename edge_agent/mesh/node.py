@@ -238,9 +238,8 @@ class MeshNode:
             self._notify()
 
     def _hello(self) -> dict[str, Any]:
-        return dict(
-            agent_id=self.agent_id, api_port=self.api_port, version=self.cfg.version, kinds=self.kinds
-        )
+        ours = {"agent_id": self.agent_id, "api_port": self.api_port}
+        return {**ours, "version": self.cfg.version, "kinds": self.kinds}
 
     def _on_gone(self, name: str) -> None:
         agent_id = self.peers.goodbye(name)
