@@ -145,3 +145,25 @@ async def test_a_mesh_clock_excursion_does_not_reopen_a_replay(
         status, doc = await replay(sent, port)
         assert status == 401 and "replayed" in doc["error"], doc
         assert b.counters["auth_rejected_replay"] == 1
+
+
+async def test_a_hello_must_name_an_address_it_can_reach_us_on(
+    tmp_path: Path, replay: Replay
+) -> None:
+    """The arrival address, or the advertised one (behind a port mapping they differ)."""
+    config = MeshConfig(agent_id="b", address="10.9.9.9")  # advertised, not bound here
+    b = emulated_node(config, KEY, ["rk3588"], tmp_path / "b.db")
+    async with serve(b) as port:
+        for to, status in [
+            (f"127.0.0.1:{port}", 200),  # where it arrived
+            (f"10.9.9.9:{port}", 200),  # where b says it is
+            (f"127.0.0.2:{port}", 421),  # another address: sent somewhere else, replayed here
+            (f"127.0.0.1:{port + 1}", 421),
+            (None, 421),
+        ]:
+            doc = {"api_port": 9} | ({} if to is None else {"to": to})
+            body = json.dumps(doc).encode()
+            headers = sign_request(KEY, "a", "POST", "/mesh/v1/hello", body, to="b")
+            got, answer = await replay(("http://x/mesh/v1/hello", headers, body), port)
+            assert got == status, (to, answer)
+        assert b.counters["wrong_address"] == 3

@@ -212,6 +212,11 @@ class MeshLink:
         if self._node is not None:
             self._node.count(name)
 
+    @property
+    def own_endpoint(self) -> tuple[str, int]:
+        """Return the (address, port) the node advertises (("", 0) before it starts)."""
+        return ("", 0) if self._node is None else self._node.own_endpoint
+
     def _live(self) -> MeshNode:
         if self._node is None or not self.started:
             raise web.HTTPServiceUnavailable(text="mesh not started yet")

@@ -71,6 +71,7 @@ class MeshNode:
         self.acceptor = Acceptor(config.agent_id, placer, self.ledger, self.run_placed)
         self.kinds = kinds_summary([d.kind.name.lower() for d in placer.devices])
         self.api_port = 0
+        self.own_endpoint = ("", 0)  # the (address, port) we advertise, once started
         self._run_task = run_task
         # True: run_task itself gives the placer its feedback or releases the decision
         self._run_task_settles = run_task_settles
@@ -97,7 +98,7 @@ class MeshNode:
     async def start(self, api_port: int) -> None:
         """Open the ledger, advertise ``api_port`` over mDNS, browse, start heartbeats."""
         self.api_port = api_port
-        self.peers.own_endpoint = (self.cfg.address, api_port)
+        self.own_endpoint = self.peers.own_endpoint = (self.cfg.address, api_port)
         await self.ledger.open()
         if self._session is None:
             self._session = aiohttp.ClientSession()

@@ -39,6 +39,9 @@ class MeshHandlers(Protocol):
 
     def count(self, name: str) -> None: ...
 
+    @property
+    def own_endpoint(self) -> tuple[str, int]: ...  # the (address, port) we advertise
+
     async def on_hello(self, sender: str, remote: str, doc: dict[str, Any]) -> dict[str, Any]: ...
 
     async def on_heartbeat(self, sender: str, doc: dict[str, Any]) -> dict[str, Any]: ...
@@ -98,7 +101,7 @@ def _endpoint(
         node = request.app[NODE]
         sender, doc = request[SENDER], request[DOC]
         if with_remote:
-            wrong = _misdirected(request, doc)
+            wrong = _misdirected(request, doc, node.own_endpoint)
             if wrong is not None:
                 node.count("wrong_address")
                 return _error(421, wrong)
@@ -122,8 +125,11 @@ def _host(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
     return mapped if mapped is not None else ip
 
 
-def _misdirected(request: web.Request, doc: dict[str, Any]) -> str | None:
-    """Return why a hello's signed ``to`` is not the address and port it arrived on, or None."""
+def _misdirected(
+    request: web.Request, doc: dict[str, Any], advertised: tuple[str, int]
+) -> str | None:
+    """Return why a hello's signed ``to`` is neither the address:port it arrived on nor the
+    one we advertise (behind a port mapping they differ), or None."""
     to = doc.get("to")
     if not isinstance(to, str):
         return "hello: 'to' (the address:port it is sent to) is required"
@@ -132,7 +138,8 @@ def _misdirected(request: web.Request, doc: dict[str, Any]) -> str | None:
         return "hello: cannot tell which address it arrived on; retry"
     host, _, port = to.rpartition(":")
     want = _host(host)
-    if want is None or want != _host(str(sock[0])) or port != str(sock[1]):
+    ours = [(str(sock[0]), int(sock[1])), advertised]
+    if want is None or not any(want == _host(h) and port == str(p) for h, p in ours):
         return f"hello was sent to {to[:80]!r}, not to {sock[0]}:{sock[1]}: refused as a replay"
     return None
 
