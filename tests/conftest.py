@@ -23,6 +23,13 @@ done or failed.
 ``daemon.serve`` (real mDNS mesh, HTTP, SQLite), stopped gracefully on exit.
 ``carbon_series_file``: ``write(path, start, values)``, an hourly carbon series CSV.
 
+``recorder``: a real ``aiohttp.ClientSession`` (``recorder.session``) that keeps each request
+as sent (``recorder.sent``, ``recorder.last(url_end)``: URL, headers, body bytes), the capture
+of the attack tests; ``replay``: ``await replay(sent, port, source)``, sending a capture
+unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
+``metric``: ``await metric(session, url, 'name_total{label="value"}')``, that sample's value
+on the ``/metrics`` page at ``url`` (0.0 when absent).
+
 ``netns_fleet``: starts ``edge_agent.mesh.netns.start_fleet`` for the module (root; skipped
 with the reason where network namespaces cannot be made).
 """
@@ -269,3 +276,71 @@ def peer_online() -> Callable[..., Awaitable[None]]:
     """Return ``await peer_online(session, agent_url, peer_id, timeout=20.0)``: poll the
     agent's ``GET /v1/peers`` until it lists ``peer_id`` online."""
     return _peer_online
+
+
+#: A captured request: (URL, headers, body).
+Sent = tuple[str, dict[str, str], bytes]
+
+
+class Recorder:
+    """A real ClientSession whose requests (URL, headers, body bytes) are kept as sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(self._start)
+        trace.on_request_chunk_sent.append(self._chunk)
+        self.session = aiohttp.ClientSession(trace_configs=[trace])
+
+    async def _start(self, _s: Any, _c: Any, params: aiohttp.TraceRequestStartParams) -> None:
+        self.sent.append((str(params.url), dict(params.headers), b""))
+
+    async def _chunk(self, _s: Any, _c: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
+        url, headers, body = self.sent[-1]
+        self.sent[-1] = (url, headers, body + params.chunk)
+
+    def last(self, url_end: str) -> Sent:
+        """Return the last request whose URL ends with ``url_end``."""
+        return [s for s in self.sent if s[0].endswith(url_end)][-1]
+
+
+@pytest_asyncio.fixture
+async def recorder() -> AsyncIterator[Recorder]:
+    """Return a Recorder; its session is closed after the test."""
+    rec = Recorder()
+    try:
+        yield rec
+    finally:
+        await rec.session.close()
+
+
+async def _replay(sent: Sent, port: int, source: str = "127.0.0.1") -> tuple[int, Any]:
+    """Send a capture's path, headers and body unchanged to ``127.0.0.1:port`` from ``source``."""
+    url, headers, body = sent
+    path = url.split("/", 3)[3]
+    connector = aiohttp.TCPConnector(local_addr=(source, 0))
+    async with (
+        aiohttp.ClientSession(connector=connector) as http,
+        http.post(f"http://127.0.0.1:{port}/{path}", data=body, headers=headers) as resp,
+    ):
+        return resp.status, await resp.json()
+
+
+@pytest.fixture
+def replay() -> Callable[..., Awaitable[tuple[int, Any]]]:
+    """Return ``await replay(sent, port, source="127.0.0.1")``: (status, JSON answer)."""
+    return _replay
+
+
+async def _metric(session: Any, url: str, sample: str) -> float:
+    async with session.get(url) as resp:
+        text = await resp.text()
+    found = [ln for ln in text.splitlines() if ln.startswith(sample + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+@pytest.fixture
+def metric() -> Callable[..., Awaitable[float]]:
+    """Return ``await metric(session, url, sample)``: a sample's value from a /metrics page
+    (``session``: an aiohttp ClientSession or test client), 0.0 when it is absent."""
+    return _metric

@@ -159,9 +159,9 @@ class Hub:
 
     def signed(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         """Send a request signed as the agent; check the hub signed its answer, errors too."""
-        key = self.agent.key
-        assert key is not None
-        headers = signed_headers(AGENT, key, method, path, body, time.time())
+        key, hub_id = self.agent.key, self.agent.hub_id
+        assert key is not None and hub_id is not None
+        headers = signed_headers(AGENT, key, hub_id, method, path, body, time.time())
 
         async def go() -> tuple[int, bytes, str | None]:
             async with self.client.request(method, path, data=body, headers=headers) as resp:
@@ -169,7 +169,7 @@ class Hub:
 
         status, raw, signature = self.run(go())
         if status != 405:  # the router refuses a wrong method before the request is verified
-            verify_answer(key, headers[NONCE_HEADER], status, raw, signature)
+            verify_answer(key, hub_id, AGENT, headers[NONCE_HEADER], status, raw, signature)
         return status, json.loads(raw)
 
 
