@@ -63,7 +63,7 @@ class AgentChooser:
         self._charge: dict[int, float] = {}
         self._allowed_for: FleetState | None = None
         self._allowed_sets: dict[TaskType, frozenset[int]] = {}
-        self.place_s = 0.0  # wall time inside Placer.place_one only
+        self.place_s = 0.0  # wall time of the update_live pass and Placer.place_one
         self.decisions = 0
 
     def _contract(self, task: Task) -> PreparedTask:
@@ -106,14 +106,15 @@ class AgentChooser:
         """
         placer = self.placers[task.origin]
         allowed = self._allowed(state, (task.model, task.precision))
+        prepared = self._contract(task)
+        queued = [self._queued(state, dev, now) for dev in range(len(placer.device_ids))]
+        t0 = time.perf_counter()  # the live-state pass is part of every decision's cost
         for dev, device_id in enumerate(placer.device_ids):
             placer.update_live(
                 device_id,
-                queued_s=self._queued(state, dev, now),
+                queued_s=queued[dev],
                 health=Health.ONLINE if dev in allowed else Health.OFFLINE,
             )
-        prepared = self._contract(task)
-        t0 = time.perf_counter()
         decision = placer.place_one(prepared)
         self.place_s += time.perf_counter() - t0
         self.decisions += 1

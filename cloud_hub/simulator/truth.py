@@ -76,19 +76,19 @@ def published_s(sd: SimDevice, model: str, precision: str) -> tuple[float, str] 
     return None
 
 
-def scaled_s(
-    sd: SimDevice, model: str, precision: str, *, exclude: str | None = None
-) -> tuple[float, str] | None:
+def scaled_s(sd: SimDevice, model: str, precision: str) -> tuple[float, str] | None:
     """Return (seconds, reference model): another model's figure scaled by the GOPs ratio.
 
     The reference is a model with a figure on ``sd`` (``published_s``), of the same kind
-    of task when there is one, then nearest in GOPs; ``exclude`` leaves one model out
-    (for calibrating the rule). None when the device has no figure at all.
+    of task when there is one, then nearest in GOPs. None when the device has no figure at
+    all, and for training jobs (their GOPs are priors, not published figures).
     """
     info = model_info(model)
+    if info.task_type == "training":  # their GOPs are rough priors (models.TRAINING): no scaling
+        return None
     best: tuple[tuple[bool, float], float, str] | None = None
     for name, ref in MODELS.items():
-        if name in (model, exclude):
+        if name == model or ref.task_type == "training":
             continue
         pub = published_s(sd, name, precision)
         if pub is None or not math.isfinite(pub[0]) or pub[0] <= 0:
