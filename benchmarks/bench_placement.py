@@ -48,12 +48,13 @@ PRECISION_BYTES = {"int8": 1, "fp16": 2, "fp32": 4}
 def fleet(n_devices: int) -> list:
     """Return ``n_devices`` devices: every board profile's devices, repeated as boxes."""
     names = list_profiles()
+    per_board = {name: len(devices_from_profiles([name])) for name in names}
     boards: list[str] = []
-    devices: list = []
-    while len(devices) < n_devices:
+    total = 0
+    while total < n_devices:  # count first: building the fleet is linear in its boards
         boards.append(names[len(boards) % len(names)])
-        devices = devices_from_profiles(boards)
-    return devices[:n_devices]
+        total += per_board[boards[-1]]
+    return devices_from_profiles(boards)[:n_devices]
 
 
 def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
