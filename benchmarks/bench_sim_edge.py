@@ -1,6 +1,6 @@
 """Scenario (a) of issue 7: a mixed edge fleet, an inference mix at 50% and 80% load.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_edge.py [--tasks N] [--seed S]``.
+Run: ``python benchmarks/bench_sim_edge.py [--tasks N] [--seed S]``.
 Prints a table per load, then one JSON line with the issue's keys. Each key is the worse
 of the two loads (``slo_at_50pct`` is the 50% run). Ground truth is an emulation from the
 firmware profiles' published latencies (see docs/simulator.md), never tuned to a result.

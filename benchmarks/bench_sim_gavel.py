@@ -1,6 +1,6 @@
 """Scenario (b) of issue 7: Gavel's K80 / P100 / V100 cluster and its Philly-derived traces.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_gavel.py [--cluster 36:36:36] [--progress]``.
+Run: ``python benchmarks/bench_sim_gavel.py [--cluster 36:36:36] [--progress]``.
 Jobs are tasks (work = training steps), GPUs are devices described inline whose true
 speeds are Gavel's measured steps/s; JCT is the latency. Single-GPU jobs only. hetmesh
 policies run twice: from cold (datasheet roofline, learning from feedback) and with the

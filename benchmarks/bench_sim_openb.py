@@ -1,6 +1,6 @@
 """Scenario (c) of issue 7: GPU-sharing fragmentation on Alibaba's openb trace (FGD).
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_openb.py [--every 4] [--seed 1] [--progress]``.
+Run: ``python benchmarks/bench_sim_openb.py [--every 4] [--seed 1] [--progress]``.
 GPUs of the openb GPU nodes (every ``--every``-th node) are devices with a 1000 milli-GPU
 share; single-GPU pods take their ``gpu_milli``. Pods arrive in trace order, then are drawn
 from the trace until the requests reach the cluster's capacity (FGD's inflation). Metric:

@@ -1,6 +1,6 @@
 """Issue 8 in the simulator: resource pools under a flooding tenant.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_pools.py [--seed S] [--duration D]``.
+Run: ``python benchmarks/bench_sim_pools.py [--seed S] [--duration D]``.
 One emulated RK3588 (its CPU), a steady tenant and a tenant that floods for most of the
 run, without pools, with pools, and with the flooder allowed to borrow; the pool rules are
 the agent's own (``edge_agent.agent.pools``). Prints a table, then one JSON line.

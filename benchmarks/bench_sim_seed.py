@@ -1,6 +1,6 @@
 """Issue 8 in the simulator: peak shifting on real grid intensities, FPGA exclusive vs shared.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_seed.py [--days D] [--seed S]``.
+Run: ``python benchmarks/bench_sim_seed.py [--days D] [--seed S]``.
 Prints the carbon runs per start date and the FPGA runs, then one JSON line. All figures
 are simulated (ground truth: published per-model latencies, see docs/simulator.md); the
 intensities are the real hourly 2022 series in benchmarks/data/carbon_intensity.
