@@ -3,7 +3,8 @@
 ``chromium``: Debian's chromium driven by Playwright, for the browser tests (the hub's dashboard,
 the agent's status page). Needs ``apt-get install chromium`` and ``pip install playwright``
 (no ``playwright install``: the system browser is used). Skipped with the reason when either
-is missing, unless ``HETMESH_REQUIRE_BROWSER=1`` (set in CI), where a missing browser fails.
+is missing, unless ``HETMESH_REQUIRE_BROWSER=1`` (or ``HETMESH_REQUIRE_ALL=1``), where a
+missing browser fails.
 
 ``emulated_agent``: a maker of agent configs for an emulated board in the test's ``tmp_path``.
 ``hub_config``: a maker of hub configs in ``tmp_path / "hub"`` with known join and admin tokens.
@@ -31,7 +32,14 @@ unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
 on the ``/metrics`` page at ``url`` (0.0 when absent).
 
 ``netns_fleet``: starts ``edge_agent.mesh.netns.start_fleet`` for the module (root; skipped
-with the reason where network namespaces cannot be made).
+with the reason where network namespaces cannot be made, failed instead with
+``HETMESH_REQUIRE_NETNS=1`` or ``HETMESH_REQUIRE_ALL=1``).
+
+Fail, don't skip, in CI: with ``HETMESH_REQUIRE_ALL=1`` (set in ``.ci/run``) every skipped
+test is reported as failed (a real component it needs, such as network namespaces, the
+browser, the compiled kernel or onnxruntime, could not run), except tests marked
+``@pytest.mark.platform``: a branch for another kind of machine (an NVIDIA driver, an
+architecture), whose counterpart runs here.
 """
 
 from __future__ import annotations
@@ -70,6 +78,35 @@ CHROMIUM_ARGS = [
 ]
 
 
+def required(component: str) -> bool:
+    """Return True when a missing ``component`` must fail the test rather than skip it."""
+    env = os.environ
+    return env.get("HETMESH_REQUIRE_ALL") == "1" or env.get(f"HETMESH_REQUIRE_{component}") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``platform`` marker (a skip that HETMESH_REQUIRE_ALL allows)."""
+    config.addinivalue_line(
+        "markers", "platform: runs on one kind of machine only; its skip elsewhere is allowed"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """With ``HETMESH_REQUIRE_ALL=1``, report a skipped test (not ``platform``) as failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and not hasattr(report, "wasxfail")
+        and os.environ.get("HETMESH_REQUIRE_ALL") == "1"
+        and item.get_closest_marker("platform") is None
+    ):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under HETMESH_REQUIRE_ALL=1, which fails skips: {reason}"
+
+
 @pytest_asyncio.fixture
 async def chromium() -> AsyncIterator[Any]:
     """Yield a launched headless chromium (a Playwright ``Browser``), closed afterwards."""
@@ -81,7 +118,7 @@ async def chromium() -> AsyncIterator[Any]:
     if missing is None and not shutil.which(CHROMIUM):
         missing = f"{CHROMIUM} is missing (apt-get install chromium)"
     if missing is not None:
-        if os.environ.get("HETMESH_REQUIRE_BROWSER") == "1":
+        if required("BROWSER"):
             pytest.fail(missing)
         pytest.skip(missing)
     async with async_playwright() as pw:
@@ -206,6 +243,8 @@ def netns_fleet() -> Iterator[Callable[..., Any]]:
             try:
                 return stack.enter_context(start_fleet(*args))
             except NetnsUnavailable as err:
+                if required("NETNS"):
+                    pytest.fail(f"network namespaces unavailable (HETMESH_REQUIRE_NETNS): {err}")
                 pytest.skip(f"network namespaces unavailable: {err}")
 
         yield start

@@ -267,6 +267,11 @@ def test_a_missing_status_page_file_is_a_json_404(agent: Agent) -> None:
 )
 @given(data=st.data(), body=BODIES)
 def test_no_unsigned_request_makes_a_5xx(agent: Agent, data: st.DataObject, body: bytes) -> None:
+    unsigned_request(agent, data, body)
+
+
+def unsigned_request(agent: Agent, data: st.DataObject, body: bytes) -> None:
+    """Send one drawn request without a signature: never a 5xx, errors in the error shape."""
     own, template = data.draw(st.sampled_from(agent.routes), label="route")
     method = data.draw(st.sampled_from((own, *METHODS)), label="method")
 
@@ -411,13 +416,21 @@ MESH_BODIES = st.one_of(
 )
 
 
+HOSTILE_MESH = MESH_BODIES | st.tuples(st.sampled_from(MESH_ROUTES), BODIES)
+
+
 @settings(
     max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(case=MESH_BODIES | st.tuples(st.sampled_from(MESH_ROUTES), BODIES))
+@given(case=HOSTILE_MESH)
 def test_no_signed_hostile_mesh_body_makes_a_5xx(agent: Agent, case: tuple[str, Any]) -> None:
+    signed_hostile_body(agent, case)
+
+
+def signed_hostile_body(agent: Agent, case: tuple[str, Any]) -> None:
+    """Send one signed hostile mesh body: never a 5xx; a 400 names what to fix."""
     route, doc = case
     body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
     status, answer = agent.signed(route, body)
@@ -520,8 +533,21 @@ def test_a_hello_signed_with_our_own_agent_id_is_a_409_in_the_error_shape(agent:
     assert status == 409 and "is ours" in assert_error_shape(status, raw, content_type)["error"]
 
 
+def fuzz_batch(agent: Agent, examples: int = 40) -> None:
+    """Fuzz the agent here and now: unsigned requests, then signed hostile mesh bodies."""
+    quick = settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    quick(
+        given(data=st.data(), body=BODIES)(lambda data, body: unsigned_request(agent, data, body))
+    )()
+    quick(given(case=HOSTILE_MESH)(lambda case: signed_hostile_body(agent, case)))()
+
+
 def test_the_agent_keeps_working_after_the_fuzz(agent: Agent) -> None:
-    """Runs after the fuzz tests (file order): earlier work is intact, new work completes."""
+    """After a fuzz batch of its own (whatever ran before): earlier work is intact, new work
+    completes."""
+    fuzz_batch(agent)
     status, raw, _, _ = agent.request("GET", f"/v1/tasks/{agent.task_id}")
     assert status == 200
     after = json.loads(raw)["task"]
