@@ -37,15 +37,23 @@ def run_carbon(
     seed: int = 1,
     sigma: float = 0.1,
     max_load: float = 0.7,
+    published_only: bool = False,
 ) -> dict[str, Any]:
-    """Simulate ``workload`` under ``policy`` (deferral on or off); return CO2 and deadlines."""
-    tasks, truth, feasible, _ = prepare_run(fleet, workload, seed, sigma)
+    """Simulate ``workload`` under ``policy`` (deferral on or off); return CO2 and deadlines.
+
+    ``published_only``: only the (type, device) pairs with a published figure take work.
+    """
+    tasks, truth, feasible, _ = prepare_run(
+        fleet, workload, seed, sigma, published_only=published_only
+    )
     memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in truth.types}
     state = FleetState(fleet, truth, feasible, memory)
     chooser = CarbonAgentChooser(fleet, policy)
     shifter = PeakShifter(fleet, chooser.estimate, max_load=max_load) if defer else None
     out = simulate(tasks, state, chooser, holder=shifter)
-    return summarize_carbon(fleet, tasks, out, shifter)
+    return summarize_carbon(fleet, tasks, out, shifter) | {
+        "published_share": truth.coverage(feasible)
+    }
 
 
 def summarize_carbon(
@@ -57,6 +65,10 @@ def summarize_carbon(
     deferrable = [t.index for t in tasks if t.deferrable]
     holds = shifter.holds if shifter is not None else []
     waits = [h.release_s - h.arrived_s for h in shifter.holds] if shifter is not None else [0.0]
+    by_site: dict[str, float] = dict.fromkeys(fleet.boxes, 0.0)
+    for t in tasks:
+        if out.device[t.index] >= 0:
+            by_site[fleet.boxes[fleet.devices[out.device[t.index]].box]] += grams[t.index]
     return {
         "tasks": len(tasks),
         "deferrable": len(deferrable),
@@ -70,15 +82,25 @@ def summarize_carbon(
         "guaranteed": [h.task for h in holds if h.guaranteed],
         "mean_hold_h": sum(waits) / max(len(waits), 1) / 3600.0,
         "sites": {fleet.boxes[b]: fleet.site(b).label() for b in range(len(fleet.boxes))},
+        "co2_g_by_site": by_site,
     }
 
 
 def compare(
-    fleet: Fleet, workload: Workload, policy: Policy, *, seed: int = 1, max_load: float = 0.7
+    fleet: Fleet,
+    workload: Workload,
+    policy: Policy,
+    *,
+    seed: int = 1,
+    max_load: float = 0.7,
+    published_only: bool = False,
 ) -> dict[str, Any]:
     """Run at once and with peak shifting; return both and the saving on deferrable work."""
-    now = run_carbon(fleet, workload, policy, defer=False, seed=seed)
-    shifted = run_carbon(fleet, workload, policy, defer=True, seed=seed, max_load=max_load)
+    only = published_only
+    now = run_carbon(fleet, workload, policy, defer=False, seed=seed, published_only=only)
+    shifted = run_carbon(
+        fleet, workload, policy, defer=True, seed=seed, max_load=max_load, published_only=only
+    )
     base = now["co2_g_deferrable"]
     return {
         "at_once": now,
@@ -86,4 +108,5 @@ def compare(
         "carbon_saving_deferrable": 1.0 - shifted["co2_g_deferrable"] / base if base else 0.0,
         "deadline_misses": shifted["deadline_misses"],
         "misses_caused": len(set(shifted["missed"]) - set(now["missed"])),
+        "published_share": now["published_share"],
     }

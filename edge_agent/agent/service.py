@@ -59,7 +59,11 @@ class Agent:
         self._jobs: dict[str, Job] = {}
         #: what makes the agent ``degraded``: each returns its problems (one line each); other
         #: concerns (the hub link's clock, ...) append theirs
-        self.checks: list[Callable[[], list[str]]] = [self._storage_problems, self.loops.problems]
+        self.checks: list[Callable[[], list[str]]] = [
+            self._storage_problems,
+            self.loops.problems,
+            self._link_problems,
+        ]
         self.mesh: MeshLink | None = None  # set by the app when [mesh] is on (mesh_link.py)
         self.finish_waiters: dict[str, asyncio.Future[Outcome]] = {}  # task id -> outcome
         self.carbon = CarbonSource.from_config(config)  # None: the profiles' intensity
@@ -236,6 +240,10 @@ class Agent:
     def problems(self) -> list[str]:
         """Return what degrades the agent now, one line each (empty: ``ok``)."""
         return [line for check in self.checks for line in check()]
+
+    def _link_problems(self) -> list[str]:
+        problem = None if self.link is None else self.link.problem()  # our clock vs the hub's
+        return [] if problem is None else [problem]
 
     def _storage_problems(self) -> list[str]:
         db = self.store.db
