@@ -278,8 +278,6 @@ def _status(args: argparse.Namespace) -> int:
         f"{': ' + health['problem'] if health.get('problem') else ''}, policy {health['policy']}, "
         f"queue {health['queue_depth']}, on devices {health['backlog']}"
     )
-    for problem in health.get("problems") or []:  # storage, loops, clock, ...: what to look at
-        print(f"  degraded: {problem}")
     rows = [("DEVICE", "KIND", "EMU", "QUEUED S", "RUNNING")]
     for d in devices:
         rows.append(

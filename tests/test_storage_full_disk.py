@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import io
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from edge_agent import loops
 from edge_agent.agent import db
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.db import StorageUnavailable
+from edge_agent.cli import main as cli_main
 
 pytestmark = pytest.mark.asyncio
 
@@ -114,6 +116,10 @@ async def test_full_disk_mid_run_strands_no_task(
             assert "cannot store data now" in (await resp.json())["error"]
         health = await get_json(session, f"{url}/v1/health")
         assert health["loops"]["agent-telemetry"]["restarts"] >= 1  # died on the full disk
+        shown = io.StringIO()
+        with contextlib.redirect_stdout(shown):
+            assert await asyncio.to_thread(cli_main, ["status", "--url", url]) == 0
+        assert f"at {url}: degraded: storage: cannot write" in shown.getvalue()
 
         filler.unlink()  # space again: no restart, the retried writes land
 
