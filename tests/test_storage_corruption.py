@@ -250,3 +250,33 @@ async def test_clean_stop_leaves_no_wal(
     conn = sqlite3.connect(config.db_path)
     assert conn.execute("SELECT count(*) FROM tasks").fetchone()[0] == 200  # in the file
     conn.close()
+
+
+@pytest.mark.asyncio
+async def test_damage_found_while_running_is_named_in_health(
+    tmp_path: Path,
+    emulated_agent: Callable[..., AgentConfig],
+    agent_daemon: Callable[[AgentConfig], AbstractAsyncContextManager[str]],
+) -> None:
+    """Blocks flipped under a running agent: listings answer 503 naming the file and the
+    repair, not 500, and the health says the database is damaged."""
+    data = tmp_path / "data"
+    await populated(data)
+    config = emulated_agent(data_dir=data)
+    async with agent_daemon(config) as url, aiohttp.ClientSession() as session:
+        db = data / "agent.db"
+        pages = db.stat().st_size // PAGE
+        with db.open("r+b") as f:
+            for page in range(pages // 3, 2 * pages // 3):
+                f.seek(page * PAGE)
+                f.write(b"\xa5" * PAGE)
+        async with session.get(f"{url}/v1/tasks?limit=10000&state=queued") as resp:
+            assert resp.status == 503, await resp.text()
+            error = (await resp.json())["error"]
+        assert str(db) in error and f"edge-agent repair --data-dir {data}" in error
+        async with session.get(f"{url}/v1/health") as resp:
+            health = await resp.json()
+        assert health["status"] == "degraded" and health["storage"]["damaged"]
+        assert any(
+            p.startswith(f"storage: database {db} cannot be read") for p in health["problems"]
+        )

@@ -105,6 +105,8 @@ class Hub:
         """Return the hub's health: ``degraded`` with its problems (storage, loops), else ``ok``."""
         db = self.store.db
         problems = [f"storage: {db.trouble}"] if db.trouble is not None else []
+        if db.damaged is not None:
+            problems.append(f"storage: database {db.damaged}; run `{db.repair}` once stopped")
         if self.store.bad_rows:
             problems.append(f"storage: {self.store.bad_rows} damaged rows skipped (see the log)")
         problems += self.loops.problems()
@@ -118,6 +120,7 @@ class Hub:
                 "trouble": db.trouble,
                 "failed_commits": db.failed_commits,
                 "bad_rows": self.store.bad_rows,
+                "damaged": db.damaged,
             },
             "loops": self.loops.status(),
         }

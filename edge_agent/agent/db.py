@@ -142,6 +142,7 @@ class Database:
         self._lock = threading.Lock()
         self.schema_version = 0
         self.trouble: str | None = None  # why the last commit failed; None once one lands
+        self.damaged: str | None = None  # a read found the file damaged (found after start)
         self.failed_commits = 0
         self.retrying = 0  # ``persist`` calls waiting for the storage to come back
 
@@ -300,7 +301,14 @@ class Database:
             self._local.db = db
             with self._lock:
                 self._read_conns.append(db)
-        return fn(db)
+        try:
+            return fn(db)
+        except sqlite3.DatabaseError as err:
+            if type(err) is not sqlite3.DatabaseError:  # a query's own error, not the file's
+                raise
+            self.damaged = f"{self.path} cannot be read ({err})"
+            steps = f": stop the service and run `{self.repair}`" if self.repair else ""
+            raise StoreError(f"database {self.damaged}{steps}") from err
 
 
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -252,6 +252,8 @@ class Agent:
             found.append(f"storage: {db.trouble} ({db.retrying} task updates waiting)")
         if self.store.bad_rows:
             found.append(f"storage: {self.store.bad_rows} damaged task rows skipped (see the log)")
+        if db.damaged is not None:
+            found.append(f"storage: database {db.damaged}; run `{db.repair}` once stopped")
         return found
 
     def storage(self) -> dict[str, Any]:
@@ -264,6 +266,7 @@ class Agent:
             "retrying_writes": db.retrying,
             "failed_commits": db.failed_commits,
             "bad_rows": self.store.bad_rows,
+            "damaged": db.damaged,
         }
 
     def health(self) -> dict[str, Any]:
