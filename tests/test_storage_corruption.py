@@ -26,6 +26,7 @@ import aiohttp
 import pytest
 
 import edge_agent
+from cloud_hub.cli import main as hub_main
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.store import HubStore
@@ -231,6 +232,25 @@ async def test_hub_refuses_a_damaged_database(tmp_path: Path) -> None:
         await asyncio.to_thread(HubStore(path).open)
     assert str(path) in str(caught.value)
     assert f"cloud-hub repair --data-dir {path.parent}" in str(caught.value)
+
+
+def test_hub_cli_refuses_then_repairs_a_truncated_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "hub"
+    store = HubStore(data / "hub.db")
+    store.open()
+    store.close()
+    os.truncate(data / "hub.db", 0)
+    (tmp_path / "hub.toml").touch()
+    monkeypatch.setenv("CLOUD_HUB_CONFIG", str(tmp_path / "hub.toml"))
+    assert hub_main(["run", "--port", "0", "--data-dir", str(data)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(data / "hub.db") in err
+    assert f"cloud-hub repair --data-dir {data}" in err
+    assert hub_main(["repair", "--data-dir", str(data)]) == 0
+    assert "starts with an empty database" in capsys.readouterr().out
+    assert not marker_path(data / "hub.db").exists()
 
 
 @pytest.mark.asyncio
