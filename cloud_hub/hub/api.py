@@ -26,6 +26,7 @@ from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError
 
@@ -259,11 +260,14 @@ async def _base_css(request: web.Request) -> web.FileResponse:
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
     # the first is outermost: it signs error answers too
-    middlewares = [_sign_answers, _errors, missing_files]
+    guard = ConnectionGuard(ServerLimits.of(config))
+    middlewares = [_sign_answers, _errors, guard.middleware, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
+    app[GUARD], app[BODY_CAP] = guard, config.max_body_bytes
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
         hub = Hub(config, clock)
+        hub.metrics.registry.register(guard)  # connections and cuts on /metrics
         await hub.start()
         app[HUB] = hub
         yield
