@@ -25,7 +25,7 @@ import resource
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 from aiohttp.typedefs import Middleware
@@ -185,7 +185,9 @@ class ConnectionGuard(Collector):
     async def _read_body(self, request: web.Request) -> tuple[web.Request, web.Response | None]:
         """Return ``request`` with its body read (handlers' ``read()`` answers from memory),
         or an error answer when the body breaks the cap or arrives too slowly."""
-        cap = request.config_dict.get(BODY_CAP)
+        # the innermost application's cap (config_dict sees only those up to the current one)
+        caps = [app[BODY_CAP] for app in request.match_info.apps if BODY_CAP in app]
+        cap = caps[-1] if caps else None
         if cap is not None:
             declared = request.content_length
             if declared is not None and declared > cap:
@@ -259,7 +261,7 @@ class _Tracked(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None  # None: refused
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport
         if self._guard.opened(transport):
             self._transport = transport
             self._inner.connection_made(transport)
