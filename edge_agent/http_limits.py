@@ -53,9 +53,7 @@ _LATE = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
 
 def _raw_error(head: bytes, status: int, message: str) -> bytes:
     body = f'{{"ok": false, "error": "{message}", "status": {status}}}'.encode()
-    return (
-        head + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
-    )
+    return head + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
 
 
 @dataclass(frozen=True)
@@ -227,7 +225,6 @@ class ConnectionGuard(Collector):
             cuts.add_metric([reason], float(self.counts[reason]))
         yield gauge
         yield cuts
-
 
     def fit_descriptors(self) -> None:
         """Raise this process's open-file limit to hold ``max_connections`` (up to the hard
