@@ -162,7 +162,9 @@ class ConnectionGuard(Collector):
     def middleware(self) -> Middleware:
         """Return the middleware marking requests busy and reading bodies within the limits.
 
-        Place it inside ``json_errors``; its own 408/413 answers close the connection.
+        Place it first (outermost): the handlers get a copy of the request with its body
+        read (``Request.clone``), so request state set inside is not seen by middleware
+        outside it. Its 408/413 answers are in the JSON error shape and close the connection.
         """
 
         @web.middleware

@@ -259,9 +259,10 @@ async def _base_css(request: web.Request) -> web.FileResponse:
 
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
-    # the first is outermost: it signs error answers too
+    # the first is outermost: the guard hands the request, its body read, to the rest (see
+    # ConnectionGuard.middleware); then the signer, which signs error answers too
     guard = ConnectionGuard(ServerLimits.of(config))
-    middlewares = [_sign_answers, _errors, guard.middleware, missing_files]
+    middlewares = [guard.middleware, _sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
     app[GUARD], app[BODY_CAP] = guard, config.max_body_bytes
 

@@ -244,7 +244,7 @@ def make_app(config: AgentConfig) -> web.Application:
     guard = ConnectionGuard(ServerLimits.of(config))
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        middlewares=[_errors, guard.middleware, missing_files],
+        middlewares=[guard.middleware, _errors, missing_files],  # the guard first: see its doc
     )
     app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
     app.cleanup_ctx.append(_agent_ctx)
