@@ -16,33 +16,50 @@ from pathlib import Path
 
 import pytest
 
+from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE
+from edge_agent.mesh.advertise import SERVICE_TYPE
 from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable, NodeProcess
 
 pytestmark = pytest.mark.slow
 KEY_TEXT = "mdns-scope-test-fleet-key-000000"
 
-#: Browse ``_hetmesh._tcp`` from one address for a while; print {instance: [addresses]}.
+#: Browse a service type from one address for a while; print {instance: [addresses]}.
 BROWSE = """
 import asyncio, json, sys
 from zeroconf import IPVersion, ServiceStateChange
 from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZeroconf
 async def main() -> None:
-    address, seconds = sys.argv[1], float(sys.argv[2])
+    address, seconds, kind = sys.argv[1], float(sys.argv[2]), sys.argv[3]
     aiozc = AsyncZeroconf(interfaces=[address], ip_version=IPVersion.V4Only)
     names: set[str] = set()
     def changed(zeroconf, service_type, name, state_change) -> None:
         if state_change is not ServiceStateChange.Removed:
             names.add(name)
-    browser = AsyncServiceBrowser(aiozc.zeroconf, "_hetmesh._tcp.local.", handlers=[changed])
+    browser = AsyncServiceBrowser(aiozc.zeroconf, kind, handlers=[changed])
     await asyncio.sleep(seconds)
     seen = {}
     for name in sorted(names):
-        info = AsyncServiceInfo("_hetmesh._tcp.local.", name)
+        info = AsyncServiceInfo(kind, name)
         await info.async_request(aiozc.zeroconf, 1000)
         seen[name] = info.parsed_addresses(IPVersion.V4Only)
     await browser.async_cancel()
     await aiozc.async_close()
     print(json.dumps(seen))
+asyncio.run(main())
+"""
+
+
+#: Announce two hubs from one host, on loopback and on the LAN address (argv: address).
+HUBS = """
+import asyncio, sys
+from cloud_hub.hub.advertise import HubAdvertiser
+async def main() -> None:
+    loop, lan = HubAdvertiser("hub-loop", "127.0.0.1", 1), HubAdvertiser("hub-lan", sys.argv[1], 1)
+    hubs = [loop, lan]
+    for hub in hubs:
+        await hub.start()
+    print("ready", flush=True)
+    await asyncio.sleep(60)
 asyncio.run(main())
 """
 
@@ -59,10 +76,10 @@ def lan() -> Iterator[Lan]:
         net.close()
 
 
-def _browse(lan: Lan, host: int, seconds: float) -> dict[str, list[str]]:
+def _browse(lan: Lan, host: int, seconds: float, kind: str) -> dict[str, list[str]]:
     cmd = ["ip", "netns", "exec", lan.ns(host), sys.executable, "-c", BROWSE]
     proc = subprocess.run(
-        [*cmd, lan.address(host), str(seconds)],
+        [*cmd, lan.address(host), str(seconds), kind],
         capture_output=True,
         timeout=seconds + 30,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
@@ -80,7 +97,7 @@ def test_an_agent_on_loopback_is_invisible_from_another_host(lan: Lan, tmp_path:
     try:
         local.wait_ready()
         shared.wait_ready()
-        seen = _browse(lan, 1, 3.0)
+        seen = _browse(lan, 1, 3.0, SERVICE_TYPE)
         local_status = local.status()
     finally:
         local.stop()
@@ -92,3 +109,19 @@ def test_an_agent_on_loopback_is_invisible_from_another_host(lan: Lan, tmp_path:
     assert all("127.0.0.1" not in addresses for addresses in seen.values()), seen
     # and it never acts on the LAN node it shares the host with: not even a challenge
     assert local_status["peers"] == [], local_status["peers"]
+
+
+def test_a_hub_announced_on_loopback_is_invisible_from_another_host(lan: Lan) -> None:
+    cmd = ["ip", "netns", "exec", lan.ns(0), sys.executable, "-c", HUBS, lan.address(0)]
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    hubs = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    try:
+        assert hubs.stdout is not None and hubs.stdout.readline() == b"ready\n"
+        seen = _browse(lan, 1, 3.0, HUB_SERVICE_TYPE)
+    finally:
+        hubs.kill()
+        hubs.wait(5)
+        if hubs.stdout is not None:
+            hubs.stdout.close()
+    assert seen.get(f"hub-lan.{HUB_SERVICE_TYPE}") == [lan.address(0)], seen
+    assert f"hub-loop.{HUB_SERVICE_TYPE}" not in seen, seen
