@@ -309,3 +309,14 @@ async def test_the_hub_has_the_same_limits(hub_url: Callable[..., Any]) -> None:
     late = _metric(text, "hetmesh_http_limited_total", "header_timeout")
     assert evicted >= 2 and late >= 1
     assert evicted + late == 12  # every slow head was cut, one way or the other
+
+
+async def test_the_hub_reads_its_limits_from_the_api_table_and_environment(tmp_path: Path) -> None:
+    from cloud_hub.hub.config import ConfigError, load_config
+
+    path = tmp_path / "hub.toml"
+    path.write_text("[api]\nheader_timeout_s = 4\nmax_connections = 100\n")
+    config = load_config(path, {"CLOUD_HUB_BODY_TIMEOUT_S": "30"})
+    assert (config.header_timeout_s, config.body_timeout_s, config.max_connections) == (4, 30, 100)
+    with pytest.raises(ConfigError, match=r"max_connections must be 1\.\.1000000"):
+        load_config(path, {"CLOUD_HUB_MAX_CONNECTIONS": "-1"})
