@@ -96,6 +96,23 @@ async def _normal_requests(url: str, n: int, timeout_s: float) -> int:
         return sum(await asyncio.gather(*(one(session) for _ in range(n))))
 
 
+async def _flooded(url: str, slow: int, normal: int, settle_s: float = 0.0) -> tuple[int, str]:
+    """Hold ``slow`` slow heads open while ``normal`` requests run (10 s each at most);
+    return (how many were served, /metrics ``settle_s`` later)."""
+    flood = await asyncio.to_thread(_slow_heads, _port(url), slow)
+    try:
+        served = await _normal_requests(url, normal, timeout_s=10)
+        await asyncio.sleep(settle_s)
+        return served, await _metrics(url)
+    finally:
+        for s in flood:
+            s.close()
+
+
+def _port(url: str) -> int:
+    return int(url.rsplit(":", 1)[1])
+
+
 @contextlib.contextmanager
 def _agent_process(tmp: Path, soft_nofile: int, **env: str) -> Iterator[str]:
     """Run ``edge-agent run`` with a soft open-file limit of ``soft_nofile`` (the stock
@@ -135,14 +152,7 @@ def _agent_process(tmp: Path, soft_nofile: int, **env: str) -> Iterator[str]:
 async def test_2000_slow_head_connections_leave_normal_requests_served(tmp_path: Path) -> None:
     # the finding: at the stock open-file limit of 1,024, 1,100 slow heads starved the agent
     with _open_files(FLOOD + 1000), _agent_process(tmp_path, 1024) as url:
-        port = int(url.rsplit(":", 1)[1])
-        flood = await asyncio.to_thread(_slow_heads, port, FLOOD)
-        try:
-            served = await _normal_requests(url, NORMAL, timeout_s=10)
-            text = await _metrics(url)
-        finally:
-            for s in flood:
-                s.close()
+        served, text = await _flooded(url, FLOOD, NORMAL)
     assert served >= NORMAL - 2, f"{served} of {NORMAL} normal requests served"
     # the agent raised its own limit and holds every slow head (none was refused)
     assert _metric(text, "hetmesh_http_connections") >= FLOOD
@@ -155,14 +165,7 @@ async def test_at_the_connection_cap_slow_heads_make_room_for_real_requests(
     cap = 300
     env = {"EDGE_AGENT_MAX_CONNECTIONS": str(cap), "EDGE_AGENT_HEADER_TIMEOUT_S": "60"}
     with _open_files(FLOOD + 1000), _agent_process(tmp_path, 1024, **env) as url:
-        port = int(url.rsplit(":", 1)[1])
-        flood = await asyncio.to_thread(_slow_heads, port, FLOOD)
-        try:
-            served = await _normal_requests(url, NORMAL, timeout_s=10)
-            text = await _metrics(url)
-        finally:
-            for s in flood:
-                s.close()
+        served, text = await _flooded(url, FLOOD, NORMAL)
     assert served >= NORMAL - 2, f"{served} of {NORMAL} normal requests served"
     assert _metric(text, "hetmesh_http_connections") <= cap
     # every connection past the cap closed the oldest slow head: the flood, then ours
@@ -174,7 +177,7 @@ async def test_a_slow_head_is_closed_at_the_header_timeout_and_counted(
 ) -> None:
     config = emulated_agent(header_timeout_s=0.3)
     async with agent_daemon(config) as url:
-        port = int(url.rsplit(":", 1)[1])
+        port = _port(url)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         started = time.monotonic()
         writer.write(SLOW_HEAD)
@@ -201,7 +204,7 @@ async def test_a_slow_body_is_answered_408_and_counted(
     emulated_agent: Callable[..., AgentConfig], agent_daemon: Serve
 ) -> None:
     async with agent_daemon(emulated_agent(body_timeout_s=0.3)) as url:
-        port = int(url.rsplit(":", 1)[1])
+        port = _port(url)
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(
             b"POST /v1/tasks HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n"
@@ -218,7 +221,7 @@ async def test_a_slow_body_is_answered_408_and_counted(
 async def _chunked_until_answered(url: str, path: str, most: int) -> tuple[bytes, int]:
     """POST a chunked body of up to ``most`` bytes, stopping once an answer arrives;
     return (status line, body bytes sent by then)."""
-    port = int(url.rsplit(":", 1)[1])
+    port = _port(url)
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     writer.write(
         f"POST {path} HTTP/1.1\r\nHost: agent\r\nContent-Type: application/json\r\n"
@@ -264,7 +267,7 @@ async def test_a_chunked_api_body_is_refused_after_about_max_body_bytes(
 
 def _post_declared(url: str, length: int) -> bytes:
     """Send only the head of a POST declaring ``length`` bytes; return the answer."""
-    port = int(url.rsplit(":", 1)[1])
+    port = _port(url)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
         s.sendall(
             f"POST /v1/tasks HTTP/1.1\r\nHost: a\r\nContent-Length: {length}\r\n\r\n".encode()
@@ -295,15 +298,8 @@ def hub_url(hub_config: Callable[..., Any]) -> Callable[..., AbstractAsyncContex
 
 async def test_the_hub_has_the_same_limits(hub_url: Callable[..., Any]) -> None:
     async with hub_url(header_timeout_s=0.3, max_connections=10) as url:
-        port = int(url.rsplit(":", 1)[1])
-        slow = await asyncio.to_thread(_slow_heads, port, 12)  # 2 past the cap: evicted
-        try:
-            served = await _normal_requests(url, 5, timeout_s=5)
-            await asyncio.sleep(0.6)  # past the header timeout: the rest are closed
-            text = await _metrics(url)
-        finally:
-            for s in slow:
-                s.close()
+        # 2 past the cap are evicted at once, the rest closed by the header timeout
+        served, text = await _flooded(url, 12, 5, settle_s=0.6)
     assert served == 5
     evicted = _metric(text, "hetmesh_http_limited_total", "evicted")
     late = _metric(text, "hetmesh_http_limited_total", "header_timeout")
