@@ -8,7 +8,8 @@ protocol (``GuardedSite``):
   request (a slow or idle head) is closed to make room, and only when every connection is
   busy is the newcomer answered 503;
 * a request head must be complete ``header_timeout_s`` after the connection opened (or after
-  the first byte of a following request arrived), else the connection is closed;
+  the first byte of a following request arrived), else the connection is closed (an idle
+  keep-alive connection closes after ``KEEPALIVE_S``, aiohttp's ``keepalive_timeout``);
 * ``middleware`` reads each request body before the handler, within ``body_timeout_s``
   (408), counting the bytes as they arrive against the body cap in force (413): the
   service's, or a sub-application's ``BODY_CAP`` (chunked bodies included).
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import logging
 import resource
 from collections import Counter
@@ -52,7 +54,8 @@ _LATE = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"
 
 
 def _raw_error(head: bytes, status: int, message: str) -> bytes:
-    body = f'{{"ok": false, "error": "{message}", "status": {status}}}'.encode()
+    """Return a whole HTTP answer in the JSON error shape, for a connection aiohttp never saw."""
+    body = json.dumps({"ok": False, "error": message, "status": status}).encode()
     return head + b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
 
 
@@ -86,11 +89,6 @@ class ConnectionGuard(Collector):
         self.limits = limits
         self.counts: Counter[str] = Counter()
         self._conns: dict[asyncio.Transport, _Conn] = {}  # insertion order: oldest first
-
-    @property
-    def open(self) -> int:
-        """Return how many connections are open now."""
-        return len(self._conns)
 
     def count(self, reason: str) -> None:
         """Count one connection or request cut for ``reason`` (one of REASONS)."""

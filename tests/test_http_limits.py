@@ -22,6 +22,7 @@ import aiohttp
 import pytest
 
 from edge_agent.agent.config import AgentConfig
+from edge_agent.http_limits import RESERVED_FDS
 from edge_agent.mesh.routes import MAX_BODY
 
 SLOW_HEAD = b"GET /v1/health HTTP/1.1\r\nHost: agent\r\nX-Slow: "  # never finished
@@ -114,9 +115,9 @@ def _port(url: str) -> int:
 
 
 @contextlib.contextmanager
-def _agent_process(tmp: Path, soft_nofile: int, **env: str) -> Iterator[str]:
+def _agent_process(tmp: Path, soft_nofile: int, hard: bool = False, **env: str) -> Iterator[str]:
     """Run ``edge-agent run`` with a soft open-file limit of ``soft_nofile`` (the stock
-    1,024 of a service manager); yield its URL."""
+    1,024 of a service manager; ``hard``: the hard limit too); yield its URL."""
     data = tmp / "data"
     environ = {
         **os.environ,
@@ -131,8 +132,8 @@ def _agent_process(tmp: Path, soft_nofile: int, **env: str) -> Iterator[str]:
     }
 
     def limit() -> None:
-        hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft_nofile, hard))
+        top = soft_nofile if hard else resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft_nofile, top))
 
     cli = Path(sys.executable).with_name("edge-agent")
     proc = subprocess.Popen([str(cli), "run"], env=environ, preexec_fn=limit)
@@ -170,6 +171,17 @@ async def test_at_the_connection_cap_slow_heads_make_room_for_real_requests(
     assert _metric(text, "hetmesh_http_connections") <= cap
     # every connection past the cap closed the oldest slow head: the flood, then ours
     assert _metric(text, "hetmesh_http_limited_total", "evicted") >= FLOOD - cap
+
+
+async def test_an_agent_that_cannot_raise_its_file_limit_lowers_its_cap_and_serves(
+    tmp_path: Path,
+) -> None:
+    # no LimitNOFILE and a hard limit of 1,024: the cap shrinks to fit (a warning says so)
+    with _open_files(FLOOD + 1000), _agent_process(tmp_path, 1024, hard=True) as url:
+        served, text = await _flooded(url, FLOOD, NORMAL)
+    assert served >= NORMAL - 2, f"{served} of {NORMAL} normal requests served"
+    assert _metric(text, "hetmesh_http_connections") <= 1024 - RESERVED_FDS
+    assert _metric(text, "hetmesh_http_limited_total", "evicted") >= FLOOD - (1024 - RESERVED_FDS)
 
 
 async def test_a_slow_head_is_closed_at_the_header_timeout_and_counted(
