@@ -40,7 +40,7 @@ class HubAdvertiser:
         only on the announced address's interface."""
         self._zc, _ = await confined_zeroconf([self.address])
         await self._zc.async_register_service(self.info, allow_name_change=True)
-        _log.warning(
+        _log.info(
             "announcing hub %s as %s on %s:%s",
             self.props["id"],
             HUB_SERVICE_TYPE,
