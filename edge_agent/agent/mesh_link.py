@@ -108,7 +108,7 @@ class MeshLink:
         agent_id, generated = mesh_agent_id(config)
         self.agent_id = agent_id
         self.cfg = mesh_config(config, agent_id, generated)
-        self.verifier = Verifier(self.key)  # one replay cache, shared with the node
+        self.verifier = Verifier(self.key, agent_id)  # one replay cache, shared with the node
         self.started = False
         self._node: MeshNode | None = None
         self._agent: Agent | None = None
@@ -147,6 +147,7 @@ class MeshLink:
             run_task_settles=True,  # the agent's executor feeds back or releases
         )
         node.verifier = self.verifier
+        node.loops = agent.loops  # the heartbeat loop shows in the agent's health
         node.on_duplicate = self.offloader.duplicate
         self._node = node
         agent.scheduler.offload = self.offloader.take
@@ -211,6 +212,11 @@ class MeshLink:
         """Add one to a mesh counter."""
         if self._node is not None:
             self._node.count(name)
+
+    @property
+    def own_endpoint(self) -> tuple[str, int]:
+        """Return the (address, port) the node advertises (("", 0) before it starts)."""
+        return ("", 0) if self._node is None else self._node.own_endpoint
 
     def _live(self) -> MeshNode:
         if self._node is None or not self.started:
