@@ -49,7 +49,7 @@ class AgentConfig:
     command_allowlist: tuple[str, ...] = ()  # executables command tasks may run; empty = none
     max_body_bytes: int = 16 * 2**20
     telemetry_interval_s: float = 10.0
-    batch_size: int = 256  # most tasks one kernel call places
+    batch_size: int = 1000  # most tasks one kernel call places (a whole tasks:batch)
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
     shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
     tenant_shares: Mapping[str, float] = dataclasses.field(default_factory=dict)

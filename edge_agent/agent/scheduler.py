@@ -65,21 +65,27 @@ def waiting_from_row(row: dict[str, Any]) -> Waiting:
 
 
 def decision_row(d: Decision) -> dict[str, Any]:
-    """Return a decision as a ``decisions`` table row."""
-    doc = d.to_dict()
+    """Return a decision as a ``decisions`` table row.
+
+    Built from the decision's fields directly (not ``to_dict``, which would compose the
+    summary a second time): this runs once per placed task, on the intake's hot path.
+    """
+    devices = d.device_ids
+    runner_up = d.runner_up
+    components = dict(zip(L.OBJECTIVE_NAMES, d.components, strict=True))
     return {
         "placed": int(d.placed),
-        "device": d.device_id,
-        "devices": json.dumps(doc["devices"]),
+        "device": devices[0] if devices else None,
+        "devices": json.dumps(list(devices)),
         "latency_s": d.latency_s,
         "service_s": d.service_s,
         "energy_j": d.energy_j,
         "carbon_g": d.carbon_g,  # energy x the site's intensity when placed
         "score": d.score,
-        "runner_up": d.runner_up,
-        "runner_up_score": doc["runner_up_score"],
-        "components": json.dumps(doc["components"]),
-        "rejections": json.dumps(doc["rejections"]),
+        "runner_up": runner_up,
+        "runner_up_score": d.runner_up_score if runner_up else None,
+        "components": json.dumps(components),
+        "rejections": json.dumps(d.rejections()),
         "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
         "policy": d.policy,
         "backend": d.backend,
