@@ -1,6 +1,7 @@
 """Intake benchmark of the edge agent over HTTP, beside a null server; the last line is JSON.
 
     python benchmarks/bench_agent_burst.py [--tasks 1000] [--connections 8] [--sustained-s 10]
+        [--sustained-connections 64]
 
 Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the null server
 (``bench_null_server.py``: aiohttp that parses the JSON and commits one SQLite row, WAL,
@@ -10,8 +11,8 @@ and then at the agent:
 - ``burst``: ``--tasks`` single submissions at once, one fresh connection each;
 - ``batch``: one ``POST /v1/tasks:batch`` of ``--tasks`` tasks;
 - ``keepalive``: ``--tasks`` single submissions over ``--connections`` keep-alive connections;
-- ``sustained``: single submissions over ``--connections`` keep-alive connections for
-  ``--sustained-s`` seconds (throughput and latency).
+- ``sustained``: single submissions over ``--sustained-connections`` keep-alive connections
+  (one request in flight on each) for ``--sustained-s`` seconds: throughput and latency.
 
 Per task, "submit -> placed and persisted" is the ``placed_at`` the server stored (the
 agent: with its placement decision; the null server: its commit) minus the time the client
@@ -79,6 +80,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=1000)
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--sustained-s", type=float, default=10.0)
+    parser.add_argument("--sustained-connections", type=int, default=64)
     args = parser.parse_args()
     n, conns = args.tasks, args.connections
 
@@ -89,9 +91,16 @@ def main() -> None:
         (f"burst_{n}", fresh),
         (f"batch_{n}", lambda port: batch(port, n)),
         (f"keepalive_{n}", lambda port: keepalive(port, n, conns)),
-        ("sustained", lambda port: keepalive(port, 0, conns, args.sustained_s)),
+        (
+            "sustained",
+            lambda port: keepalive(port, 0, args.sustained_connections, args.sustained_s),
+        ),
     ]
-    result: dict[str, Any] = {"tasks": n, "connections": conns}
+    result: dict[str, Any] = {
+        "tasks": n,
+        "connections": conns,
+        "sustained_connections": args.sustained_connections,
+    }
     with workdir() as tmp:
         servers: dict[str, tuple[subprocess.Popen[bytes], int, Path]] = {}
         try:

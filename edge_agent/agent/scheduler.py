@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -64,6 +65,18 @@ def waiting_from_row(row: dict[str, Any]) -> Waiting:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _json_list(items: tuple[str, ...]) -> str:
+    """Return a tuple of strings as a JSON list (devices, tiers: a few values, over and over)."""
+    return json.dumps(list(items))
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_counts(items: tuple[tuple[str, int], ...]) -> str:
+    """Return (reason, count) pairs as a JSON object (rejections repeat from task to task)."""
+    return json.dumps(dict(items))
+
+
 def decision_row(d: Decision) -> dict[str, Any]:
     """Return a decision as a ``decisions`` table row.
 
@@ -76,7 +89,7 @@ def decision_row(d: Decision) -> dict[str, Any]:
     return {
         "placed": int(d.placed),
         "device": devices[0] if devices else None,
-        "devices": json.dumps(list(devices)),
+        "devices": _json_list(devices),
         "latency_s": d.latency_s,
         "service_s": d.service_s,
         "energy_j": d.energy_j,
@@ -85,13 +98,13 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "runner_up": runner_up,
         "runner_up_score": d.runner_up_score if runner_up else None,
         "components": json.dumps(components),
-        "rejections": json.dumps(d.rejections()),
+        "rejections": _json_counts(tuple(d.rejections().items())),
         "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
         "tier": d.tier,  # None: no tier rule applied
-        "spilled_from": json.dumps(list(d.spilled_from)),
+        "spilled_from": _json_list(tuple(d.spilled_from)),
     }
 
 
