@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -259,6 +260,7 @@ class Scheduler:
                     self.placer.release(decision)
             raise
         done = time.time()
+        counts: Counter[tuple[str, bool, str]] = Counter()  # (policy, placed, state before)
         for task, decision in zip(batch, decisions, strict=True):
             if task in keep:
                 continue
@@ -267,11 +269,9 @@ class Scheduler:
                 if decision.placed:
                     self.placer.release(decision)
                 continue
-            self.metrics.decided(decision.policy, decision.placed)
+            counts[decision.policy, decision.placed, task.state] += 1
             if not decision.placed:
-                self.metrics.move(task.state, "failed")
                 continue
-            self.metrics.move(task.state, "placed")
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
             self._dispatch(
                 Job(
@@ -283,6 +283,9 @@ class Scheduler:
                     submitted_at=task.submitted_at,
                 )
             )
+        for (policy, placed, before), n in counts.items():  # one update per kind, not per task
+            self.metrics.decided(policy, placed, n)
+            self.metrics.move(before, "placed" if placed else "failed", n)
         for job in victims:  # back to waiting, to be placed again
             self.requeue(job)
         for task in refused:  # more than its whole pool: it can never be admitted
