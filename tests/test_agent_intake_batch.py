@@ -11,6 +11,7 @@ import asyncio
 import re
 import sqlite3
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +19,8 @@ from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.api import SUBMITS, make_app
 from edge_agent.agent.config import AgentConfig
-
-pytestmark = pytest.mark.asyncio
+from edge_agent.agent.intake import Intake
+from edge_agent.errors import ContractError
 
 Client = TestClient[Any, Any]
 TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench"}
@@ -46,6 +47,7 @@ async def _all_placed(config: AgentConfig, ids: set[str]) -> list[tuple[str, flo
     raise AssertionError("the tasks were not all placed within 20 s")
 
 
+@pytest.mark.asyncio
 async def test_a_batch_of_1000_is_placed_by_one_kernel_call_in_one_transaction(
     aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
 ) -> None:
@@ -62,6 +64,7 @@ async def test_a_batch_of_1000_is_placed_by_one_kernel_call_in_one_transaction(
     assert after - before == 1
 
 
+@pytest.mark.asyncio
 async def test_concurrent_single_submissions_are_stored_as_one_group(
     aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
 ) -> None:
@@ -77,6 +80,7 @@ async def test_concurrent_single_submissions_are_stored_as_one_group(
     await _all_placed(config, ids)
 
 
+@pytest.mark.asyncio
 async def test_a_reused_key_in_a_group_is_refused_alone_and_a_retry_gets_its_task(
     aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
 ) -> None:
@@ -96,3 +100,20 @@ async def test_a_reused_key_in_a_group_is_refused_alone_and_a_retry_gets_its_tas
     assert retry["created"] is False and retry["task"]["id"] == first_id
     listed = await (await client.get("/v1/tasks?limit=100")).json()
     assert len(listed["tasks"]) == 11  # the first, the ten; nothing for the refused one
+
+
+def test_a_repeated_plain_contract_is_parsed_once_and_a_bad_one_is_refused_every_time(
+    tmp_path: Path,
+) -> None:
+    intake = Intake([tmp_path], [])
+    first = intake.task(dict(TASK), "a")
+    again = intake.task({"task_class": "bench", "semantics": {"gflops": 0.001}}, "b")
+    assert again.contract is first.contract  # the cached parse, whatever the key order
+    assert (again.request_hash, again.contract_json) == (first.request_hash, first.contract_json)
+    assert (first.idempotency_key, again.idempotency_key) == ("a", "b")
+    other = intake.task({**TASK, "priority": 3}, None)
+    assert other.contract.priority == 3 and other.request_hash != first.request_hash
+    bad = {"semantics": {"gflops": -1}, "task_class": "bench"}
+    for _ in range(2):
+        with pytest.raises(ContractError, match="gflops"):
+            intake.task(bad, None)
