@@ -131,6 +131,7 @@ class Scheduler:
         self._parked: list[Waiting] = []
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
+        self._persisted: set[str] = set()  # the batch being placed: decisions stored
         # the mesh's hook (mesh_offload.Offloader.take, wired by MeshLink.attach): True when
         # it takes the task elsewhere
         self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
@@ -191,17 +192,25 @@ class Scheduler:
         self._wake.set()
 
     async def run(self) -> None:
-        """Place waiting tasks forever (until cancelled)."""
+        """Place waiting tasks forever (until cancelled).
+
+        The decisions' write is retried until it lands (a full disk only delays it); if
+        placing fails otherwise, the batch waits again and the error ends this run (its
+        supervisor restarts it after a back-off): no accepted task is dropped.
+        """
+        self._wake.set()  # a restart: place what still waits
         while True:
             await self._wake.wait()
             self._wake.clear()
             while batch := self._next_batch():
+                self._persisted = set()
                 try:
                     await self._place(batch)
-                except Exception:  # keep scheduling; these tasks stay queued in the store
-                    _log.exception("placing a batch of %s tasks failed", len(batch))
-                    for task in batch:
-                        self._waiting.pop(task.task_id, None)
+                except Exception:
+                    for task in batch:  # those whose decision is stored went on: not again
+                        if task.task_id in self._waiting and task.task_id not in self._persisted:
+                            self.add(task)
+                    raise
 
     def _next_batch(self) -> list[Waiting]:
         """Take up to ``batch_size`` waiting tasks in fair order."""
@@ -259,6 +268,7 @@ class Scheduler:
                 if decision.placed and task not in keep:  # offloaded ones are released
                     self.placer.release(decision)
             raise
+        self._persisted |= {task_id for task_id, _, _ in entries}
         done = time.time()
         counts: Counter[tuple[str, bool, str]] = Counter()  # (policy, placed, state before)
         for task, decision in zip(batch, decisions, strict=True):

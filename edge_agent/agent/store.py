@@ -1,7 +1,10 @@
 """The agent's durable state: tasks, decisions, telemetry, hub outbox, policy and model versions.
 
 Writes go through ``db.Database`` (one writer thread); a submit resolves only after its
-commit, so an accepted task survives ``kill -9``.
+commit, so an accepted task survives ``kill -9``. The writes that move an accepted task on
+(placed, started, finished, failed, released) are ``persist``ed: retried until they land,
+so a full disk delays them and strands none. A row that cannot be decoded is skipped in a
+listing (logged, counted in ``bad_rows``) rather than failing the whole listing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.agent import outbox, store_batch
-from edge_agent.agent.db import Database
+from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
 from edge_agent.tasks.contract import TaskContract
@@ -113,9 +116,16 @@ class Store:
     """Task and decision records over one SQLite file."""
 
     def __init__(self, path: Path, outbox_limit: int = OUTBOX_LIMIT) -> None:
-        self.db = Database(path, MIGRATIONS)
+        self.db = Database(path, MIGRATIONS, repair=f"edge-agent repair --data-dir {path.parent}")
         self.outbox = outbox.Outbox(self.db)
         self.outbox_limit = outbox_limit
+        self.bad_rows = 0  # task rows skipped in listings because they cannot be decoded
+
+    def _decoded(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return ``rows`` decoded, skipping (logged, counted) any that cannot be."""
+        out, bad = decode_each(rows, _row, "task")
+        self.bad_rows += bad
+        return out
 
     def _outbox(
         self, db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float
@@ -175,7 +185,7 @@ class Store:
         def op(db: sqlite_utils.Database) -> None:
             store_batch.record_placed(db, entries, requeued, self.outbox_limit)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def fail(self, task_id: str, error: str) -> None:
         """Fail a waiting task that cannot be placed."""
@@ -189,7 +199,7 @@ class Store:
             )
             self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def started(self, task_id: str) -> bool:
         """Mark a placed task running; False if it is no longer placed (cancelled)."""
@@ -202,7 +212,7 @@ class Store:
             )
             return cur.rowcount == 1
 
-        return await self.db.write(op)
+        return await self.db.persist(op)
 
     async def finished(
         self,
@@ -226,7 +236,7 @@ class Store:
             record = {"id": task_id, "state": state, "result": result, "error": error}
             self._outbox(db, "task", {**record, **measured}, now)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
@@ -279,9 +289,9 @@ class Store:
                 "WHERE state IN ('placed', 'running', 'offloaded')"
             )
             where = "state IN ('queued', 'interrupted')"
-            return [_row(r) for r in db.table("tasks").rows_where(where, order_by="rowid")]
+            return list(db.table("tasks").rows_where(where, order_by="rowid"))
 
-        return await self.db.write(op)
+        return self._decoded(await self.db.write(op))
 
     async def deferred(self) -> list[dict[str, Any]]:
         """Return every task held as deferred, earliest release first."""
@@ -290,7 +300,7 @@ class Store:
                 db.table("tasks").rows_where("state = 'deferred'", order_by="not_before")
             )
         )
-        return [_row(r) for r in rows]
+        return self._decoded(rows)
 
     async def release_deferred(self, task_id: str) -> bool:
         """Move a deferred task to queued (its hour came); False if it is no longer deferred."""
@@ -301,7 +311,7 @@ class Store:
             )
             return cur.rowcount == 1
 
-        return await self.db.write(op)
+        return await self.db.persist(op)
 
     async def work_history(self, since: float) -> list[tuple[float, float]]:
         """Return (time, estimated seconds) of the tasks finished since ``since`` (telemetry)."""
@@ -354,7 +364,13 @@ class Store:
         rows = await self.db.read(
             lambda db: list(db.table("tasks").rows_where("id = ?", [task_id]))
         )
-        return _row(rows[0]) if rows else None
+        if not rows:
+            return None
+        try:
+            return _row(rows[0])
+        except (ValueError, TypeError) as err:
+            self.bad_rows += 1
+            raise StoreError(f"task {task_id}'s stored row is damaged: {err}") from err
 
     async def ids_starting(self, prefix: str, limit: int) -> list[str]:
         """Return up to ``limit`` task ids that start with ``prefix`` (``prefix`` itself first)."""
@@ -377,7 +393,7 @@ class Store:
                 db.table("tasks").rows_where(where, args, order_by="rowid desc", limit=limit)
             )
         )
-        return [_row(r) for r in rows]
+        return self._decoded(rows)
 
     async def decision(self, task_id: str) -> dict[str, Any] | None:
         """Return the task's latest decision row with JSON columns decoded, or None."""
