@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,28 +66,46 @@ def waiting_from_row(row: dict[str, Any]) -> Waiting:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _json_list(items: tuple[str, ...]) -> str:
+    """Return a tuple of strings as a JSON list (devices, tiers: a few values, over and over)."""
+    return json.dumps(list(items))
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_counts(items: tuple[tuple[str, int], ...]) -> str:
+    """Return (reason, count) pairs as a JSON object (rejections repeat from task to task)."""
+    return json.dumps(dict(items))
+
+
 def decision_row(d: Decision) -> dict[str, Any]:
-    """Return a decision as a ``decisions`` table row."""
-    doc = d.to_dict()
+    """Return a decision as a ``decisions`` table row.
+
+    Built from the decision's fields directly (not ``to_dict``, which would compose the
+    summary a second time): this runs once per placed task, on the intake's hot path.
+    """
+    devices = d.device_ids
+    runner_up = d.runner_up
+    components = dict(zip(L.OBJECTIVE_NAMES, d.components, strict=True))
     return {
         "placed": int(d.placed),
-        "device": d.device_id,
-        "devices": json.dumps(doc["devices"]),
+        "device": devices[0] if devices else None,
+        "devices": _json_list(devices),
         "latency_s": d.latency_s,
         "service_s": d.service_s,
         "energy_j": d.energy_j,
         "carbon_g": d.carbon_g,  # energy x the site's intensity when placed
         "score": d.score,
-        "runner_up": d.runner_up,
-        "runner_up_score": doc["runner_up_score"],
-        "components": json.dumps(doc["components"]),
-        "rejections": json.dumps(doc["rejections"]),
+        "runner_up": runner_up,
+        "runner_up_score": d.runner_up_score if runner_up else None,
+        "components": json.dumps(components),
+        "rejections": _json_counts(tuple(d.rejections().items())),
         "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
         "tier": d.tier,  # None: no tier rule applied
-        "spilled_from": json.dumps(list(d.spilled_from)),
+        "spilled_from": _json_list(tuple(d.spilled_from)),
     }
 
 
@@ -250,6 +270,7 @@ class Scheduler:
             raise
         self._persisted |= {task_id for task_id, _, _ in entries}
         done = time.time()
+        counts: Counter[tuple[str, bool, str]] = Counter()  # (policy, placed, state before)
         for task, decision in zip(batch, decisions, strict=True):
             if task in keep:
                 continue
@@ -258,11 +279,9 @@ class Scheduler:
                 if decision.placed:
                     self.placer.release(decision)
                 continue
-            self.metrics.decided(decision.policy, decision.placed)
+            counts[decision.policy, decision.placed, task.state] += 1
             if not decision.placed:
-                self.metrics.move(task.state, "failed")
                 continue
-            self.metrics.move(task.state, "placed")
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
             self._dispatch(
                 Job(
@@ -274,6 +293,9 @@ class Scheduler:
                     submitted_at=task.submitted_at,
                 )
             )
+        for (policy, placed, before), n in counts.items():  # one update per kind, not per task
+            self.metrics.decided(policy, placed, n)
+            self.metrics.move(before, "placed" if placed else "failed", n)
         for job in victims:  # back to waiting, to be placed again
             self.requeue(job)
         for task in refused:  # more than its whole pool: it can never be admitted

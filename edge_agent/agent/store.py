@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any
 
 import sqlite_utils
 
-from edge_agent.agent import outbox
+from edge_agent.agent import outbox, store_batch
 from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
@@ -146,40 +145,28 @@ class Store:
         """Store ``tasks`` atomically; return (task row, created) each (created False: a retry)."""
 
         def op(db: sqlite_utils.Database) -> list[tuple[dict[str, Any], bool]]:
-            now = time.time()
-            out = []
-            for task in tasks:
-                if task.idempotency_key is not None:
-                    found = _select(db, "idempotency_key = ?", task.idempotency_key)
-                    if found is not None:
-                        if found["request_hash"] != task.request_hash:
-                            raise IdempotencyConflict(
-                                f"Idempotency-Key {task.idempotency_key!r} was already used "
-                                "with a different request"
-                            )
-                        out.append((_row(found), False))
-                        continue
-                c = task.contract
-                deadline = c.requirements.deadline_s
-                text = task.stored_contract()
-                row: dict[str, Any] = {
-                    "id": uuid.uuid4().hex,
-                    "idempotency_key": task.idempotency_key,
-                    "request_hash": task.request_hash,
-                    "contract": text,
-                    "command": None if task.command is None else json.dumps(list(task.command)),
-                    "state": "queued" if task.deferral is None else "deferred",
-                    "priority": c.priority,
-                    "tenant": c.tenant,
-                    "deadline_at": now + deadline if deadline > 0 else None,
-                    "submitted_at": now,
-                    "attempts": 0,
-                    "emulated": 0,
-                    "not_before": None if task.deferral is None else task.deferral["not_before"],
-                    "deferral": None if task.deferral is None else json.dumps(task.deferral),
-                }
-                db.execute(_INSERT_TASK, list(row.values()))
-                row.update(contract=json.loads(text), emulated=False, deferral=task.deferral)
+            keys = [t.idempotency_key for t in tasks if t.idempotency_key is not None]
+            known = store_batch.existing_keys(db, keys) if keys else {}
+            planned = store_batch.new_rows(tasks, time.time(), known)
+            fresh = [row for _, row in planned if row is not None]
+            if fresh:
+                db.conn.executemany(_INSERT_TASK, [tuple(row.values()) for row in fresh])
+            out: list[tuple[dict[str, Any], bool]] = []
+            for i, row in planned:
+                task = tasks[i]
+                if row is None:  # a retry: the key's first request answers it
+                    found = known[str(task.idempotency_key)]
+                    if found["request_hash"] != task.request_hash:
+                        raise IdempotencyConflict(
+                            f"Idempotency-Key {task.idempotency_key!r} was already used "
+                            "with a different request"
+                        )
+                    out.append((_row(dict(found)), False))
+                    continue
+                row = dict(row)
+                row.update(
+                    contract=json.loads(row["contract"]), emulated=False, deferral=task.deferral
+                )
                 if task.command is not None:
                     row["command"] = list(task.command)
                 out.append((row, True))
@@ -196,30 +183,7 @@ class Store:
         """
 
         def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            for task_id in requeued:
-                db.execute(
-                    "UPDATE tasks SET state = 'queued', device = NULL "
-                    "WHERE id = ? AND state = 'placed'",
-                    (task_id,),
-                )
-            for task_id, decision, emulated in entries:
-                _insert(db, "decisions", {"task_id": task_id, "decided_at": now, **decision})
-                self._outbox(db, "decision", _decision_record(task_id, decision), now)
-                if decision["placed"]:
-                    db.execute(
-                        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, "
-                        "emulated = ?, attempts = attempts + 1 "
-                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                        (now, decision["device"], int(emulated), task_id),
-                    )
-                else:
-                    db.execute(
-                        "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                        (now, decision["summary"], task_id),
-                    )
-                    self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+            store_batch.record_placed(db, entries, requeued, self.outbox_limit)
 
         await self.db.persist(op)
 
@@ -454,20 +418,3 @@ class Store:
             lambda db: db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
         )
         return {state: 0 for state in STATES} | {str(s): int(n) for s, n in rows}
-
-
-def _decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
-    """Return a decision row as the hub's ``decision`` record (docs/hub-protocol.md §4)."""
-    return {
-        "task_id": task_id,
-        "placed": bool(decision.get("placed")),
-        "device": decision.get("device"),
-        "why_here": decision.get("summary"),
-        "score": decision.get("score"),
-        "runner_up": decision.get("runner_up"),
-        "policy": decision.get("policy"),
-        "latency_s": decision.get("latency_s"),
-        "service_s": decision.get("service_s"),
-        "energy_j": decision.get("energy_j"),
-        "carbon_g": decision.get("carbon_g"),
-    }
