@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import kernel
+from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.policy import Policy
+from edge_agent.placement.priors import ROOFLINE, priors
+from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
 from edge_agent.resources.vocab import Health
 from edge_agent.tasks.contract import TaskContract
 
-CORRECTION_MIN = 0.02
-CORRECTION_MAX = 50.0
+__all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
 
 class Placer:
@@ -30,7 +33,8 @@ class Placer:
     queue, free memory and active power within valid bounds, which needs no new check.
 
     Committed work is charged to each chosen device's queue and free memory until
-    ``feedback`` (or ``release``) reports the task finished.
+    ``feedback`` (or ``release``) reports the task finished; after ``started`` its
+    remaining work shrinks with ``clock`` (seconds; a simulator passes its own).
     """
 
     def __init__(
@@ -41,6 +45,7 @@ class Placer:
         backend: kernel.Backend | None = None,
         keep_reasons: bool = True,
         learning_rate: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -55,6 +60,10 @@ class Placer:
             raise InvalidInput("the native kernel is not installed; use backend='python'")
         self._lr = learning_rate
         self._classes: dict[str, int] = {"default": 0}  # append-only: indices never change
+        # per class: each device's estimate source (None: all roofline), replaced on change
+        self._sources: list[tuple[str, ...] | None] = [None]
+        self._running = RunningWork(clock)
+        self._probe_tick = 0
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
@@ -75,15 +84,32 @@ class Placer:
         self._ctx = DecisionContext(
             self.device_ids, f"{policy.name}@{policy.version}", self.backend
         )
-        self._ws.weights[:] = policy.weight_vector()
+        self._ws.weights[: L.N_OBJECTIVES] = policy.weight_vector()
+        self._ws.weights[L.W_QUEUE_GUARD] = policy.queue_guard()
 
     def prepare(self, contract: TaskContract) -> PreparedTask:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
         plain = prepare(contract)
         row = np.array(plain.row, dtype=np.float64)
-        cls = self.class_index(contract.task_class)
+        cls = self._class_of(plain)
         row[L.TASK_CLASS] = cls
         return PreparedTask(contract, plain.row, (self._token, row, cls))
+
+    def _class_of(self, prepared: PreparedTask) -> int:
+        """Return the task's class row; a new class named after a model starts from priors."""
+        name = prepared.contract.task_class
+        idx = self._classes.get(name)
+        if idx is not None:
+            return idx
+        idx = self.class_index(name)
+        found = priors(self.devices, self._ws.devices.tolist(), prepared.contract, prepared.row)
+        if any(found):
+            row = self._ws.corrections[idx]
+            for d, prior in enumerate(found):
+                if prior is not None:
+                    row[d] = learning.clamp(prior[0])
+            self._sources[idx] = tuple(p[1] if p else ROOFLINE for p in found)
+        return idx
 
     def class_index(self, task_class: str) -> int:
         """Return the correction row for ``task_class``, adding one when new."""
@@ -91,6 +117,7 @@ class Placer:
         if idx is None:
             idx = len(self._classes)
             self._classes[task_class] = idx
+            self._sources.append(None)
             if idx >= self._ws.n_classes:
                 grown = np.ones((self._ws.n_classes * 2, len(self.device_ids)))
                 grown[: self._ws.n_classes] = self._ws.corrections
@@ -110,8 +137,16 @@ class Placer:
         self._call = kernel.bind(ws, self.backend)
 
     # --- placing ---------------------------------------------------------------------
-    def place_one(self, task: TaskContract | PreparedTask) -> Decision:
-        """Place one task now and commit it to its device(s)."""
+    def place_one(
+        self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
+    ) -> Decision:
+        """Place one task now and commit it to its device(s).
+
+        ``candidates``: device ids this call may choose from (the others are rejected as
+        "not among the call's candidates"); their health and live state are untouched.
+        """
+        if self._running:
+            self._running.credit(self._ws.devices)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
@@ -119,39 +154,92 @@ class Placer:
             ws.task0[:] = bound[1]
             cls = bound[2]
         else:
-            cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
+            cls = self._class_of(prepared)  # may grow the workspace
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
-        status, bad = self._call(1)
+        self._probe_tick += 1
+        if self._probe_tick >= learning.PROBE_EVERY:
+            self._probe_tick = 0
+            probe = self._probe(cls, candidates)
+            if probe is not None:
+                return Decision(prepared.contract, probe[0], self._ctx, probe[1], cls,
+                                self._sources[cls], probe=True)
+        row, reasons = self._decide(1, candidates)
+        return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
+
+    def _decide(
+        self, n_task: int, candidates: Collection[str] | None
+    ) -> tuple[memoryview, bytes | None]:
+        """Run the kernel on the first ``n_task`` task rows; return task 0's row and reasons."""
+        ws = self._ws
+        if candidates is None:
+            status, bad = self._call(n_task)
+        else:
+            self._restrict(candidates)
+            status, bad = self._call.restricted(n_task)
         if status:
             kernel.check(status, bad)
         reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-        row = memoryview(ws.out0.tobytes()).cast("d")  # a copy: the slot is reused
-        return Decision(prepared.contract, row, self._ctx, reasons, cls)
+        return memoryview(ws.out0.tobytes()).cast("d"), reasons  # a copy: the slot is reused
 
-    def place(self, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
+    def _restrict(self, candidates: Collection[str]) -> None:
+        allowed = self._ws.allowed
+        allowed.fill(0)
+        index = self._index
+        for device_id in candidates:
+            d = index.get(device_id)
+            if d is None:
+                raise InvalidInput(f"candidates: unknown device {device_id!r}")
+            allowed[d] = 1
+
+    def _probe(
+        self, cls: int, candidates: Collection[str] | None
+    ) -> tuple[memoryview, bytes | None] | None:
+        """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
+        row = self._ws.corrections[cls]
+        stuck = learning.clamped(row)
+        if not stuck.any():
+            return None
+        saved = row[stuck].copy()
+        row[stuck] = 1.0
+        try:
+            return self._decide(1, candidates)
+        finally:
+            row[stuck] = saved
+
+    def place(
+        self,
+        tasks: Sequence[TaskContract | PreparedTask],
+        *,
+        candidates: Collection[str] | None = None,
+    ) -> list[Decision]:
         """Place a batch in priority order (higher first, then earlier deadline).
 
         Returns decisions aligned with ``tasks``. One batch never overbooks a device.
+        ``candidates`` restricts every task of the batch as in ``place_one``.
         """
+        if self._running:
+            self._running.credit(self._ws.devices)
         prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
         order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
-        ws = self._ws
-        classes = [self.class_index(p.contract.task_class) for p in prepared]
-        ws = self._ws  # class_index may have grown the workspace
+        classes = [self._class_of(p) for p in prepared]
+        ws = self._ws  # a new class may have grown the workspace
         if order:
             ws.tasks[: len(order)] = [prepared[i].row for i in order]
             ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
-        kernel.check(*self._call(len(order)))
+        self._decide(len(order), candidates)
         rows = ws.out[: len(order)].tolist()
         out: list[Decision | None] = [None] * len(order)
         keep = ws.keep_reasons
         for slot, i in enumerate(order):
             reasons = ws.reasons[slot].tobytes() if keep else None
-            out[i] = Decision(prepared[i].contract, rows[slot], self._ctx, reasons, classes[i])
+            cls = classes[i]
+            out[i] = Decision(
+                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
+            )
         return [d for d in out if d is not None]
 
     # --- feedback --------------------------------------------------------------------
@@ -160,8 +248,9 @@ class Placer:
     ) -> None:
         """Record a finished task's measured service time (and energy); release its devices.
 
-        The (task class, device) correction factor moves toward measured / estimated, so
-        a device slower than its datasheet stops being chosen.
+        The (task class, device) correction moves, in log space, toward measured / the
+        uncorrected estimate made at decision time (see ``learning``): stable with any
+        number of tasks in flight, so a device slower than its datasheet stops being chosen.
         """
         if not decision.placed:
             raise InvalidInput("feedback: the decision placed nothing")
@@ -170,22 +259,48 @@ class Placer:
         if energy_j is not None and not (math.isfinite(energy_j) and energy_j >= 0):
             raise InvalidInput("feedback: energy_j must be a finite number >= 0")
         ws = self._ws
-        ratio = latency_s / max(decision.service_s, 1e-12)
+        target = latency_s / max(decision.base_s, 1e-12)
+        cls = decision.task_class_index
+        row = ws.corrections[cls]
         for d in decision.device_indices:
-            row = ws.corrections[decision.task_class_index]
-            row[d] = min(CORRECTION_MAX, max(CORRECTION_MIN, row[d] * ratio**self._lr))
+            row[d] = learning.toward(float(row[d]), target, self._lr)
+            self._mark_learned(cls, d)
             if energy_j is not None:
                 power = energy_j / len(decision.device_indices) / latency_s
                 dev = ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
         self.release(decision)
 
+    def _mark_learned(self, cls: int, d: int) -> None:
+        sources = self._sources[cls] or (ROOFLINE,) * len(self.device_ids)
+        if not sources[d].startswith("learned"):
+            self._sources[cls] = (
+                *sources[:d],
+                f"learned from measurements (prior: {sources[d]})",
+                *sources[d + 1 :],
+            )
+
+    def started(self, decision: Decision, *, now: float | None = None) -> None:
+        """Record that a placed task began running (at ``now`` on the clock, default now).
+
+        From then on its remaining work, not its full charge, counts in its devices'
+        queues: the queue shrinks with the run time until ``feedback``/``release``.
+        """
+        if not decision.placed:
+            raise InvalidInput("started: the decision placed nothing")
+        if now is not None and not math.isfinite(now):
+            raise InvalidInput("started: now must be a finite clock reading")
+        self._running.start(decision, now)
+
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         mem = decision.task.memory_needed()
-        for d, charge in zip(decision.device_indices, decision.charges, strict=True):
+        credited = self._running.finish(decision)
+        for d, charge, done in zip(
+            decision.device_indices, decision.charges, credited, strict=True
+        ):
             dev = self._ws.devices[d]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - charge)
+            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - (charge - done))
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
     def export_corrections(self) -> dict[str, dict[str, float]]:
@@ -212,7 +327,7 @@ class Placer:
                 if not (math.isfinite(factor) and factor > 0):
                     raise InvalidInput(f"import_corrections: {cls}/{device_id}: must be > 0")
                 if device_id in self._index:
-                    clamped = min(CORRECTION_MAX, max(CORRECTION_MIN, float(factor)))
+                    clamped = learning.clamp(float(factor))
                     updates.append((cls, self._index[device_id], clamped))
         for cls, d, factor in updates:
             idx = self.class_index(cls)
