@@ -700,7 +700,7 @@ def test_decision_to_dict_is_json_and_explains(backend: str) -> None:
     assert set(doc["estimate"]) >= {"latency_s", "service_s", "energy_j", "carbon_g"}
     assert doc["estimate"]["latency_s"] == d.latency_s > 0
     assert list(doc["components"]) == list(OBJECTIVE_NAMES)
-    assert len(doc["components"]) == 6
+    assert len(doc["components"]) == len(OBJECTIVE_NAMES) == 7
     assert all(math.isfinite(v) and v >= 0 for v in doc["components"].values())
     assert sum(doc["components"].values()) == pytest.approx(d.score)
     assert doc["runner_up"] == "cpu"

@@ -226,7 +226,7 @@ class Decision:
             return (
                 f"{', '.join(self.device_ids)}: deadline cannot be met "
                 f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
-                f"finish, est {self.latency_s * 1e3:.3f} ms{extra}"
+                f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
             )
         main = max(range(L.N_OBJECTIVES), key=lambda o: self.components[o])
         extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
@@ -234,7 +234,8 @@ class Decision:
             spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
             extra += f"; tier {self.tier}{spill}"
         return (
-            f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms, "
+            f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms "
+            f"({self.estimate_source}), "
             f"{self.energy_j * 1e3:.3f} mJ, score {self.score:.3f} "
             f"(largest term {L.OBJECTIVE_NAMES[main]}){extra}"
         )

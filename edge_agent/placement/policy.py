@@ -153,9 +153,9 @@ class Policy:
         name = doc.get("name", base.name)
         if not isinstance(name, str) or not name:
             raise PolicyError("policy.name: expected a non-empty string")
-        rules = dict(doc.get("rules", {})) if isinstance(doc.get("rules", {}), Mapping) else {}
-        if rules.get("queue_guard") is None and base.queue_guard() > 0:
-            rules["queue_guard"] = base.queue_guard()  # a renamed template keeps its guard
+        rules = doc.get("rules", {})
+        if isinstance(rules, Mapping) and rules.get("queue_guard") is None and base.queue_guard():
+            rules = {**rules, "queue_guard": base.queue_guard()}  # a renamed template keeps it
         return cls(name=name, weights=base.weights, version=version, rules=_rules(rules))
 
 
