@@ -14,7 +14,8 @@ A correction at a clamp (or stuck far above the others) keeps its device from be
 chosen, so it could never be measured again. ``PROBE_EVERY``: one placement in that many,
 for a class whose row has a factor at a clamp, is placed with those factors reset to 1
 (the uncorrected model: optimism under uncertainty); when the policy then picks such a
-device, its measurement corrects the factor. Exploration is bounded by that rate.
+device, its measurement replaces the factor (a probe's feedback moves it all the way to
+the measured ratio). Exploration is bounded by that rate.
 """
 
 from __future__ import annotations

@@ -262,8 +262,9 @@ class Placer:
         target = latency_s / max(decision.base_s, 1e-12)
         cls = decision.task_class_index
         row = ws.corrections[cls]
+        rate = 1.0 if decision.probe else self._lr  # a probe re-measures a pinned factor
         for d in decision.device_indices:
-            row[d] = learning.toward(float(row[d]), target, self._lr)
+            row[d] = learning.toward(float(row[d]), target, rate)
             self._mark_learned(cls, d)
             if energy_j is not None:
                 power = energy_j / len(decision.device_indices) / latency_s
@@ -334,11 +335,13 @@ class Placer:
             self._ws.corrections[idx, d] = factor
         return len(updates)
 
-    def preview(self, task: TaskContract | PreparedTask) -> Decision:
+    def preview(
+        self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
+    ) -> Decision:
         """Return what ``place_one`` would decide now, committing nothing."""
         saved = self._ws.devices.copy()
         try:
-            return self.place_one(task)
+            return self.place_one(task, candidates=candidates)
         finally:
             self._ws.devices[:] = saved
 

@@ -32,7 +32,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
     # objective, see hetmesh_kernel.c deadline_cost); energy breaks near-ties; without a
     # deadline the same term is the latency. When no device can meet a deadline the
     # kernel places on the earliest finish and the decision says so.
-    "slo-first": {"deadline": 0.9, "energy": 0.05, "latency": 0.05},
+    "slo-first": {"deadline": 0.9999, "energy": 0.0001},
 }
 
 #: Queue guard per template: no device whose estimated finish exceeds this many times the
