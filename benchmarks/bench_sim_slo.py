@@ -21,9 +21,11 @@ one JSON line. A figure whose policy or API does not exist yet is ``null``, neve
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from cloud_hub.simulator import slo_agents
@@ -40,6 +42,7 @@ from cloud_hub.simulator.slo_scenario import (
 )
 from edge_agent.placement import TEMPLATES, Policy
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 POLICIES = ("latency-first", "balanced", "energy-first", "slo-first")
 BASELINES: dict[str, Callable[[int], Chooser]] = {
     "least-loaded": LeastLoadedChooser,
@@ -47,7 +50,9 @@ BASELINES: dict[str, Callable[[int], Chooser]] = {
     "oracle": ClairvoyantOracle,
 }
 SCENARIOS: dict[str, Callable[[float, int, int], Scenario]] = {
-    "edge-mixed": edge_scenario,
+    "edge-mixed": functools.partial(
+        edge_scenario, EXAMPLES / "fleet_edge_mixed.json", EXAMPLES / "workload_edge_mix.json"
+    ),
     "slo-published": published_scenario,
 }
 

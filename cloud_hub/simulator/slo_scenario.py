@@ -28,9 +28,6 @@ from cloud_hub.simulator.truth import GroundTruth, TaskType
 from cloud_hub.simulator.workload import Task, load_workload, materialize
 
 CLASSES: dict[str, float] = {"tight": 3.0, "medium": 5.0, "loose": 10.0}
-ROOT = Path(__file__).resolve().parents[2]
-EDGE_FLEET = ROOT / "examples" / "fleet_edge_mixed.json"
-EDGE_WORKLOAD = ROOT / "examples" / "workload_edge_mix.json"
 
 
 @dataclass(frozen=True)
@@ -123,15 +120,23 @@ def published_scenario(
     )
 
 
-def edge_scenario(load: float, n_tasks: int, seed: int, *, sigma: float = 0.1) -> Scenario:
-    """Return the existing edge scenario (its fleet, mix, Poisson arrivals) with deadlines.
+def edge_scenario(
+    fleet_path: Path,
+    workload_path: Path,
+    load: float,
+    n_tasks: int,
+    seed: int,
+    *,
+    sigma: float = 0.1,
+) -> Scenario:
+    """Return a fleet file + generator workload (the edge example's) with deadlines.
 
     The fleet, mix, truth and noise draws are ``bench_sim_edge``'s; arrivals are its Poisson
     process, but at ``load`` x the LP capacity (``bench_sim_edge`` scales by the runner's
     capacity, which assumes every device serves the whole mix: about 2/3 of the LP's here).
     """
-    fleet = load_fleet(EDGE_FLEET)
-    spec = dataclasses.replace(load_workload(EDGE_WORKLOAD), n_tasks=n_tasks, load=load)
+    fleet = load_fleet(fleet_path)
+    spec = dataclasses.replace(load_workload(workload_path), n_tasks=n_tasks, load=load)
     types = spec.types()
     truth = GroundTruth(fleet, types, n_tasks, sigma, seed)
     feasible = feasibility(fleet, types)
@@ -144,7 +149,7 @@ def edge_scenario(load: float, n_tasks: int, seed: int, *, sigma: float = 0.1) -
     tasks, classes = with_deadlines(plain, truth, feasible, seed)
     offered = n_tasks / tasks[-1].t / cap if n_tasks else 0.0
     return Scenario(
-        "edge-mixed",
+        fleet.name,
         fleet,
         truth,
         feasible,
