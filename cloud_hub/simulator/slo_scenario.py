@@ -139,7 +139,10 @@ def edge_scenario(
     spec = dataclasses.replace(load_workload(workload_path), n_tasks=n_tasks, load=load)
     types = spec.types()
     truth = GroundTruth(fleet, types, n_tasks, sigma, seed)
-    feasible = feasibility(fleet, types)
+    kernel_ok = feasibility(fleet, types)
+    # a truth that leaves pairs without a figure out says which (GroundTruth.available)
+    available = getattr(truth, "available", None)
+    feasible: dict[TaskType, list[int]] = available(kernel_ok) if callable(available) else kernel_ok
     mix: dict[TaskType, float] = {}
     for m in spec.mix:
         tt = (m["model"], m["precision"])
@@ -158,5 +161,5 @@ def edge_scenario(
         cap,
         offered,
         truth.coverage(feasible),
-        False,
+        feasible != kernel_ok,
     )
