@@ -116,6 +116,9 @@ def keys(sc: Scenario, res: dict[str, dict[str, Any] | None]) -> dict[str, Any]:
         "balanced_energy_vs_least_loaded": None
         if res["balanced"] is None or ll is None
         else res["balanced"]["energy_j"] / ll["energy_j"],
+        "slo_first_energy_vs_best_baseline": None
+        if slo is None
+        else slo["energy_j"] / base[best]["energy_j"],  # type: ignore[index]
         "attainment": {n: None if r is None else r["attainment"] for n, r in res.items()},
         "attainment_by_class": {n: None if r is None else r["by_class"] for n, r in res.items()},
         "by_class_n": base[best]["by_class_n"],  # type: ignore[index]

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
 
-from cloud_hub.simulator import parse_fleet
+from cloud_hub.simulator import parse_fleet, slo_agents
 from cloud_hub.simulator.agents import feasibility
 from cloud_hub.simulator.arrivals import OnOff, onoff_times
 from cloud_hub.simulator.capacity_lp import mix_capacity
@@ -19,7 +20,7 @@ from cloud_hub.simulator.slo_metrics import deadline_summary
 from cloud_hub.simulator.slo_scenario import CLASSES, published_scenario
 from cloud_hub.simulator.truth import GroundTruth
 from cloud_hub.simulator.workload import Task
-from edge_agent.placement import Policy
+from edge_agent.placement import Decision, Placer, Policy
 
 TT = ("resnet50", "int8")
 
@@ -150,3 +151,49 @@ def test_placer_agents_stay_on_devices_with_published_times_and_learn_without_cl
         assert dev in sc.feasible[(task.model, task.precision)]
     assert all(math.isfinite(x) for x in out.latency_s)
     assert agent.clamped() == 0
+
+
+def test_started_is_reported_once_per_task_at_its_simulated_start(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With a Placer that has ``started(decision, now=...)``, the harness calls it right."""
+    started: list[tuple[Decision, float]] = []  # the objects, so no id is reused
+    fed: list[Decision] = []
+    feedback = Placer.feedback
+
+    def fake_started(self: Placer, decision: Decision, now: float = -1.0) -> None:
+        assert all(d is not decision for d in fed)  # started comes before feedback
+        started.append((decision, now))
+
+    def spy_feedback(self: Placer, decision: Decision, **kw: Any) -> None:
+        fed.append(decision)
+        feedback(self, decision, **kw)
+
+    monkeypatch.setattr(Placer, "started", fake_started, raising=False)
+    monkeypatch.setattr(Placer, "feedback", spy_feedback)
+    assert slo_agents._started_clock() == "now"
+    monkeypatch.setattr(slo_agents, "STARTED_CLOCK", "now")
+    monkeypatch.setattr(slo_agents, "HAS_STARTED", True)
+    sc = published_scenario(0.8, 200, seed=4)
+    memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in sc.truth.types}
+    agent = SloAgentChooser(
+        sc.fleet, Policy.template("latency-first"), deadline_aware=False, candidates=sc.feasible
+    )
+    out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, memory), agent)
+    assert len(started) == len({id(d) for d, _ in started}) == len(fed) == len(sc.tasks)
+    true_starts = sorted(f - s for f, s in zip(out.finish_s, out.service_s, strict=True))
+    assert sorted(t for _, t in started) == pytest.approx(true_starts)
+
+
+def test_a_started_call_needing_more_than_the_decision_is_not_made(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def needs_more(self: Placer, decision: Decision, worker: str) -> None: ...
+
+    def takes_at(self: Placer, decision: Decision, *, at: float = 0.0) -> None: ...
+
+    def plain(self: Placer, decision: Decision) -> None: ...
+
+    for fn, clock in ((needs_more, None), (takes_at, "at"), (plain, "")):
+        monkeypatch.setattr(Placer, "started", fn, raising=False)
+        assert slo_agents._started_clock() == clock

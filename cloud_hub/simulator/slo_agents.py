@@ -36,7 +36,27 @@ from edge_agent.placement.codec import prepare
 from edge_agent.resources.vocab import Health
 
 HAS_CANDIDATES = "candidates" in inspect.signature(Placer.place_one).parameters
-HAS_STARTED = callable(getattr(Placer, "started", None))
+
+
+def _started_clock() -> str | None:
+    """Return how ``Placer.started`` takes the time ("" = it does not), or None if absent.
+
+    The simulator's clock is not the wall clock: when ``started`` accepts a time by a
+    name it is given the simulated one; a call that needs more than the decision is
+    not made at all.
+    """
+    fn = getattr(Placer, "started", None)
+    if not callable(fn):
+        return None
+    params = list(inspect.signature(fn).parameters.values())[1:]  # after self
+    required = [p for p in params if p.default is p.empty and p.kind != p.VAR_KEYWORD]
+    if len(required) != 1 or required[0].kind == required[0].KEYWORD_ONLY:
+        return None
+    return next((p.name for p in params if p.name in ("now", "at", "now_s", "t")), "")
+
+
+STARTED_CLOCK = _started_clock()
+HAS_STARTED = STARTED_CLOCK is not None
 
 
 def clamp_bounds() -> tuple[float, float] | None:
@@ -129,11 +149,11 @@ class SloAgentChooser(AgentChooser):
 
     def _report_started(self, now: float) -> None:
         while self._waiting and self._waiting[0][0] <= now:
-            _, index = heapq.heappop(self._waiting)
+            start, index = heapq.heappop(self._waiting)
             placer, decision = self._open[index]
             started = getattr(placer, "started", None)
             if callable(started):
-                started(decision)
+                started(decision, **({STARTED_CLOCK: start} if STARTED_CLOCK else {}))
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
         """Place ``task`` with its origin box's Placer (see the module doc)."""
@@ -147,6 +167,12 @@ class SloAgentChooser(AgentChooser):
         if not decision.placed:
             return None
         dev = decision.device_indices[0]
+        allowed = self._allowed(task)
+        if allowed is not None and dev not in allowed:
+            raise RuntimeError(
+                f"{decision.device_ids[0]} is outside the candidates of {task.model}: "
+                "the Placer ignored the restriction"
+            )
         self._open[task.index] = (placer, decision)
         self._charge[task.index] = decision.charges[0]
         if HAS_STARTED:
