@@ -171,7 +171,8 @@ static double deadline_cost(double deadline, double latency, double service_eff)
     if (!(deadline > 0.0)) return latency;
     target = deadline * (1.0 - HM_DEADLINE_MARGIN);
     if (latency <= target)
-        return 1.0 + 0.75 * (1.0 - service_eff / target) + 0.25 * (latency / target);
+        return 1.0 + HM_SLACK_PREF * (1.0 - service_eff / target) +
+               (1.0 - HM_SLACK_PREF) * (latency / target);
     if (latency <= deadline) return 2.0 + (latency - target) / (deadline - target);
     return 3.0 + latency / deadline;
 }

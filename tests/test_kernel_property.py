@@ -94,7 +94,9 @@ def problems(
         )
     )
     weights = [*weights, draw(st.sampled_from([0.0, 1.0, 1.5, 3.0]))]  # the queue guard
-    allowed = draw(st.one_of(st.none(), st.lists(st.integers(0, 1), min_size=n_dev, max_size=n_dev)))
+    allowed = draw(
+        st.one_of(st.none(), st.lists(st.integers(0, 1), min_size=n_dev, max_size=n_dev))
+    )
     return devices, tasks.reshape(n_task, L.TASK_FIELDS), corr, weights, allowed
 
 

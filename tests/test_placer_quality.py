@@ -60,7 +60,9 @@ def dev(
     return Device(id=id, kind=kind, name=id, capability=cap)
 
 
-def task(gflops: float = 1.0, precision: str = "int8", *, cls: str = "default", **req: Any) -> TaskContract:
+def task(
+    gflops: float = 1.0, precision: str = "int8", *, cls: str = "default", **req: Any
+) -> TaskContract:
     return TaskContract(
         Semantics(gflops=gflops, precision=precision), Requirements(**req), task_class=cls
     )
@@ -68,6 +70,7 @@ def task(gflops: float = 1.0, precision: str = "int8", *, cls: str = "default", 
 
 def placer(devices: list[Device], backend: str, policy: str = "latency-first", **kw: Any) -> Placer:
     return Placer(devices, Policy.template(policy), backend=backend, **kw)  # type: ignore[arg-type]
+
 
 @BACKENDS
 def test_64_in_flight_converge_to_the_true_slowdown_without_touching_a_clamp(backend: str) -> None:
@@ -82,7 +85,7 @@ def test_64_in_flight_converge_to_the_true_slowdown_without_touching_a_clamp(bac
             p.feedback(d, latency_s=true_s)
             seen.append(p.correction("det", "gpu"))
     assert p.correction("det", "gpu") == pytest.approx(1.8, rel=0.05)
-    assert CORRECTION_MIN * 1.01 < min(seen) and max(seen) < CORRECTION_MAX / 1.01
+    assert min(seen) > CORRECTION_MIN * 1.01 and max(seen) < CORRECTION_MAX / 1.01
     assert max(seen) < 2.5  # no overshoot: the old rule compounded 64 steps per wave
 
 
@@ -168,6 +171,7 @@ def test_an_unknown_model_starts_from_the_roofline_and_then_says_learned() -> No
     assert again.estimate_source is not None
     assert again.estimate_source.startswith("learned from measurements (prior: roofline")
 
+
 @BACKENDS
 def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> None:
     p = placer([dev("a", int8=5000), dev("b", int8=1000), dev("c", int8=100)], backend)
@@ -245,17 +249,19 @@ def test_an_impossible_deadline_is_placed_late_unless_dropped(backend: str) -> N
 
 @BACKENDS
 def test_slo_first_keeps_the_fast_device_for_the_tight_deadline(backend: str) -> None:
-    """A loose task goes to the slow device that meets it; the tight one finds fast free."""
+    """A task with slack takes the idle slow device that finishes nearly as early; the tight
+    task after it finds the fast one free. Latency-first spends the fast one and misses."""
+    met = {}
+    for policy in ("slo-first", "latency-first"):
+        p = placer([dev("fast", int8=1000), dev("slow", int8=200)], backend, policy=policy)
+        p.update_live("fast", queued_s=0.07)  # fast: 0.02 s + 0.07 queued; slow: 0.1 s idle
+        loose = p.place_one(task(10.0, deadline_s=2.0))
+        tight = p.place_one(task(10.0, deadline_s=0.095))
+        met[policy] = (loose.device_id, tight.device_id, tight.late)
+    assert met["slo-first"] == ("slow", "fast", False)
+    assert met["latency-first"][0] == "fast" and met["latency-first"][2]  # tight one late
     p = placer([dev("fast", int8=1000), dev("slow", int8=200)], backend, policy="slo-first")
-    loose = p.place_one(task(10.0, deadline_s=0.5))  # fast 0.02 s, slow 0.1 s
-    tight = p.place_one(task(10.0, deadline_s=0.03))
-    assert (loose.device_id, tight.device_id) == ("slow", "fast")
-    assert not tight.late
-    lf = placer([dev("fast", int8=1000), dev("slow", int8=200)], backend)
-    assert lf.place_one(task(10.0, deadline_s=0.5)).device_id == "fast"
-    assert lf.place_one(task(10.0, deadline_s=0.03)).late  # latency-first spent it
-    no_deadline = p.preview(task(10.0))
-    assert no_deadline.device_id == "fast"  # without a deadline the term is the latency
+    assert p.preview(task(10.0)).device_id == "fast"  # without a deadline: the latency
 
 
 @BACKENDS

@@ -187,5 +187,6 @@ BALANCE_HORIZON_S = 1.0  # balance cost: utilization plus backlog over this hori
 UTIL_CAP = 0.95  # a device is never modelled as more than 95% busy
 SUSPECT_PENALTY = 1.0  # added to the score of a device whose health is suspect
 NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9, 1e-6)  # per objective, keeps ratios finite
-DEADLINE_MARGIN = 0.2  # a deadline is met "with a margin" within (1 - margin) of it
+DEADLINE_MARGIN = 0.5  # a deadline is met "with a margin" within (1 - margin) of it
+SLACK_PREF = 0.2  # within the margin: weight of a slower device vs an earlier finish
 PREC_BITS = 5  # precisions a task's PREC_MASK may name

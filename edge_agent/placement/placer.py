@@ -64,6 +64,7 @@ class Placer:
         self._sources: list[tuple[str, ...] | None] = [None]
         self._running = RunningWork(clock)
         self._probe_tick = 0
+        self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
@@ -135,6 +136,7 @@ class Placer:
         ws.weights[:] = old.weights
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
+        self._restricted_to = None
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
@@ -163,14 +165,21 @@ class Placer:
             self._probe_tick = 0
             probe = self._probe(cls, candidates)
             if probe is not None:
-                return Decision(prepared.contract, probe[0], self._ctx, probe[1], cls,
-                                self._sources[cls], probe=True)
+                return Decision(
+                    prepared.contract,
+                    probe[0],
+                    self._ctx,
+                    probe[1],
+                    cls,
+                    self._sources[cls],
+                    probe=True,
+                )
         row, reasons = self._decide(1, candidates)
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
         self, n_task: int, candidates: Collection[str] | None
-    ) -> tuple[memoryview, bytes | None]:
+    ) -> tuple[Sequence[float], bytes | None]:
         """Run the kernel on the first ``n_task`` task rows; return task 0's row and reasons."""
         ws = self._ws
         if candidates is None:
@@ -184,18 +193,23 @@ class Placer:
         return memoryview(ws.out0.tobytes()).cast("d"), reasons  # a copy: the slot is reused
 
     def _restrict(self, candidates: Collection[str]) -> None:
+        if candidates is self._restricted_to:  # the same set as the last call: still in place
+            return
+        index = self._index
+        try:
+            found = [index[device_id] for device_id in candidates]
+        except (KeyError, TypeError):
+            bad = [c for c in candidates if not isinstance(c, str) or c not in index]
+            raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
         allowed = self._ws.allowed
         allowed.fill(0)
-        index = self._index
-        for device_id in candidates:
-            d = index.get(device_id)
-            if d is None:
-                raise InvalidInput(f"candidates: unknown device {device_id!r}")
-            allowed[d] = 1
+        allowed[found] = 1
+        # frozensets and tuples cannot change: the next call with the same one skips this
+        self._restricted_to = candidates if isinstance(candidates, (frozenset, tuple)) else None
 
     def _probe(
         self, cls: int, candidates: Collection[str] | None
-    ) -> tuple[memoryview, bytes | None] | None:
+    ) -> tuple[Sequence[float], bytes | None] | None:
         """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
         row = self._ws.corrections[cls]
         stuck = learning.clamped(row)

@@ -29,7 +29,7 @@ ROOFLINE = "roofline"
 def _profile(profile_id: str) -> FirmwareProfile | None:
     try:
         return load_profile(profile_id)
-    except Exception:  # noqa: BLE001 - a device from an unknown or broken profile has no prior
+    except Exception:
         return None
 
 

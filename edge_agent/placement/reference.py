@@ -167,7 +167,11 @@ def _deadline_cost(deadline: float, latency: float, service_eff: float) -> float
         return latency
     target = deadline * (1.0 - L.DEADLINE_MARGIN)
     if latency <= target:
-        return 1.0 + 0.75 * (1.0 - service_eff / target) + 0.25 * (latency / target)
+        return (
+            1.0
+            + L.SLACK_PREF * (1.0 - service_eff / target)
+            + (1.0 - L.SLACK_PREF) * (latency / target)
+        )
     if latency <= deadline:
         return 2.0 + (latency - target) / (deadline - target)
     return 3.0 + latency / deadline
