@@ -13,24 +13,34 @@ latency at another precision of the same network on the same unit; a pipelined r
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
+from typing import Any
 
 from edge_agent.placement import layout as L
 from edge_agent.resources.device import Device
 from edge_agent.resources.profile_schema import normalize_model_name
-from edge_agent.resources.profiles import FirmwareProfile, load_profile
+from edge_agent.resources.profiles import load_profile
 from edge_agent.tasks.contract import TaskContract
 
 ROOFLINE = "roofline"
 
 
+Row = Mapping[str, Any]
+
+
 @functools.lru_cache(maxsize=64)
-def _profile(profile_id: str) -> FirmwareProfile | None:
+def _table(profile_id: str) -> dict[tuple[str, str], tuple[Row, ...]]:
+    """Return a profile's latency rows by (device local id, model key); empty if unloadable."""
     try:
-        return load_profile(profile_id)
+        profile = load_profile(profile_id)
     except Exception:
-        return None
+        return {}
+    table: dict[tuple[str, str], list[Row]] = {}
+    for local, rows in profile.latencies.items():
+        for row in rows:
+            table.setdefault((local, str(row["model"])), []).append(row)
+    return {key: tuple(rows) for key, rows in table.items()}
 
 
 #: Model file suffixes: a contract's ``model`` ending in one is a file named after the model.
@@ -42,33 +52,29 @@ MODEL_SUFFIXES = frozenset(
 def model_key(model: str) -> str:
     """Return the name a model is published under: a model file's stem, else the name."""
     path = PurePath(model)
-    return path.stem if path.suffix.lower() in MODEL_SUFFIXES else path.name
+    name = path.stem if path.suffix.lower() in MODEL_SUFFIXES else path.name
+    return normalize_model_name(name)
 
 
 def published_s(device: Device, model: str, precision: str) -> tuple[float, str] | None:
     """Return (seconds, label) of the best published figure for ``model`` on ``device``."""
     if device.profile is None:
         return None
-    profile = _profile(device.profile)
-    local = device.id.rsplit("/", 1)[-1]
-    if profile is None or local not in {str(s["id"]) for s in profile.device_specs}:
-        return None
+    rows = _table(device.profile).get((device.id.rsplit("/", 1)[-1], model_key(model)), ())
     tries = (
-        (precision, False, f"published {precision}"),
-        (None, False, "published, other precision"),
-        (None, True, "published 1000/FPS"),
+        (
+            lambda r: r["precision"] == precision and not r.get("throughput_equivalent"),
+            f"published {precision}",
+        ),
+        (lambda r: not r.get("throughput_equivalent"), "published, other precision"),
+        (lambda r: True, "published 1000/FPS"),
     )
-    for want, throughput, label in tries:
-        ms = profile.published_latency_ms(local, model, want, include_throughput=throughput)
-        if ms is not None and ms > 0:
-            return ms / 1e3, f"{label} ({_status(profile, local, model)})"
+    for keep, label in tries:
+        found = [r for r in rows if keep(r) and float(r["latency_ms"]) > 0]
+        if found:
+            best = min(found, key=lambda r: float(r["latency_ms"]))
+            return float(best["latency_ms"]) / 1e3, f"{label} ({best.get('status', 'unknown')})"
     return None
-
-
-def _status(profile: FirmwareProfile, local: str, model: str) -> str:
-    key = normalize_model_name(model)
-    rows = [r for r in profile.latencies.get(local, ()) if r["model"] == key]
-    return str(rows[0].get("status", "unknown")) if rows else "unknown"
 
 
 def uncorrected_s(row: Sequence[float], task: Sequence[float]) -> float:
