@@ -94,7 +94,8 @@ def single_latency_us(
     prepared = [placer.prepare(t) for t in workload(64)]
     rng = random.Random(11)
     ids = list(placer.device_ids)
-    sets = [rng.sample(ids, n_candidates) for _ in range(16)] if n_candidates else [None]
+    # a caller's candidate sets (e.g. per task type), kept as tuples, cycled per call
+    sets = [tuple(rng.sample(ids, n_candidates)) for _ in range(16)] if n_candidates else [None]
     for p in prepared:  # warm: every class known, buffers touched
         placer.release(placer.place_one(p))
     samples = []

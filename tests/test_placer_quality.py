@@ -182,6 +182,11 @@ def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> No
     assert all(p.live(x)["health"] == Health.ONLINE for x in p.device_ids)
     assert p.place_one(task()).device_id == "a"  # the next call sees every device
     assert [x.device_id for x in p.place([task(), task()], candidates=["c"])] == ["c", "c"]
+    kept_bc, kept_a = ("b", "c"), ("a",)  # immutable sets: their flags are kept and reused
+    for want in ("b", "a", "b"):
+        chosen = p.place_one(task(), candidates=kept_bc if want == "b" else kept_a)
+        assert chosen.device_id == want
+        p.release(chosen)
     with pytest.raises(Exception, match="unknown device"):
         p.place_one(task(), candidates=["zz"])
 

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
@@ -23,6 +24,8 @@ from edge_agent.resources.device import Device
 from edge_agent.tasks.contract import TaskContract
 
 __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
+
+_MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
 class Placer(LiveState):
@@ -63,8 +66,10 @@ class Placer(LiveState):
         # per class: each device's estimate source (None: all roofline), replaced on change
         self._sources: list[tuple[str, ...] | None] = [None]
         self._running = RunningWork(clock)
+        self._started = self._running.entries  # the same dict: empty when nothing runs
         self._probe_tick = 0
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
+        self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
@@ -137,6 +142,7 @@ class Placer(LiveState):
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
         self._restricted_to = None
+        self._masks.clear()
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
@@ -147,7 +153,7 @@ class Placer(LiveState):
         ``candidates``: device ids this call may choose from (the others are rejected as
         "not among the call's candidates"); their health and live state are untouched.
         """
-        if self._running:
+        if self._started:  # a dict: tested without a call
             self._running.credit(self._ws.devices)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
@@ -174,7 +180,14 @@ class Placer(LiveState):
                     self._sources[cls],
                     probe=True,
                 )
-        row, reasons = self._decide(1, candidates)
+        if candidates is None:  # the hot path, inlined
+            status, bad = self._call(1)
+            if status:
+                kernel.check(status, bad)
+            reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
+            row = memoryview(ws.out0.tobytes()).cast("d")  # a copy: the slot is reused
+        else:
+            row, reasons = self._decide(1, candidates)
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
@@ -193,19 +206,32 @@ class Placer(LiveState):
         return memoryview(ws.out0.tobytes()).cast("d"), reasons  # a copy: the slot is reused
 
     def _restrict(self, candidates: Collection[str]) -> None:
-        if candidates is self._restricted_to:  # the same set as the last call: still in place
+        """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown).
+
+        A tuple or frozenset is immutable: its flags are kept (up to ``_MASKS_KEPT`` of
+        them), so a caller reusing its candidate sets pays one row copy per call.
+        """
+        if candidates is self._restricted_to:  # the same set as the last call: in place
             return
-        index = self._index
-        try:
-            found = [index[device_id] for device_id in candidates]
-        except (KeyError, TypeError):
-            bad = [c for c in candidates if not isinstance(c, str) or c not in index]
-            raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
+        keep = isinstance(candidates, (tuple, frozenset))
+        kept = self._masks.get(id(candidates)) if keep else None
         allowed = self._ws.allowed
-        allowed.fill(0)
-        allowed[found] = 1
-        # frozensets and tuples cannot change: the next call with the same one skips this
-        self._restricted_to = candidates if isinstance(candidates, (frozenset, tuple)) else None
+        if kept is not None and kept[0] is candidates:
+            allowed[:] = kept[1]
+        else:
+            index = self._index
+            try:
+                found = [index[device_id] for device_id in candidates]
+            except (KeyError, TypeError):
+                bad = [c for c in candidates if not isinstance(c, str) or c not in index]
+                raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
+            allowed.fill(0)
+            allowed[found] = 1
+            if keep:
+                if len(self._masks) >= _MASKS_KEPT:
+                    self._masks.clear()
+                self._masks[id(candidates)] = (candidates, allowed.copy())
+        self._restricted_to = candidates if keep else None
 
     def _probe(
         self, cls: int, candidates: Collection[str] | None
@@ -233,7 +259,7 @@ class Placer(LiveState):
         Returns decisions aligned with ``tasks``. One batch never overbooks a device.
         ``candidates`` restricts every task of the batch as in ``place_one``.
         """
-        if self._running:
+        if self._started:
             self._running.credit(self._ws.devices)
         prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
         order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
@@ -310,12 +336,13 @@ class Placer(LiveState):
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         mem = decision.task.memory_needed()
-        credited = self._running.finish(decision)
-        for d, charge, done in zip(
-            decision.device_indices, decision.charges, credited, strict=True
+        credited = self._running.finish(decision) if self._started else None
+        for j, (d, charge) in enumerate(
+            zip(decision.device_indices, decision.charges, strict=True)
         ):
             dev = self._ws.devices[d]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - (charge - done))
+            left = charge if credited is None else charge - credited[j]
+            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
     def export_corrections(self) -> dict[str, dict[str, float]]:

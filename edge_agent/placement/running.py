@@ -22,28 +22,29 @@ class RunningWork:
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        self._running: dict[Decision, tuple[float, list[float]]] = {}
+        # decision -> (start, run time credited per device)
+        self.entries: dict[Decision, tuple[float, list[float]]] = {}
 
     def __bool__(self) -> bool:
-        return bool(self._running)
+        return bool(self.entries)
 
     def __len__(self) -> int:
-        return len(self._running)
+        return len(self.entries)
 
     def start(self, decision: Decision, now: float | None) -> None:
         """Record ``decision`` as running since ``now`` (the clock when None); idempotent."""
-        if decision not in self._running:
+        if decision not in self.entries:
             at = self.clock() if now is None else now
-            self._running[decision] = (at, [0.0] * len(decision.device_indices))
+            self.entries[decision] = (at, [0.0] * len(decision.device_indices))
 
     def is_running(self, decision: Decision) -> bool:
         """Return True when ``decision`` was started and not yet finished."""
-        return decision in self._running
+        return decision in self.entries
 
     def credit(self, devices: npt.NDArray[np.float64]) -> None:
         """Take the run time elapsed since the last credit off the running tasks' queues."""
         now = self.clock()
-        for decision, (start, credited) in self._running.items():
+        for decision, (start, credited) in self.entries.items():
             elapsed = max(0.0, now - start)
             for j, (d, charge) in enumerate(
                 zip(decision.device_indices, decision.charges, strict=True)
@@ -56,5 +57,5 @@ class RunningWork:
 
     def finish(self, decision: Decision) -> list[float]:
         """Forget ``decision``; return the run time already credited per device (0s if none)."""
-        entry = self._running.pop(decision, None)
+        entry = self.entries.pop(decision, None)
         return entry[1] if entry is not None else [0.0] * len(decision.device_indices)
