@@ -37,11 +37,12 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 class ApiError(Exception):
-    """An HTTP error with a message for the client."""
+    """An HTTP error with a message for the client (and ``fields`` beside it in the answer)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.status = status
+        self.fields = fields
 
 
 #: Most digits of an integer in a request body: larger ones fit neither a float nor SQLite.
@@ -81,9 +82,10 @@ def _int_literal(text: str) -> int:
     return int(text)
 
 
-def error_response(status: int, message: str) -> web.Response:
-    """Return the one JSON error shape."""
-    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+def error_response(status: int, message: str, **fields: Any) -> web.Response:
+    """Return the one JSON error shape (``fields``: more the client can act on)."""
+    doc = {**fields, "ok": False, "error": message, "status": status}
+    return web.json_response(doc, status=status)
 
 
 @web.middleware
@@ -116,7 +118,7 @@ def json_errors(service: str, extra: Mapping[type[Exception], int] = {}) -> Midd
         try:
             return await handler(request)
         except ApiError as err:
-            return error_response(err.status, str(err))
+            return error_response(err.status, str(err), **err.fields)
         except asyncio.CancelledError:
             raise
         except Exception as err:
@@ -136,9 +138,11 @@ def _general(request: web.Request, err: Exception, service: str) -> web.Response
         return error_response(413, f"request body too large: {err.text}")
     if isinstance(err, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(err.allowed_methods))
-        return error_response(
+        resp = error_response(
             405, f"{request.method} not allowed on {request.path}; allowed: {allowed}"
         )
+        resp.headers["Allow"] = allowed  # RFC 9110: a 405 lists the methods the target takes
+        return resp
     if isinstance(err, web.HTTPNotFound):
         return error_response(404, f"no such endpoint: {request.method} {request.path}")
     if isinstance(err, web.HTTPException):

@@ -22,6 +22,7 @@ from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 
 _log = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = Agent(app[CONFIG])
+    agent.metrics.registry.register(app[GUARD])  # connections and cuts on /metrics
     agent.mesh = app.get(MESH)
     await agent.start()
     app[AGENT] = agent
@@ -266,10 +268,12 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
 def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
     quiet_bad_requests()
+    guard = ConnectionGuard(ServerLimits.of(config))
     app = web.Application(
-        client_max_size=config.max_body_bytes, middlewares=[_errors, missing_files]
+        client_max_size=config.max_body_bytes,
+        middlewares=[guard.middleware, _errors, missing_files],  # the guard first: see its doc
     )
-    app[CONFIG] = config
+    app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
     app.cleanup_ctx.append(_agent_ctx)
     if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening
         app[MESH] = MeshLink(config)

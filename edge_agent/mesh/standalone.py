@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
+from edge_agent.http_limits import ConnectionGuard, GuardedSite, ServerLimits, app_runner
 from edge_agent.mesh.client import PREFIX
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.credential import FleetKey
@@ -44,22 +46,26 @@ def emulated_node(
     time_scale: float = 1.0,
     run_task: RunPlaced | None = None,
     policy: str = "latency-first",
+    session: aiohttp.ClientSession | None = None,
 ) -> MeshNode:
-    """Return a node whose devices are emulated boards from firmware profiles."""
+    """Return a node whose devices are emulated boards from firmware profiles (its peer
+    calls go through ``session`` if given)."""
     placer = Placer(devices_from_profiles(profiles), Policy.template(policy))
     run = run_task or functools.partial(emulated_run, time_scale=time_scale)
-    return MeshNode(config, key, placer, run, ledger_path)
+    return MeshNode(config, key, placer, run, ledger_path, session=session)
 
 
 @asynccontextmanager
 async def serve(node: MeshNode, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
     """Serve ``node``'s endpoints on ``host:port`` and start it; yield the bound port."""
-    app = web.Application()
+    guard = ConnectionGuard(ServerLimits())
+    guard.fit_descriptors()
+    app = web.Application(middlewares=[guard.middleware])
     app.add_subapp(PREFIX, node.app())
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = app_runner(app)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = GuardedSite(runner, host, port, guard)
         await site.start()
         bound = next(a[1] for a in runner.addresses if isinstance(a, tuple))
         await node.start(int(bound))

@@ -185,7 +185,7 @@ class Placer(LiveState):
             if status:
                 kernel.check(status, bad)
             reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-            row = memoryview(ws.out0.tobytes()).cast("d")  # a copy: the slot is reused
+            row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])

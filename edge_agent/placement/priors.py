@@ -61,16 +61,14 @@ def published_s(device: Device, model: str, precision: str) -> tuple[float, str]
     if device.profile is None:
         return None
     rows = _table(device.profile).get((device.id.rsplit("/", 1)[-1], model_key(model)), ())
-    tries = (
-        (
-            lambda r: r["precision"] == precision and not r.get("throughput_equivalent"),
-            f"published {precision}",
-        ),
-        (lambda r: not r.get("throughput_equivalent"), "published, other precision"),
-        (lambda r: True, "published 1000/FPS"),
+    published = [r for r in rows if float(r["latency_ms"]) > 0]
+    latency = [r for r in published if not r.get("throughput_equivalent")]
+    tries: tuple[tuple[list[Row], str], ...] = (
+        ([r for r in latency if r["precision"] == precision], f"published {precision}"),
+        (latency, "published, other precision"),
+        (published, "published 1000/FPS"),
     )
-    for keep, label in tries:
-        found = [r for r in rows if keep(r) and float(r["latency_ms"]) > 0]
+    for found, label in tries:
         if found:
             best = min(found, key=lambda r: float(r["latency_ms"]))
             return float(best["latency_ms"]) / 1e3, f"{label} ({best.get('status', 'unknown')})"
