@@ -163,14 +163,14 @@ def _fits(dev: np.ndarray, task: np.ndarray, free: float) -> bool:
     """Return True when ``task`` meets every hard constraint of ``dev`` with ``free`` bytes."""
     kind, prec = int(dev[L.DEV_KIND]), int(task[L.TASK_PREC])
     kinds, fmt = int(task[L.TASK_KINDS_MASK]), int(task[L.TASK_FORMAT])
-    peak = dev[PEAK_OF[prec]]
+    allowed = (int(task[L.TASK_PREC_MASK]) | (1 << prec)) & int(dev[L.DEV_PREC_MASK])
+    runs = any((allowed >> p) & 1 and dev[PEAK_OF[p]] > 0.0 for p in range(L.PREC_BITS))
     return (
         dev[L.DEV_HEALTH] != 2.0  # not offline
         and (kinds == 0 or (kinds >> kind) & 1 == 1)
-        and (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 == 1
-        and peak > 0.0
+        and runs  # some precision the task allows, with a peak
         and int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]) == 0
-        and (fmt < 0 or (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1 == 1)
+        and (fmt == 0 or fmt & int(dev[L.DEV_FORMAT_MASK]) != 0)  # a format mask, 0 = any
         and (task[L.TASK_CONFIG] == 0.0 or kind == int(DeviceKind.FPGA))
         and task[L.TASK_MEM] <= free
     )
