@@ -9,6 +9,8 @@ recorded at decision time), and the correction moves toward that ratio in log sp
 
 Every completion pulls toward the same target, however many tasks of the class were in
 flight with an older factor, so k concurrent completions cannot apply one step k times.
+The rate is max(learning rate, 1 / samples so far): the first measurement replaces the
+prior, the first few are averaged, then the average moves (an EWMA).
 
 A correction at a clamp (or stuck far above the others) keeps its device from being
 chosen, so it could never be measured again. ``PROBE_EVERY``: one placement in that many,

@@ -68,6 +68,7 @@ class Placer(LiveState):
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._probe_tick = 0
+        self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
         self._token = object()  # identifies rows prepared by this Placer
@@ -302,8 +303,11 @@ class Placer(LiveState):
         target = latency_s / max(decision.base_s, 1e-12)
         cls = decision.task_class_index
         row = ws.corrections[cls]
-        rate = 1.0 if decision.probe else self._lr  # a probe re-measures a pinned factor
         for d in decision.device_indices:
+            n = self._samples.get((cls, d), 0)
+            self._samples[(cls, d)] = n + 1
+            # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
+            rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
             row[d] = learning.toward(float(row[d]), target, rate)
             self._mark_learned(cls, d)
             if energy_j is not None:
