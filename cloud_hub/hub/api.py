@@ -246,8 +246,7 @@ async def _rollouts(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
-    hub = request.app[HUB]
-    return web.json_response({"ok": True, "status": "ok", "agents": hub.store.agent_count()})
+    return web.json_response({"ok": True, **request.app[HUB].health()})
 
 
 async def _openapi(request: web.Request) -> web.Response:

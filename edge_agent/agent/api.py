@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.deferral import held_until
+from edge_agent.agent.intake_queue import SubmitCoalescer
 from edge_agent.agent.local_status import add_status_routes
 from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
@@ -29,6 +30,7 @@ _log = logging.getLogger(__name__)
 
 CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
+SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
 MAX_BATCH = 1000
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
@@ -89,7 +91,7 @@ async def _submit(request: web.Request) -> web.Response:
         task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
     else:
         task = await asyncio.to_thread(agent.intake.task, doc, key)
-    [(row, created)] = await agent.submit([task])
+    row, created = await request.app[SUBMITS].submit(task)
     return web.json_response(
         {"ok": True, "created": created, "task": task_doc(row)},
         status=202,
@@ -261,7 +263,9 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     agent.mesh = app.get(MESH)
     await agent.start()
     app[AGENT] = agent
+    app[SUBMITS] = SubmitCoalescer(agent.submit)
     yield
+    await app[SUBMITS].drain()
     await agent.stop()
 
 

@@ -54,7 +54,7 @@ class AgentConfig:
     body_timeout_s: float = 60.0  # a request body must arrive within this
     max_connections: int = 4096  # open client connections; idle ones make room when full
     telemetry_interval_s: float = 10.0
-    batch_size: int = 256  # most tasks one kernel call places
+    batch_size: int = 1000  # most tasks one kernel call places (a whole tasks:batch)
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
     shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
     tenant_shares: Mapping[str, float] = dataclasses.field(default_factory=dict)

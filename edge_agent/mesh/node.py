@@ -18,6 +18,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from edge_agent.loops import Supervisor
 from edge_agent.mesh.accept import Acceptor
 from edge_agent.mesh.advertise import Browser, Hint, build_txt, kinds_summary
 from edge_agent.mesh.advertise import service_info as make_info
@@ -83,6 +84,8 @@ class MeshNode:
         self._session = session
         self._own_session = session is None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: restarts the heartbeat loop after an error (an agent hands in its own supervisor)
+        self.loops = Supervisor()
         self._challenging: set[tuple[str, int]] = set()
         self._changed = asyncio.Event()
         self.leaving = False  # heartbeats answer "leaving" once stop() has begun
@@ -122,7 +125,9 @@ class MeshNode:
         )
         self._browser.start()
         self.spawn(self._advertise(), "mesh-advertise")
-        self.spawn(self._heartbeats(), "mesh-heartbeat")
+        beat = self.loops.spawn("mesh-heartbeat", self._heartbeats)
+        self._tasks.add(beat)
+        beat.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
         """Say goodbye over mDNS, abandon forwarded work, close everything."""
