@@ -156,7 +156,12 @@ def _submit(args: argparse.Namespace) -> int:
     """Submit a model to the local agent; print the task id."""
     base, model = _base_url(args), args.model
     local = Path(model)
-    if model.endswith(".onnx") and local.is_file():
+    if model.endswith(".onnx") or os.sep in model:  # a local file, not a model name
+        if not local.is_file():
+            raise InvalidInput(
+                f"no such file: {model} (give an existing .onnx file, or a model name the "
+                "agent has: GET /v1/models)"
+            )
         name = urllib.parse.quote(local.stem)
         model = request(base, "POST", f"/v1/models?name={name}", local.read_bytes())["model"]
     requirements: dict[str, Any] = {}
@@ -184,10 +189,30 @@ def _tasks_options(parser: argparse.ArgumentParser) -> None:
     _client(parser)
     parser.add_argument("--state", metavar="STATE", help="only tasks in STATE")
     parser.add_argument("--limit", type=positive_int, default=20, metavar="N")
+    parser.add_argument(
+        "--wide", action="store_true", help="whole messages (default: cut to fit the column)"
+    )
 
 
-def _task_rows(tasks: list[dict[str, Any]]) -> list[str]:
-    rows = [("ID", "STATE", "CLASS", "DEVICE", "EMU", "ERROR")]
+#: Width of the NOTE column unless ``--wide`` (longer messages end in "…").
+NOTE_WIDTH = 60
+
+
+def _cut(text: str, width: int | None) -> str:
+    return text if width is None or len(text) <= width else text[: width - 1] + "…"
+
+
+def _waiting(task: dict[str, Any]) -> str | None:
+    """Why a task waits now: its pool is full, or it is held for a cleaner hour."""
+    if task["state"] == "deferred":
+        return str((task.get("deferral") or {}).get("why") or "held")
+    return task.get("waiting")
+
+
+def _task_rows(tasks: list[dict[str, Any]], wide: bool = False) -> list[str]:
+    """One row per task: HELD UNTIL for held work; NOTE: the error, or why it waits now."""
+    rows = [("ID", "STATE", "CLASS", "DEVICE", "EMU", "HELD UNTIL", "NOTE")]
+    width = None if wide else NOTE_WIDTH
     for t in tasks:
         rows.append(
             (
@@ -196,12 +221,8 @@ def _task_rows(tasks: list[dict[str, Any]]) -> list[str]:
                 t["contract"].get("task_class", "-"),
                 t.get("device") or "-",
                 "yes" if t.get("emulated") else "no",
-                (
-                    t.get("error")
-                    or (t.get("deferral") or {}).get("why")
-                    or t.get("waiting")  # its resource pool is full
-                    or ""
-                )[:60],
+                t.get("held_until") or "-",
+                _cut(t.get("error") or _waiting(t) or "", width),
             )
         )
     return columns(rows)
@@ -213,7 +234,8 @@ def _tasks(args: argparse.Namespace) -> int:
         f"&state={urllib.parse.quote(args.state)}" if args.state else ""
     )
     doc = request(_base_url(args), "GET", "/v1/tasks" + query)
-    print(json.dumps(doc, indent=2) if args.json else "\n".join(_task_rows(doc["tasks"])))
+    rows = _task_rows(doc["tasks"], args.wide)
+    print(json.dumps(doc, indent=2) if args.json else "\n".join(rows))
     return 0
 
 

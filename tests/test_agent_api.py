@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 from onnx import TensorProto, helper, numpy_helper
 
-from edge_agent.agent.api import make_app
+from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
 
 pytestmark = pytest.mark.asyncio
@@ -166,8 +167,8 @@ BAD = [
         b'{"semantics": {"gflops": 1}, "requirements": {"config_id": 1e40}}',
         "config_id",
     ),
-    ("outside", b'{"model": "../../etc/passwd"}', "outside the model directory"),
-    ("absolute", b'{"model": "/etc/passwd"}', "outside the model directory"),
+    ("outside", b'{"model": "../../etc/passwd"}', "not inside the model directories"),
+    ("absolute", b'{"model": "/etc/passwd"}', "not inside the model directories"),
     ("unknown model", b'{"model": "nope"}', "not found"),
     ("model type", b'{"model": 7}', "model"),
     ("command", b'{"command": ["/bin/sh", "-c", "true"]}', "command_allowlist"),
@@ -221,3 +222,76 @@ async def test_model_upload_then_submit_by_name(aiohttp_client: Any, tmp_path: P
     doc = await submit(client, {"model": "mine"})
     task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
     assert task["state"] == "done" and task["result"]["outputs"] == [[1, 4]]
+
+
+async def test_task_ids_take_a_unique_prefix_like_git(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    doc = await submit(client, {"semantics": {"gflops": 0.01}})
+    whole = doc["task"]["id"]
+    await wait_for(client, whole, {"done", "failed"})
+    for given in (whole, whole[:8], whole[:4]):  # 8: what the demo prints
+        task = await client.get(f"/v1/tasks/{given}")
+        assert task.status == 200, await task.text()
+        assert (await task.json())["task"]["id"] == whole
+        explain = await client.get(f"/v1/tasks/{given}/explain")
+        assert explain.status == 200, await explain.text()
+        assert (await explain.json())["task_id"] == whole
+    too_short = await client.get(f"/v1/tasks/{whole[:3]}")
+    assert too_short.status == 404
+    assert (await too_short.json())["error"] == (
+        f"no task {whole[:3]!r} (an id prefix needs 4+ characters)"
+    )
+    for unknown in ("nosuchid", "ffffffff" if not whole.startswith("ffffffff") else "eeeeeeee"):
+        answer = await client.get(f"/v1/tasks/{unknown}/explain")
+        assert answer.status == 404
+        assert (await answer.json())["error"] == f"no task {unknown!r}"
+
+
+async def test_ambiguous_prefix_names_the_count(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    agent = client.app[AGENT]
+    for suffix in ("01", "02", "03"):
+        await agent.store.db.write(
+            lambda db, s=suffix: db.execute(
+                "INSERT INTO tasks (id, contract, state, submitted_at) VALUES (?, '{}', 'done', 0)",
+                [f"abcd{s}"],
+            )
+        )
+    answer = await client.get("/v1/tasks/abcd")
+    assert answer.status == 404
+    assert (await answer.json())["error"] == (
+        "ambiguous: 3 tasks start with 'abcd'; give more characters"
+    )
+    exact = await client.get("/v1/tasks/abcd02")
+    assert exact.status == 200 and (await exact.json())["task"]["id"] == "abcd02"
+
+
+async def test_a_deferrable_task_never_held_has_no_held_until(aiohttp_client: Any, tmp_path: Path):
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    body = {"semantics": {"gflops": 0.01}, "deferrable": True, "requirements": {"deadline_s": 600}}
+    doc = await submit(client, body)
+    task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
+    assert task["state"] == "done", task
+    assert task["held_until"] is None and not task.get("error")
+
+
+async def test_a_nul_byte_in_a_header_is_refused_and_logged_as_one_info_line(
+    aiohttp_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    client = await start(aiohttp_client, tmp_path)
+    caplog.set_level(logging.DEBUG, logger="aiohttp.server")
+    reader, writer = await asyncio.open_connection(client.host, client.port)
+    writer.write(b"GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Evil: a\x00b\r\n\r\n")
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 5)
+    writer.close()
+    assert status_line.split()[1] == b"400", status_line
+    records = [r for r in caplog.records if r.name == "aiohttp.server"]
+    assert records, "aiohttp logged nothing about the refused request"
+    assert all(r.levelno <= logging.INFO and not r.exc_info for r in records), [
+        (r.levelname, r.getMessage()) for r in records
+    ]
+    assert any("refused malformed HTTP (400" in r.getMessage() for r in records)
+    assert all("\n" not in r.getMessage() for r in records)
+    ok = await client.get("/v1/health")  # and the agent still answers
+    assert ok.status == 200

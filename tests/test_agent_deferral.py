@@ -101,6 +101,24 @@ def test_planner_guaranteed_releases_keep_every_deadline(
             assert clock <= deadline
 
 
+def test_planner_keeps_the_slack_of_work_held_into_the_same_hour() -> None:
+    """Hypothesis found it: B joined A's release hour and, run first, pushed A past its deadline."""
+    p = WindowPlanner(room_s=2 * H, safety=1.5, margin_s=60.0)
+    carbon = lambda h: 1.0 if h < 14 else 0.0  # noqa: E731
+    a = p.choose(0.0, 263.0, 50860.0, carbon)
+    assert a.hour == 14 and a.guaranteed  # 5.5 s of slack left in hour 14
+    b = p.choose(1.0, 202.0, 51172.0, carbon)
+    assert b.hour != 14  # (released at once: its est would eat A's slack in any later hour)
+    # whichever of the two runs first, both end by their deadlines
+    for first, second in ((a, b), (b, a)):
+        ests = {id(a): (263.0, 50860.0), id(b): (202.0, 51172.0)}
+        clock = 0.0
+        for w in (first, second):
+            est, deadline = ests[id(w)]
+            clock = max(clock, w.release_s) + est
+            assert clock <= deadline
+
+
 def deferrable(deadline_s: float) -> TaskContract:
     return TaskContract(Semantics(gflops=1.0), Requirements(deadline_s=deadline_s))
 
@@ -173,7 +191,15 @@ async def test_agent_defers_persists_across_restart_and_releases(
     assert explain["state"] == "deferred" and explain["placed"] is False
     when = datetime.fromtimestamp(hour0 + 2 * H, UTC).strftime("%H:%M UTC")
     assert f"{when}, carbon 212 vs" in explain["why_here"]
-    assert "deferred until" in _task_rows([task])[1]
+    row = _task_rows([task])[1]
+    assert "deferred until" in row and task["held_until"] in row
+    assert task["held_until"] == datetime.fromtimestamp(hour0 + 2 * H, UTC).strftime(
+        "%Y-%m-%dT%H:%M:%SZ"
+    )
+    # once it has run, the hold stays in HELD UNTIL and never reads as an error
+    done = {**task, "state": "done", "error": None}
+    assert "deferred until" not in _task_rows([done])[1]
+    assert task["held_until"] in _task_rows([done])[1]
     # a second one, cancelled while held
     other = (await (await client.post("/v1/tasks", json=body)).json())["task"]
     assert (await client.post(f"/v1/tasks/{other['id']}:cancel")).status == 200

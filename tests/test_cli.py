@@ -196,3 +196,21 @@ def test_no_service_at_the_address_says_how_to_start_one() -> None:
         agent_request(closed, "GET", "/v1/health")
     with pytest.raises(HubUnreachable, match=r"no hub at .*start one: cloud-hub run"):
         hub_request(closed, "GET", "/v1/health")
+
+
+def test_submit_of_a_missing_file_says_no_such_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    missing = tmp_path / "nope.onnx"  # checked before any agent is called (none listens on :1)
+    line = fails(capsys, agent, ["submit", str(missing), "--url", "http://127.0.0.1:1"])
+    assert f"no such file: {missing} (give an existing .onnx file" in line
+
+
+def test_tasks_cuts_long_notes_visibly_and_wide_shows_them_whole() -> None:
+    from edge_agent.cli_agent import NOTE_WIDTH, _task_rows
+
+    error = "not placed: no feasible device (2 estimated latency over max_latency_s, 1 offline)"
+    task = {"id": "ab12", "state": "failed", "contract": {}, "error": error}
+    cut = _task_rows([task])[1]
+    assert error not in cut and error[: NOTE_WIDTH - 1] + "…" in cut
+    assert error in _task_rows([task], wide=True)[1]

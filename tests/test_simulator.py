@@ -219,3 +219,36 @@ def test_cli_json_chart_and_error(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "energy-first" in names and "k8s-binpack" in names
     assert main([*argv[:3], str(tmp_path / "missing.csv")]) == 2
     assert "missing.csv" in capsys.readouterr().err
+
+
+def test_cli_table_keeps_columns_apart_and_shows_carbon_and_deferral(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from cloud_hub.simulator.cli import main
+
+    argv = [
+        "--fleet",
+        str(EXAMPLES / "fleet_carbon_sites.json"),
+        "--workload",
+        str(EXAMPLES / "workload_deferrable.jsonl"),
+    ]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()
+    head = lines[0].split()
+    assert head[:3] == ["policy", "mean", "ms"]
+    for line in lines[1 : lines.index("") - 1]:  # the policy rows: 8 cells, however wide
+        assert len(line.split()) == 8, line
+    carbon = lines[lines.index("") + 1 :]
+    assert carbon[0].split()[:4] == ["policy", "CO2", "g", "now"]
+    assert "ca g" in carbon[0] and "tx g" in carbon[0]
+    cells = carbon[1].split()
+    assert cells[0] == "latency-first" and cells[3].endswith("%") and "/" in cells[4]
+    assert main([*argv, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)["carbon"]["latency-first"]
+    shifted = doc["shifted"]
+    assert set(shifted["co2_g_by_site"]) == {"ca", "tx"}
+    assert sum(shifted["co2_g_by_site"].values()) == pytest.approx(shifted["co2_g"])
+    assert doc["deadline_misses"] == 0 and shifted["deferred"] >= 1
+    assert float(cells[3].rstrip("%")) == pytest.approx(
+        100 * doc["carbon_saving_deferrable"], abs=0.05
+    )

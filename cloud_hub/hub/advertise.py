@@ -38,7 +38,7 @@ class HubAdvertiser:
     async def start(self) -> None:
         """Probe the name and announce it (a clashing name gets a suffix)."""
         await self._zc.async_register_service(self.info, allow_name_change=True)
-        _log.warning(
+        _log.info(
             "announcing hub %s as %s on %s:%s",
             self.props["id"],
             HUB_SERVICE_TYPE,

@@ -26,6 +26,7 @@ from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError
 
@@ -258,6 +259,7 @@ async def _base_css(request: web.Request) -> web.FileResponse:
 
 def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
     """Return the hub's aiohttp application; the hub starts and stops with it."""
+    quiet_bad_requests()
     # the first is outermost: it signs error answers too
     middlewares = [_sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)

@@ -36,7 +36,7 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
             advertiser = HubAdvertiser(app[HUB].hub_id, config.announced_address, port)
             await advertiser.start()
         await asyncio.to_thread(_write_state, config, port)
-        _log.warning(
+        _log.info(
             "hetmesh hub listening on http://%s:%s/ (dashboard); join token in %s",
             config.host,
             port,

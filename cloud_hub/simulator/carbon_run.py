@@ -57,6 +57,10 @@ def summarize_carbon(
     deferrable = [t.index for t in tasks if t.deferrable]
     holds = shifter.holds if shifter is not None else []
     waits = [h.release_s - h.arrived_s for h in shifter.holds] if shifter is not None else [0.0]
+    by_site: dict[str, float] = dict.fromkeys(fleet.boxes, 0.0)
+    for t in tasks:
+        if out.device[t.index] >= 0:
+            by_site[fleet.boxes[fleet.devices[out.device[t.index]].box]] += grams[t.index]
     return {
         "tasks": len(tasks),
         "deferrable": len(deferrable),
@@ -70,6 +74,7 @@ def summarize_carbon(
         "guaranteed": [h.task for h in holds if h.guaranteed],
         "mean_hold_h": sum(waits) / max(len(waits), 1) / 3600.0,
         "sites": {fleet.boxes[b]: fleet.site(b).label() for b in range(len(fleet.boxes))},
+        "co2_g_by_site": by_site,
     }
 
 

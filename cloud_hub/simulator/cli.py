@@ -11,10 +11,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from cloud_hub.simulator.baselines import BASELINES
+from cloud_hub.simulator.carbon_run import compare
 from cloud_hub.simulator.chart import render_svg
 from cloud_hub.simulator.fleet import load_fleet
 from cloud_hub.simulator.runner import run as run_simulation
 from cloud_hub.simulator.workload import load_workload
+from edge_agent.clikit import columns
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import TEMPLATES, Policy
 
@@ -118,22 +120,52 @@ def progress_printer(
 
 
 def table(doc: dict[str, Any]) -> str:
-    """Return the policies' headline metrics as a plain-text table."""
-    head = f"{'policy':<15}{'mean ms':>10}{'p50 ms':>9}{'p99 ms':>10}{'SLO':>8}{'energy J':>10}"
-    rows = [head + f"{'rejected':>9}{'overhead %':>11}"]
+    """Return the policies' headline metrics (and carbon figures, when run) as aligned columns."""
+    rows = [("policy", "mean ms", "p50 ms", "p99 ms", "SLO", "energy J", "rejected", "overhead %")]
     for name, m in doc["policies"].items():
         lat = m["latency_ms"]
         rows.append(
-            f"{name:<15}{lat['mean']:>10.2f}{lat['p50']:>9.2f}{lat['p99']:>10.2f}"
-            f"{100 * m['slo_attainment']:>7.1f}%{m['energy_j']:>10.1f}"
-            f"{m['rejected']:>9}{m['overhead_pct']:>11.3f}"
+            (
+                name,
+                f"{lat['mean']:.2f}",
+                f"{lat['p50']:.2f}",
+                f"{lat['p99']:.2f}",
+                f"{100 * m['slo_attainment']:.1f}%",
+                f"{m['energy_j']:.1f}",
+                str(m["rejected"]),
+                f"{m['overhead_pct']:.3f}",
+            )
         )
+    lines = columns(rows, right=range(1, 8))
     gt = doc["ground_truth"]
-    rows.append(
+    lines.append(
         f"({gt['label']}; {100 * gt['published_share']:.0f}% of feasible "
         "(model, device) pairs timed from published figures)"
     )
-    return "\n".join(rows)
+    if doc.get("carbon"):
+        lines += ["", *carbon_table(doc["carbon"])]
+    return "\n".join(lines)
+
+
+def carbon_table(carbon: dict[str, Any]) -> list[str]:
+    """Return, per policy, CO2 run at once vs with peak shifting, misses and per-site grams."""
+    sites = sorted({s for c in carbon.values() for s in c["shifted"]["co2_g_by_site"]})
+    head = ["policy", "CO2 g now", "CO2 g shifted", "saved (deferrable)", "deferred", "missed"]
+    rows = [tuple(head + [f"{s} g" for s in sites])]
+    for name, c in carbon.items():
+        now, shifted = c["at_once"], c["shifted"]
+        rows.append(
+            (
+                name,
+                f"{now['co2_g']:.2f}",
+                f"{shifted['co2_g']:.2f}",
+                f"{100 * c['carbon_saving_deferrable']:.1f}%",
+                f"{shifted['deferred']}/{shifted['deferrable']}",
+                str(c["deadline_misses"]),
+                *(f"{shifted['co2_g_by_site'].get(s, 0.0):.2f}" for s in sites),
+            )
+        )
+    return columns(rows, right=range(1, len(rows[0])))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -157,6 +189,8 @@ def run(args: argparse.Namespace) -> int:
         admission=args.admission,
         progress=progress_printer(sys.stderr, force=args.progress),
     )
+    if fleet.sites or any(r.get("deferrable") for r in workload.rows or workload.mix):
+        doc["carbon"] = {p.name: compare(fleet, workload, p, seed=args.seed) for p in policies}
     if args.chart is not None:
         args.chart.write_text(render_svg(doc, f"{fleet.name}: {workload.path}"), encoding="utf-8")
     print(json.dumps(doc, indent=2) if args.json else table(doc))

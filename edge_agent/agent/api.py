@@ -15,12 +15,14 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.deferral import held_until
 from edge_agent.agent.local_status import add_status_routes
 from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_logging import quiet_bad_requests
 
 _log = logging.getLogger(__name__)
 
@@ -28,7 +30,9 @@ CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
 MAX_BATCH = 1000
 MAX_KEY = 200
-_ID = r"{task_id:[0-9a-f]{1,64}}"
+_ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
+#: The shortest id prefix taken (git's rule: short prefixes are ambiguous too often).
+MIN_PREFIX = 4
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -47,12 +51,33 @@ def _key(request: web.Request) -> str | None:
     return key
 
 
+async def _task_id(request: web.Request) -> str:
+    """Return the whole id the path's ``task_id`` names (an id or a unique prefix); 404 else."""
+    given = request.match_info["task_id"]
+    ids = await request.app[AGENT].store.ids_starting(given, 11)
+    if ids and ids[0] == given:
+        return given
+    if len(given) < MIN_PREFIX:
+        raise ApiError(404, f"no task {given!r} (an id prefix needs {MIN_PREFIX}+ characters)")
+    if not ids:
+        raise ApiError(404, f"no task {given!r}")
+    if len(ids) > 1:
+        many = f"{len(ids)}" if len(ids) <= 10 else "more than 10"
+        raise ApiError(404, f"ambiguous: {many} tasks start with {given!r}; give more characters")
+    return ids[0]
+
+
 def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
-    """Return a stored task as its API document (``waiting``: why its pool holds it back)."""
+    """Return a stored task as its API document (``waiting``: why its pool holds it back).
+
+    ``held_until`` (ISO 8601 UTC) is set only for a deferrable task that was really held for a
+    later hour; a deferrable task released at once has none.
+    """
     hidden = {"request_hash"}
     doc = {k: v for k, v in row.items() if k not in hidden}
     if waiting:
         doc["waiting"] = waiting
+    doc["held_until"] = held_until(row)
     doc["links"] = {"self": f"/v1/tasks/{row['id']}", "explain": f"/v1/tasks/{row['id']}/explain"}
     return doc
 
@@ -92,9 +117,10 @@ async def _submit_batch(request: web.Request) -> web.Response:
 
 
 async def _get(request: web.Request) -> web.Response:
-    row = await request.app[AGENT].store.get(request.match_info["task_id"])
+    task_id = await _task_id(request)
+    row = await request.app[AGENT].store.get(task_id)
     if row is None:
-        raise ApiError(404, f"no task {request.match_info['task_id']!r}")
+        raise ApiError(404, f"no task {task_id!r}")
     why = request.app[AGENT].scheduler.pools.reason(row["id"])
     return web.json_response({"ok": True, "task": task_doc(row, why)})
 
@@ -114,7 +140,7 @@ async def _list(request: web.Request) -> web.Response:
 
 
 async def _cancel(request: web.Request) -> web.Response:
-    task_id = request.match_info["task_id"]
+    task_id = await _task_id(request)
     found = await request.app[AGENT].cancel(task_id)
     if found is None:
         raise ApiError(404, f"no task {task_id!r}")
@@ -126,7 +152,7 @@ async def _cancel(request: web.Request) -> web.Response:
 
 
 async def _explain(request: web.Request) -> web.Response:
-    agent, task_id = request.app[AGENT], request.match_info["task_id"]
+    agent, task_id = request.app[AGENT], await _task_id(request)
     row = await agent.store.get(task_id)
     if row is None:
         raise ApiError(404, f"no task {task_id!r}")
@@ -239,6 +265,7 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
 
 def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
+    quiet_bad_requests()
     app = web.Application(
         client_max_size=config.max_body_bytes, middlewares=[_errors, missing_files]
     )

@@ -43,7 +43,7 @@ async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
         if mesh is not None:  # advertised with the bound port, so only once listening
             await mesh.start(port)
         await asyncio.to_thread(_write_state, config, port)
-        _log.warning(
+        _log.info(
             "hetmesh agent %s listening on %s:%s (data in %s)",
             __version__,
             config.host,

@@ -362,6 +362,21 @@ class Deferrer:
                 await asyncio.wait_for(self._wake.wait(), timeout=wait)
 
 
+#: A plan released within this many seconds of submission did not hold the task.
+HELD_AFTER_S = 1.0
+
+
+def held_until(row: dict[str, Any]) -> str | None:
+    """Return when a stored task is (or was) held until, ISO 8601 UTC; None if never held."""
+    plan = row.get("deferral")
+    if not isinstance(plan, dict) or "not_before" not in plan:
+        return None
+    not_before = float(plan["not_before"])
+    if not_before - float(row.get("submitted_at") or 0.0) < HELD_AFTER_S:
+        return None
+    return datetime.fromtimestamp(not_before, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def deferred_submission(deferrer: Deferrer, task: NewTask) -> NewTask:
     """Return ``task`` with its deferral plan, or as is when it should be queued now."""
     now = deferrer.clock()

@@ -126,7 +126,11 @@ class Intake:
         for root in self.model_dirs:
             path = (root / relative).resolve()
             if not path.is_relative_to(root):
-                raise ContractError(f"model {name!r}: path outside the model directory")
+                raise ContractError(
+                    f"model {name!r}: not a model name and not inside the model directories; "
+                    "upload the file first (`edge-agent submit FILE.onnx` does, or POST "
+                    f"/v1/models), or name one of: {', '.join(self.models()) or 'none yet'}"
+                )
             if path.is_file():
                 return path
         raise ContractError(f"model {name!r} not found; available: {', '.join(self.models())}")

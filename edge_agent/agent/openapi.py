@@ -12,7 +12,8 @@ _TASK_ID = {
     "name": "task_id",
     "in": "path",
     "required": True,
-    "schema": {"type": "string", "pattern": "^[0-9a-f]{1,64}$"},
+    "description": "a task id, or a unique prefix of one (4 or more characters)",
+    "schema": {"type": "string", "pattern": "^[^/:]{1,128}$"},
 }
 _KEY = {
     "name": "Idempotency-Key",

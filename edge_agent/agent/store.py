@@ -392,6 +392,19 @@ class Store:
         )
         return _row(rows[0]) if rows else None
 
+    async def ids_starting(self, prefix: str, limit: int) -> list[str]:
+        """Return up to ``limit`` task ids that start with ``prefix`` (``prefix`` itself first)."""
+
+        def read(db: Any) -> list[str]:
+            exact = db.execute("SELECT id FROM tasks WHERE id = ?", [prefix]).fetchall()
+            if exact:  # a whole id is never ambiguous, even where it prefixes another
+                return [exact[0][0]]
+            sql = "SELECT id FROM tasks WHERE id >= ? AND id < ? ORDER BY id LIMIT ?"
+            rows = db.execute(sql, [prefix, prefix + "\U0010ffff", limit]).fetchall()
+            return [r[0] for r in rows]
+
+        return await self.db.read(read)
+
     async def list(self, state: str | None, limit: int) -> list[dict[str, Any]]:
         """Return up to ``limit`` tasks (of ``state``), newest first."""
         where, args = ("state = ?", [state]) if state else (None, [])

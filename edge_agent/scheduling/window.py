@@ -79,13 +79,15 @@ class WindowPlanner:
         ahead = self._ahead(hour)
         if release + self.safety * (ahead + est) + self.margin_s > deadline:
             return False
-        return all(self.safety * est <= s for h, s in self.slack.items() if h > hour)
+        # work already held into this hour counts too: released together, the new task may
+        # run before it (the scheduler orders a release by priority, not by arrival)
+        return all(self.safety * est <= s for h, s in self.slack.items() if h >= hour)
 
     def _commit(self, hour: int, release: float, est: float, deadline: float) -> None:
         ahead = self._ahead(hour)
         own = deadline - (release + self.safety * (ahead + est) + self.margin_s)
         for h in self.slack:
-            if h > hour:
+            if h >= hour:
                 self.slack[h] -= self.safety * est
         self.slack[hour] = min(self.slack.get(hour, math.inf), own)
         self.planned[hour] = self.planned.get(hour, 0.0) + est
