@@ -2,9 +2,9 @@
 
 A task's deadline is ``k`` x the fastest time its model can have from where it arrives:
 the least, over the devices that can run it, of shipping its input there plus the
-device's *datasheet* time (the published figure, or the roofline where the scenario's
-truth has none; never the hidden slowdowns, which the operator setting deadlines does not
-know either). ``k`` is 3 (tight), 5 (medium) or 10 (loose), drawn with equal shares.
+device's *datasheet* time (the published figure, or what the scenario's truth takes for
+a pair without one; never the hidden slowdowns, which the operator setting deadlines
+does not know either). ``k`` is 3 (tight), 5 (medium) or 10 (loose), drawn with equal shares.
 
 Load is a fraction of ``capacity_lp.mix_capacity`` over the true mean service times
 (hidden slowdowns and the noise's mean included): the most a perfect router sustains.
