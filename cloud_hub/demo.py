@@ -50,8 +50,7 @@ from typing import Any
 
 import psutil
 
-from cloud_hub.datasets import benchmarks_data
-from edge_agent.carbon_series import SeriesError, load_series
+from edge_agent.carbon_series import SeriesError, load_series, shipped_series_dir
 from edge_agent.clikit import columns
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh import FleetKey
@@ -176,7 +175,7 @@ class Site:
 
 def sites(n: int) -> tuple[list[Site], str]:
     """Return the grids of ``n`` agents and, when the real series are missing, why."""
-    folder = benchmarks_data() / "carbon_intensity"
+    folder = shipped_series_dir()
     out, missing = [], ""
     for region, name in REGIONS[:n]:
         path = folder / f"{region}_hourly_2022.csv"

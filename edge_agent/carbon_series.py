@@ -5,6 +5,10 @@ A series file has a header row and then ``timestamp,grams CO2 per kWh`` rows one
 ``benchmarks/data/carbon_intensity``. A file with more columns names the value column with
 ``column`` (a header name). A missing hour takes the previous hour's value (counted in
 ``Series.filled``). ``SeriesError`` names the file, the line and the field to fix.
+
+The real 2022 series of four U.S. grid regions (CISO, ERCO, NYIS, BPAT; origin and license
+beside them) ship inside the package: ``shipped_series("CISO_hourly_2022.csv")`` finds one
+whatever the working directory.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from datetime import datetime
 from pathlib import Path
 
 from edge_agent.errors import FileFieldError
+from edge_agent.package_data import package_data_dir
 
 HOUR_S = 3600.0
 J_PER_KWH = 3.6e6
@@ -54,6 +59,19 @@ class Series:
 def grams(energy_j: float, g_per_kwh: float) -> float:
     """Return the grams of CO2 of ``energy_j`` joules at ``g_per_kwh``."""
     return energy_j * g_per_kwh / J_PER_KWH
+
+
+def shipped_series_dir() -> Path:
+    """Return the folder of the grid series that ship with the package."""
+    return package_data_dir("edge_agent.grid_series", "benchmarks/data/carbon_intensity")
+
+
+def shipped_series(path: Path) -> Path:
+    """Return ``path``, or the shipped series of that bare file name when ``path`` is missing."""
+    if path.exists() or path.name != str(path):
+        return path
+    shipped = shipped_series_dir() / path.name
+    return shipped if shipped.is_file() else path
 
 
 def load_series(path: str | Path, column: str | None = None) -> Series:

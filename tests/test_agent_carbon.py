@@ -165,3 +165,27 @@ async def test_agent_records_grams_per_decision_and_task(
     payloads = [json.loads(p) for (p,) in db.execute("SELECT payload FROM outbox")]
     assert any(p.get("carbon_g") == pytest.approx(carbon) for p in payloads)
     db.close()
+
+
+def test_the_real_series_ship_inside_the_installed_package(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installed agent (or the demo) started anywhere finds the 2022 series by bare name."""
+    from cloud_hub.demo import sites
+    from edge_agent.carbon_series import shipped_series_dir
+
+    monkeypatch.chdir("/")
+    folder = shipped_series_dir()
+    assert "site-packages" in str(folder)  # the installed copy, not the checkout's
+    names = {p.name for p in folder.glob("*.csv")}
+    assert names >= {"CISO_hourly_2022.csv", "BPAT_hourly_2022.csv"}
+    assert (folder / "ORIGIN.txt").is_file() and (folder / "LICENSE").is_file()
+    four, missing = sites(4)
+    assert missing == "" and all(s.series is not None for s in four)
+    toml = tmp_path / "agent.toml"
+    toml.write_text('[carbon]\nseries = "ERCO_hourly_2022.csv"\n')
+    config = load_config(toml, env={})
+    assert config.carbon_series == folder / "ERCO_hourly_2022.csv"
+    toml.write_text('[carbon]\nseries = "NOPE_hourly_2022.csv"\n')
+    with pytest.raises(ConfigError, match=r"NOPE_hourly_2022\.csv"):
+        load_config(toml, env={})

@@ -12,15 +12,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from cloud_hub.datasets import benchmarks_data
 from cloud_hub.simulator.errors import SimulationInputError
-from edge_agent.carbon_series import HOUR_S, J_PER_KWH, Series, SeriesError
+from edge_agent.carbon_series import HOUR_S, J_PER_KWH, Series, SeriesError, shipped_series_dir
 from edge_agent.carbon_series import load_series as _read
 
 __all__ = ["DATA_DIR", "HOUR_S", "J_PER_KWH", "Intensity", "Series", "load_series", "parse_site"]
 
 #: Named series ("CISO") resolve to ``<DATA_DIR>/<name>_hourly_2022.csv``.
-DATA_DIR = benchmarks_data() / "carbon_intensity"
+DATA_DIR = shipped_series_dir()
 
 
 def load_series(path: str | Path) -> Series:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_agent.carbon_series import shipped_series
 from edge_agent.config_file import toml_settings
 from edge_agent.errors import InvalidInput
 from edge_agent.tasks.models_dir import models_dir
@@ -294,8 +295,8 @@ def _coerce(name: str, value: Any, where: str) -> Any:
             raise ConfigError(f"{where}: expected a string, got {value!r}")
         if name == "profile":
             return value or None
-        if name == "carbon_series":
-            return Path(value).expanduser() if value else None
+        if name == "carbon_series":  # a bare name of a shipped series finds it (see below)
+            return shipped_series(Path(value).expanduser()) if value else None
         if kind is Path:
             return _path_or_default(name, value)
         return value
@@ -507,7 +508,8 @@ mdns_interfaces = [{", ".join(_q(a) for a in c.hub_mdns_interfaces)}]
 
 [carbon]
 # the site's grid carbon intensity: a constant (gCO2/kWh) or an hourly series, a CSV file of
-# "timestamp,g_per_kwh" rows (benchmarks/data/carbon_intensity has real 2022 ones); a series
+# "timestamp,g_per_kwh" rows (real 2022 ones ship with the agent: series = "CISO_hourly_2022.csv",
+# also ERCO, NYIS, BPAT, found by that bare name); a series
 # is also the forecast deferrable work is scheduled against. Unset: the board profile's value
 {_carbon_lines(c)}
 region = {_q(c.carbon_region)}
