@@ -136,9 +136,11 @@ def _general(request: web.Request, err: Exception, service: str) -> web.Response
         return error_response(413, f"request body too large: {err.text}")
     if isinstance(err, web.HTTPMethodNotAllowed):
         allowed = ", ".join(sorted(err.allowed_methods))
-        return error_response(
+        resp = error_response(
             405, f"{request.method} not allowed on {request.path}; allowed: {allowed}"
         )
+        resp.headers["Allow"] = allowed  # RFC 9110: a 405 lists the methods the target takes
+        return resp
     if isinstance(err, web.HTTPNotFound):
         return error_response(404, f"no such endpoint: {request.method} {request.path}")
     if isinstance(err, web.HTTPException):

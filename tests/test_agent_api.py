@@ -212,6 +212,8 @@ async def test_other_bad_requests(aiohttp_client: Any, tmp_path: Path) -> None:
         assert resp.status == status, doc
         assert needle in doc["error"] and doc["ok"] is False
     assert (await (await client.get("/v1/tasks")).json())["tasks"] == []
+    wrong = await client.request("TRACE", "/v1/tasks:batch")
+    assert wrong.status == 405 and wrong.headers["Allow"] == "POST"  # RFC 9110
 
 
 async def test_model_upload_then_submit_by_name(aiohttp_client: Any, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -38,15 +39,18 @@ def gone(pid: int) -> bool:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("discover", [False, True], ids=["url", "mdns"])
+@pytest.mark.parametrize(
+    ("discover", "verbose"), [(False, False), (True, True)], ids=["url-summary", "mdns-verbose"]
+)
 def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], discover: bool
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], discover: bool, verbose: bool
 ) -> None:
     parser = argparse.ArgumentParser()
     demo.configure(parser)
     args = parser.parse_args(
         ["--agents", "2", "--duration", "2", "--every", "1", "--data-dir", str(tmp_path)]
         + (["--discover"] if discover else [])
+        + (["--verbose"] if verbose else [])
     )
     assert demo.run(args) == 0
     out = capsys.readouterr().out
@@ -72,7 +76,23 @@ def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
     assert len(held) == 2 and len({site for site, _ in held}) == 1, out
     assert all(why.startswith(("deferred until ", "queued (not held)")) for _, why in held)
     assert out.count("hub re-evaluation (GET /v1/reevaluation?fresh=1): 2 sites") == 1, out
+    # the closing summary: what ran where (adding up), the offload with its chain, the carbon
+    [(done, offloaded)] = re.findall(
+        r"^summary: \d+ rounds, (\d+) tasks done, (\d+) offloaded", out, re.M
+    )
+    ran = re.findall(r"^summary: (demo-\S+) +ran on (.*)$", out, re.M)
+    assert {agent for agent, _ in ran} == {"demo-rk3588", "demo-jetson_orin_nano"}, out
+    counts = [int(n) for _, where in ran for n in re.findall(r" (\d+)(?:,|$)", where)]
+    assert sum(counts) == int(done) and int(offloaded) == 1, out
+    offload = r"^summary: offloaded npu-int8 \(NPU only\) from demo-jetson_orin_nano: ran on "
+    assert re.search(offload + "demo-rk3588:", out, re.M), out
+    assert len(re.findall(r"^summary: carbon: [0-9a-f]{8}  nightly-batch", out, re.M)) == 2, out
+    rounds = re.findall(r"^round \d+: done demo-rk3588 \d+, demo-jetson_orin_nano \d+", out, re.M)
     placed = PLACED.findall(out)
+    if not verbose:  # one line per round, no line per task
+        assert rounds and not placed, out
+        return
+    assert not rounds
     assert {agent for _, agent, _ in placed} == {"demo-rk3588", "demo-jetson_orin_nano"}, out
     conn = sqlite3.connect(tmp_path / "hub" / "hub.db")
     try:
@@ -94,32 +114,50 @@ def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
         assert cred["hub_id"] == (hub_id if discover else None)
 
 
+ROUND = re.compile(r"^round \d+: done demo-rk3588 [1-9]")
+
+
 @pytest.mark.slow
-def test_sigterm_stops_the_demo_and_every_child(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "signals",
+    [(signal.SIGTERM,), (signal.SIGINT, signal.SIGINT)],
+    ids=["sigterm", "ctrl-c-twice"],
+)
+def test_a_signal_stops_the_demo_and_every_child_with_a_summary(
+    tmp_path: Path, signals: tuple[signal.Signals, ...]
+) -> None:
     root = str(Path(cloud_hub.__file__).resolve().parents[1])
     env = {**os.environ, "PYTHONPATH": root}
-    cmd = [sys.executable, "-m", "cloud_hub.demo", "--agents", "1", "--data-dir", str(tmp_path)]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, text=True)
+    cmd = [sys.executable, "-m", "cloud_hub.demo", "--agents", "1", "--every", "1"]
+    cmd += ["--data-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watchdog = threading.Timer(90, proc.kill)
     watchdog.start()
     try:
-        assert proc.stdout is not None
+        assert proc.stdout is not None and proc.stderr is not None
         lines = []
         for line in proc.stdout:
             lines.append(line)
-            if PLACED.match(line):  # running: a placement came back
+            if ROUND.match(line):  # running: a round of placements came back
                 break
-        proc.send_signal(signal.SIGTERM)
+        for sig in signals:  # a second Ctrl-C lands while the first is being handled
+            proc.send_signal(sig)
+            time.sleep(0.05)
         rest = proc.stdout.read()
-        assert proc.wait(timeout=30) == 0
+        err = proc.stderr.read()
+        assert proc.wait(timeout=30) == 0, err
     finally:
         watchdog.cancel()
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
     out = "".join(lines) + rest
     pids = [int(pid) for _, pid in PID.findall(out)]
     assert len(pids) == 2 and all(gone(pid) for pid in pids), out
     assert "stopping" in rest and "stopped: hub (0), demo-rk3588 (0)" in rest
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert re.search(r"^summary: \d+ rounds, [1-9]\d* tasks done", rest, re.M), rest
+    assert re.search(r"^summary: demo-rk3588 +ran on rk3588/", rest, re.M), rest
