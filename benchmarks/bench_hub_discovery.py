@@ -157,6 +157,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         "runs": args.runs,
         "first_heartbeat_url_s": round(url_s, 3),
         "first_heartbeat_mdns_s": round(mdns_s, 3),
+        "first_heartbeat_url_n": len(by_url),  # the medians' sample counts
+        "first_heartbeat_mdns_n": len(by_mdns),
         "discovery_overhead_s": round(mdns_s - url_s, 3),
         "fake_hub_refused_runs": refused,
     }

@@ -79,8 +79,10 @@ async def main(peers: int, joins: int, tasks: int, gap_s: float) -> dict[str, fl
         "probe_name": PROBE,
         "discovery_loopback_ms": round(statistics.median(join_ms), 1),
         "discovery_loopback_max_ms": round(max(join_ms), 1),
+        "discovery_loopback_n": len(join_ms),
         "offload_rtt_p50_ms": round(pct(rtt_ms, 0.5), 3),
         "offload_rtt_p99_ms": round(pct(rtt_ms, 0.99), 3),
+        "offload_rtt_n": len(rtt_ms),
         "offload_tasks": tasks,
     }
 

@@ -3,7 +3,9 @@
     python benchmarks/bench_placement.py [--quick]
 
 Measures, in one run: single-task decision latency over 64 and 1,024 devices (p50/p99 of
-``Placer.place_one`` on a prepared task), a 1,000-task x 1,024-device batch
+``Placer.place_one`` on a prepared task), the same over 64 devices with an ``update_live``
+of every device before each decision (``live64_*``: a decision on fresh live state, as
+the simulator's agents decide), a 1,000-task x 1,024-device batch
 (``Placer.place``), and the speed-up of the native kernel over its pure-Python twin on
 the same batch. Fleets are real board profiles (firmware_profiles/) repeated as boxes;
 tasks mix published model sizes (ResNet-50, MobileNet-v2, YOLOv5s, ...) and precisions.
@@ -46,12 +48,13 @@ PRECISION_BYTES = {"int8": 1, "fp16": 2, "fp32": 4}
 def fleet(n_devices: int) -> list:
     """Return ``n_devices`` devices: every board profile's devices, repeated as boxes."""
     names = list_profiles()
+    per_board = {name: len(devices_from_profiles([name])) for name in names}
     boards: list[str] = []
-    devices: list = []
-    while len(devices) < n_devices:
+    total = 0
+    while total < n_devices:  # count first: building the fleet is linear in its boards
         boards.append(names[len(boards) % len(names)])
-        devices = devices_from_profiles(boards)
-    return devices[:n_devices]
+        total += per_board[boards[-1]]
+    return devices_from_profiles(boards)[:n_devices]
 
 
 def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
@@ -82,9 +85,16 @@ def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
     return tasks
 
 
-def single_latency_us(n_devices: int, iterations: int) -> tuple[float, float]:
-    """Return (p50, p99) microseconds of place_one over ``n_devices`` devices."""
+def single_latency_us(
+    n_devices: int, iterations: int, live: bool = False
+) -> tuple[float, float, int]:
+    """Return (p50, p99, samples) microseconds of place_one over ``n_devices`` devices.
+
+    ``live``: each timed decision starts with an ``update_live`` of every device's queue
+    (what the simulator's agents do before each decision), included in the time.
+    """
     placer = Placer(fleet(n_devices), Policy.template("latency-first"))
+    ids = placer.device_ids
     prepared = [placer.prepare(t) for t in workload(64)]
     for p in prepared:  # warm: every class known, buffers touched
         placer.release(placer.place_one(p))
@@ -94,6 +104,9 @@ def single_latency_us(n_devices: int, iterations: int) -> tuple[float, float]:
         for i in range(iterations):
             task = prepared[i % len(prepared)]
             t0 = time.perf_counter_ns()
+            if live:
+                for k, device_id in enumerate(ids):
+                    placer.update_live(device_id, queued_s=((i + k) % 7) * 1e-3)
             decision = placer.place_one(task)
             samples.append(time.perf_counter_ns() - t0)
             if decision.placed:
@@ -101,7 +114,8 @@ def single_latency_us(n_devices: int, iterations: int) -> tuple[float, float]:
     finally:
         gc.enable()
     samples.sort()
-    return samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3
+    p50, p99 = samples[len(samples) // 2] / 1e3, samples[int(len(samples) * 0.99)] / 1e3
+    return p50, p99, len(samples)
 
 
 def batch_ms(placer: Placer, tasks: list[PreparedTask], reps: int) -> list[float]:
@@ -129,6 +143,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"single task over 64 devices:    p50 {s64[0]:.2f} us  p99 {s64[1]:.2f} us")
     s1k = single_latency_us(1024, iters // 4)
     print(f"single task over 1024 devices:  p50 {s1k[0]:.2f} us  p99 {s1k[1]:.2f} us")
+    l64 = single_latency_us(64, iters // 4, live=True)
+    print(f"update_live x 64 + place_one:   p50 {l64[0]:.2f} us  p99 {l64[1]:.2f} us")
 
     devices = fleet(1024)
     native = Placer(devices, Policy.template("balanced"), backend="native")
@@ -143,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     n_py = 20 if args.quick else 100
     python = Placer(devices, Policy.template("balanced"), backend="python")
     py_ms = batch_ms(python, tasks[:n_py], 1)[0]
-    c_ms = statistics.median(batch_ms(native, tasks[:n_py], 15))
+    c_reps = 15
+    c_ms = statistics.median(batch_ms(native, tasks[:n_py], c_reps))
     speedup = py_ms / c_ms
     print(
         f"batch {n_py} x 1024 python twin:   {py_ms:.1f} ms vs native {c_ms:.3f} ms "
@@ -154,10 +171,17 @@ def main(argv: list[str] | None = None) -> int:
             {
                 "single64_p50_us": round(s64[0], 2),
                 "single64_p99_us": round(s64[1], 2),
+                "single64_n": s64[2],
                 "single1024_p50_us": round(s1k[0], 2),
                 "single1024_p99_us": round(s1k[1], 2),
+                "single1024_n": s1k[2],
+                "live64_p50_us": round(l64[0], 2),
+                "live64_p99_us": round(l64[1], 2),
+                "live64_n": l64[2],
                 "batch_1000x1024_ms": round(statistics.median(big), 2),
+                "batch_1000x1024_n": len(big),
                 "speedup_vs_python": round(speedup, 1),
+                "speedup_n": {"python": 1, "native": c_reps},
                 "backend": native.backend,
                 "quick": args.quick,
             }

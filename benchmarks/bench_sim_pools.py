@@ -1,6 +1,6 @@
 """Issue 8 in the simulator: resource pools under a flooding tenant.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_pools.py [--seed S] [--duration D]``.
+Run: ``python benchmarks/bench_sim_pools.py [--seed S] [--duration D]``.
 One emulated RK3588 (its CPU), a steady tenant and a tenant that floods for most of the
 run, without pools, with pools, and with the flooder allowed to borrow; the pool rules are
 the agent's own (``edge_agent.agent.pools``). Prints a table, then one JSON line.
@@ -46,6 +46,11 @@ def main() -> None:
         "steady_entitled": runs["pools"]["steady_entitled"],
         "steady_wait_p99_ms": runs["pools"]["steady_wait_p99_ms"],
         "steady_wait_p99_ms_without_pools": runs["without_pools"]["steady_wait_p99_ms"],
+        "steady_wait_n": runs["pools"]["steady_tasks"],
+        "steady_wait_n_without_pools": runs["without_pools"]["steady_tasks"],
+        # service times are the Placer's estimate for identical CPU tasks: the figure is
+        # queueing order under the pool rules, it does not grade the kernel's estimates
+        "published_share": None,
         "entitled_wait_ms": runs["pools"]["entitled_wait_ms"],
         "label": "simulated",
         "wall_s": round(time.perf_counter() - t0, 1),

@@ -1,6 +1,6 @@
 """Issue 8 in the simulator: peak shifting on real grid intensities, FPGA exclusive vs shared.
 
-Run: ``PYTHONPATH=. python benchmarks/bench_sim_seed.py [--days D] [--seed S]``.
+Run: ``python benchmarks/bench_sim_seed.py [--days D] [--seed S]``.
 Prints the carbon runs per start date and the FPGA runs, then one JSON line. All figures
 are simulated (ground truth: published per-model latencies, see docs/simulator.md); the
 intensities are the real hourly 2022 series in benchmarks/data/carbon_intensity.
@@ -58,7 +58,7 @@ def write_trace(path: Path, days: int, seed: int) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
-def carbon(days: int, seed: int) -> dict[str, Any]:
+def carbon(days: int, seed: int, published_only: bool = False) -> dict[str, Any]:
     """Return the peak-shifting comparison for each start date, and the pooled saving."""
     doc = json.loads(FLEET.read_text(encoding="utf-8"))
     runs: dict[str, Any] = {}
@@ -71,13 +71,17 @@ def carbon(days: int, seed: int) -> dict[str, Any]:
                 box["carbon_series"]["start_hour"] = hour
             fleet_path = Path(tmp) / "fleet.json"
             fleet_path.write_text(json.dumps(doc), encoding="utf-8")
-            runs[label] = compare(load_fleet(fleet_path), workload, POLICY, seed=seed)
+            runs[label] = compare(
+                load_fleet(fleet_path), workload, POLICY, seed=seed, published_only=published_only
+            )
     base = sum(r["at_once"]["co2_g_deferrable"] for r in runs.values())
     shifted = sum(r["shifted"]["co2_g_deferrable"] for r in runs.values())
     return {
         "runs": runs,
         "carbon_saving_deferrable": 1.0 - shifted / base,
         "deadline_misses": sum(r["deadline_misses"] for r in runs.values()),
+        "published_share": min(r["published_share"] for r in runs.values()),
+        "tasks_n": sum(r["at_once"]["tasks"] for r in runs.values()),
     }
 
 
@@ -111,6 +115,11 @@ def main() -> None:
             f"{label:<12}{a['co2_g_deferrable']:>12.1f}{s['co2_g_deferrable']:>12.1f}"
             f"{r['carbon_saving_deferrable']:>8.1%}{r['deadline_misses']:>8}{s['deferred']:>6}"
         )
+    co2_pub = carbon(args.days, args.seed, published_only=True)
+    print(
+        f"published pairs only: saving {co2_pub['carbon_saving_deferrable']:.1%}, "
+        f"misses {co2_pub['deadline_misses']}"
+    )
     fpga = compare_fpga(args.fpga_tasks, args.seed)
     print(f"\nFPGA, offered load {fpga['offered_load']:.0%} of the full fabric ({FPGA_LABEL})")
     for mode in ("exclusive", "shared"):
@@ -123,11 +132,19 @@ def main() -> None:
     out = {
         "carbon_saving_deferrable": round(co2["carbon_saving_deferrable"], 4),
         "deadline_misses": co2["deadline_misses"],
+        "carbon_published_share": round(co2["published_share"], 3),
+        "carbon_tasks_n": co2["tasks_n"],
+        "published_only": {
+            "carbon_saving_deferrable": round(co2_pub["carbon_saving_deferrable"], 4),
+            "deadline_misses": co2_pub["deadline_misses"],
+        },
         "fpga_util_exclusive": round(fpga["exclusive"]["fpga_util"], 4),
         "fpga_util_shared": round(fpga["shared"]["fpga_util"], 4),
         "fpga_label": "simulated",
         "fpga_offered_load": fpga["offered_load"],
         "fpga_rejected": fpga["exclusive"]["rejected"] + fpga["shared"]["rejected"],
+        "fpga_tasks_n": args.fpga_tasks,
+        "fpga_published_share": min(fpga[m]["published_share"] for m in ("exclusive", "shared")),
         **_pools(),
         "wall_s": round(time.perf_counter() - t0, 1),
     }

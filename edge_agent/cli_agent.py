@@ -249,7 +249,8 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps({"health": health, "devices": devices, "recent": recent}, indent=2))
         return 0
     print(
-        f"agent {health['version']} at {base}: {health['status']}, policy {health['policy']}, "
+        f"agent {health['version']} at {base}: {health['status']}"
+        f"{': ' + health['problem'] if health.get('problem') else ''}, policy {health['policy']}, "
         f"queue {health['queue_depth']}, on devices {health['backlog']}"
     )
     rows = [("DEVICE", "KIND", "EMU", "QUEUED S", "RUNNING")]

@@ -37,11 +37,12 @@ ERROR_SCHEMA: dict[str, Any] = {
 
 
 class ApiError(Exception):
-    """An HTTP error with a message for the client."""
+    """An HTTP error with a message for the client (and ``fields`` beside it in the answer)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, **fields: Any) -> None:
         super().__init__(message)
         self.status = status
+        self.fields = fields
 
 
 #: Most digits of an integer in a request body: larger ones fit neither a float nor SQLite.
@@ -81,9 +82,10 @@ def _int_literal(text: str) -> int:
     return int(text)
 
 
-def error_response(status: int, message: str) -> web.Response:
-    """Return the one JSON error shape."""
-    return web.json_response({"ok": False, "error": message, "status": status}, status=status)
+def error_response(status: int, message: str, **fields: Any) -> web.Response:
+    """Return the one JSON error shape (``fields``: more the client can act on)."""
+    doc = {**fields, "ok": False, "error": message, "status": status}
+    return web.json_response(doc, status=status)
 
 
 @web.middleware
@@ -116,7 +118,7 @@ def json_errors(service: str, extra: Mapping[type[Exception], int] = {}) -> Midd
         try:
             return await handler(request)
         except ApiError as err:
-            return error_response(err.status, str(err))
+            return error_response(err.status, str(err), **err.fields)
         except asyncio.CancelledError:
             raise
         except Exception as err:

@@ -3,7 +3,8 @@
 ``chromium``: Debian's chromium driven by Playwright, for the browser tests (the hub's dashboard,
 the agent's status page). Needs ``apt-get install chromium`` and ``pip install playwright``
 (no ``playwright install``: the system browser is used). Skipped with the reason when either
-is missing, unless ``HETMESH_REQUIRE_BROWSER=1`` (set in CI), where a missing browser fails.
+is missing, unless ``HETMESH_REQUIRE_BROWSER=1`` (or ``HETMESH_REQUIRE_ALL=1``), where a
+missing browser fails.
 
 ``emulated_agent``: a maker of agent configs for an emulated board in the test's ``tmp_path``.
 ``hub_config``: a maker of hub configs in ``tmp_path / "hub"`` with known join and admin tokens.
@@ -23,8 +24,22 @@ done or failed.
 ``daemon.serve`` (real mDNS mesh, HTTP, SQLite), stopped gracefully on exit.
 ``carbon_series_file``: ``write(path, start, values)``, an hourly carbon series CSV.
 
+``recorder``: a real ``aiohttp.ClientSession`` (``recorder.session``) that keeps each request
+as sent (``recorder.sent``, ``recorder.last(url_end)``: URL, headers, body bytes), the capture
+of the attack tests; ``replay``: ``await replay(sent, port, source)``, sending a capture
+unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
+``metric``: ``await metric(session, url, 'name_total{label="value"}')``, that sample's value
+on the ``/metrics`` page at ``url`` (0.0 when absent).
+
 ``netns_fleet``: starts ``edge_agent.mesh.netns.start_fleet`` for the module (root; skipped
-with the reason where network namespaces cannot be made).
+with the reason where network namespaces cannot be made, failed instead with
+``HETMESH_REQUIRE_NETNS=1`` or ``HETMESH_REQUIRE_ALL=1``).
+
+Fail, don't skip, in CI: with ``HETMESH_REQUIRE_ALL=1`` (set in ``.ci/run``) every skipped
+test is reported as failed (a real component it needs, such as network namespaces, the
+browser, the compiled kernel or onnxruntime, could not run), except tests marked
+``@pytest.mark.platform``: a branch for another kind of machine (an NVIDIA driver, an
+architecture), whose counterpart runs here.
 """
 
 from __future__ import annotations
@@ -63,6 +78,35 @@ CHROMIUM_ARGS = [
 ]
 
 
+def required(component: str) -> bool:
+    """Return True when a missing ``component`` must fail the test rather than skip it."""
+    env = os.environ
+    return env.get("HETMESH_REQUIRE_ALL") == "1" or env.get(f"HETMESH_REQUIRE_{component}") == "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register the ``platform`` marker (a skip that HETMESH_REQUIRE_ALL allows)."""
+    config.addinivalue_line(
+        "markers", "platform: runs on one kind of machine only; its skip elsewhere is allowed"
+    )
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[Any]:
+    """With ``HETMESH_REQUIRE_ALL=1``, report a skipped test (not ``platform``) as failed."""
+    outcome = yield
+    report = outcome.get_result()
+    if (
+        report.skipped
+        and not hasattr(report, "wasxfail")
+        and os.environ.get("HETMESH_REQUIRE_ALL") == "1"
+        and item.get_closest_marker("platform") is None
+    ):
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under HETMESH_REQUIRE_ALL=1, which fails skips: {reason}"
+
+
 @pytest_asyncio.fixture
 async def chromium() -> AsyncIterator[Any]:
     """Yield a launched headless chromium (a Playwright ``Browser``), closed afterwards."""
@@ -74,7 +118,7 @@ async def chromium() -> AsyncIterator[Any]:
     if missing is None and not shutil.which(CHROMIUM):
         missing = f"{CHROMIUM} is missing (apt-get install chromium)"
     if missing is not None:
-        if os.environ.get("HETMESH_REQUIRE_BROWSER") == "1":
+        if required("BROWSER"):
             pytest.fail(missing)
         pytest.skip(missing)
     async with async_playwright() as pw:
@@ -199,6 +243,8 @@ def netns_fleet() -> Iterator[Callable[..., Any]]:
             try:
                 return stack.enter_context(start_fleet(*args))
             except NetnsUnavailable as err:
+                if required("NETNS"):
+                    pytest.fail(f"network namespaces unavailable (HETMESH_REQUIRE_NETNS): {err}")
                 pytest.skip(f"network namespaces unavailable: {err}")
 
         yield start
@@ -269,3 +315,71 @@ def peer_online() -> Callable[..., Awaitable[None]]:
     """Return ``await peer_online(session, agent_url, peer_id, timeout=20.0)``: poll the
     agent's ``GET /v1/peers`` until it lists ``peer_id`` online."""
     return _peer_online
+
+
+#: A captured request: (URL, headers, body).
+Sent = tuple[str, dict[str, str], bytes]
+
+
+class Recorder:
+    """A real ClientSession whose requests (URL, headers, body bytes) are kept as sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[Sent] = []
+        trace = aiohttp.TraceConfig()
+        trace.on_request_start.append(self._start)
+        trace.on_request_chunk_sent.append(self._chunk)
+        self.session = aiohttp.ClientSession(trace_configs=[trace])
+
+    async def _start(self, _s: Any, _c: Any, params: aiohttp.TraceRequestStartParams) -> None:
+        self.sent.append((str(params.url), dict(params.headers), b""))
+
+    async def _chunk(self, _s: Any, _c: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
+        url, headers, body = self.sent[-1]
+        self.sent[-1] = (url, headers, body + params.chunk)
+
+    def last(self, url_end: str) -> Sent:
+        """Return the last request whose URL ends with ``url_end``."""
+        return [s for s in self.sent if s[0].endswith(url_end)][-1]
+
+
+@pytest_asyncio.fixture
+async def recorder() -> AsyncIterator[Recorder]:
+    """Return a Recorder; its session is closed after the test."""
+    rec = Recorder()
+    try:
+        yield rec
+    finally:
+        await rec.session.close()
+
+
+async def _replay(sent: Sent, port: int, source: str = "127.0.0.1") -> tuple[int, Any]:
+    """Send a capture's path, headers and body unchanged to ``127.0.0.1:port`` from ``source``."""
+    url, headers, body = sent
+    path = url.split("/", 3)[3]
+    connector = aiohttp.TCPConnector(local_addr=(source, 0))
+    async with (
+        aiohttp.ClientSession(connector=connector) as http,
+        http.post(f"http://127.0.0.1:{port}/{path}", data=body, headers=headers) as resp,
+    ):
+        return resp.status, await resp.json()
+
+
+@pytest.fixture
+def replay() -> Callable[..., Awaitable[tuple[int, Any]]]:
+    """Return ``await replay(sent, port, source="127.0.0.1")``: (status, JSON answer)."""
+    return _replay
+
+
+async def _metric(session: Any, url: str, sample: str) -> float:
+    async with session.get(url) as resp:
+        text = await resp.text()
+    found = [ln for ln in text.splitlines() if ln.startswith(sample + " ")]
+    return float(found[0].split()[-1]) if found else 0.0
+
+
+@pytest.fixture
+def metric() -> Callable[..., Awaitable[float]]:
+    """Return ``await metric(session, url, sample)``: a sample's value from a /metrics page
+    (``session``: an aiohttp ClientSession or test client), 0.0 when it is absent."""
+    return _metric

@@ -149,7 +149,7 @@ class Agent:
     def signed(self, route: str, body: bytes, method: str = "POST") -> tuple[int, Any]:
         """Send a request signed with the fleet key; check the agent signed its answer."""
         path = f"{PREFIX}/{route}"
-        headers = sign_request(self.key, PEER, method, path, body)
+        headers = sign_request(self.key, PEER, method, path, body, to=self.mesh.agent_id)
         status, raw, _, answer_headers = self.request(method, path, body, headers)
         verify_response(
             self.key,
@@ -158,12 +158,18 @@ class Agent:
             status,
             raw,
             answer_headers.get(H_RESPONSE),
+            to=PEER,
         )
         return status, json.loads(raw)
 
     @property
     def mesh(self) -> Any:
         return self.app[MESH]
+
+    @property
+    def endpoint(self) -> str:
+        """Return the address:port a hello to this agent is sent to."""
+        return f"{self.client.host}:{self.client.port}"
 
     def counters(self) -> dict[str, int]:
         return dict(self.mesh.node.counters)
@@ -261,6 +267,11 @@ def test_a_missing_status_page_file_is_a_json_404(agent: Agent) -> None:
 )
 @given(data=st.data(), body=BODIES)
 def test_no_unsigned_request_makes_a_5xx(agent: Agent, data: st.DataObject, body: bytes) -> None:
+    unsigned_request(agent, data, body)
+
+
+def unsigned_request(agent: Agent, data: st.DataObject, body: bytes) -> None:
+    """Send one drawn request without a signature: never a 5xx, errors in the error shape."""
     own, template = data.draw(st.sampled_from(agent.routes), label="route")
     method = data.draw(st.sampled_from((own, *METHODS)), label="method")
 
@@ -305,18 +316,18 @@ def test_an_unsigned_or_wrongly_signed_mesh_request_is_refused_and_counted(
     agent: Agent, route: str, how: str, reason: str
 ) -> None:
     path, body = f"{PREFIX}/{route}", json.dumps({"contract": CONTRACT}).encode()
-    sent = sign_request(agent.key, PEER, "POST", path, body)
+    sent = sign_request(agent.key, PEER, "POST", path, body, to=agent.mesh.agent_id)
     if how == "no headers":
         sent = {}
     elif how == "timestamp not a number":
         sent[H_TIMESTAMP] = "soon"
-    elif how == "timestamp of 1970":
-        sent[H_TIMESTAMP] = "1.000"
+    elif how == "timestamp of 1970":  # signed then: a genuine request from a wrong clock
+        sent = sign_request(agent.key, PEER, "POST", path, body, to=agent.mesh.agent_id, now=1.0)
     elif how == "signature forged":
         sent[H_SIGNATURE] = "00" * 32
     elif how == "another fleet's key":
         other = FleetKey("another-fleet-key-0000000000000000")
-        sent = sign_request(other, PEER, "POST", path, body)
+        sent = sign_request(other, PEER, "POST", path, body, to=agent.mesh.agent_id)
     else:  # the first use is answered; the second is a replay
         assert agent.request("POST", path, body, sent)[0] < 500
     before = agent.counters().get(f"auth_rejected_{reason}", 0)
@@ -405,20 +416,28 @@ MESH_BODIES = st.one_of(
 )
 
 
+HOSTILE_MESH = MESH_BODIES | st.tuples(st.sampled_from(MESH_ROUTES), BODIES)
+
+
 @settings(
     max_examples=150,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(case=MESH_BODIES | st.tuples(st.sampled_from(MESH_ROUTES), BODIES))
+@given(case=HOSTILE_MESH)
 def test_no_signed_hostile_mesh_body_makes_a_5xx(agent: Agent, case: tuple[str, Any]) -> None:
+    signed_hostile_body(agent, case)
+
+
+def signed_hostile_body(agent: Agent, case: tuple[str, Any]) -> None:
+    """Send one signed hostile mesh body: never a 5xx; a 400 names what to fix."""
     route, doc = case
     body = doc if isinstance(doc, bytes) else json.dumps(doc).encode()
     status, answer = agent.signed(route, body)
     assert status < 500, (route, body[:300], answer)
     if status >= 400:
         assert answer["ok"] is False and answer["status"] == status, answer
-        assert status in (400, 409, 413), answer
+        assert status in (400, 409, 413) or (route, status) == ("hello", 421), answer
         if status == 400:  # it names what to fix: a field of the body, or the body itself
             assert re.search(
                 r"\bbody\b|JSON|contract|semantics|requirements|key|attempt|lease_s|payload",
@@ -477,6 +496,8 @@ def test_one_hostile_field_of_a_signed_request_is_refused_naming_it(
 ) -> None:
     key = f"one-{route}-{field}-{ONE_FIELD.index((route, field, value, status, named))}"
     doc: dict[str, Any] = {"contract": CONTRACT, "key": key, "attempt": 1, "lease_s": 30}
+    if route == "hello":
+        doc["to"] = agent.endpoint
     if value is None:
         del doc[field]
     else:
@@ -498,21 +519,35 @@ def test_a_signed_request_to_no_mesh_endpoint_is_a_json_4xx(
     agent: Agent, method: str, route: str, status: int
 ) -> None:
     path, body = f"{PREFIX}/{route}", b"{}"
-    headers = sign_request(agent.key, PEER, method, path, body)
+    headers = sign_request(agent.key, PEER, method, path, body, to=agent.mesh.agent_id)
     answer_status, raw, content_type, _ = agent.request(method, path, body, headers)
     assert answer_status == status, raw[:300]
     assert_error_shape(answer_status, raw, content_type)
 
 
 def test_a_hello_signed_with_our_own_agent_id_is_a_409_in_the_error_shape(agent: Agent) -> None:
-    path, body = f"{PREFIX}/hello", b'{"api_port": 1}'
-    headers = sign_request(agent.key, agent.mesh.agent_id, "POST", path, body)
+    path, body = f"{PREFIX}/hello", json.dumps({"api_port": 1, "to": agent.endpoint}).encode()
+    me = agent.mesh.agent_id
+    headers = sign_request(agent.key, me, "POST", path, body, to=me)
     status, raw, content_type, _ = agent.request("POST", path, body, headers)
     assert status == 409 and "is ours" in assert_error_shape(status, raw, content_type)["error"]
 
 
+def fuzz_batch(agent: Agent, examples: int = 40) -> None:
+    """Fuzz the agent here and now: unsigned requests, then signed hostile mesh bodies."""
+    quick = settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    quick(
+        given(data=st.data(), body=BODIES)(lambda data, body: unsigned_request(agent, data, body))
+    )()
+    quick(given(case=HOSTILE_MESH)(lambda case: signed_hostile_body(agent, case)))()
+
+
 def test_the_agent_keeps_working_after_the_fuzz(agent: Agent) -> None:
-    """Runs after the fuzz tests (file order): earlier work is intact, new work completes."""
+    """After a fuzz batch of its own (whatever ran before): earlier work is intact, new work
+    completes."""
+    fuzz_batch(agent)
     status, raw, _, _ = agent.request("GET", f"/v1/tasks/{agent.task_id}")
     assert status == 200
     after = json.loads(raw)["task"]

@@ -159,9 +159,9 @@ class Hub:
 
     def signed(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         """Send a request signed as the agent; check the hub signed its answer, errors too."""
-        key = self.agent.key
-        assert key is not None
-        headers = signed_headers(AGENT, key, method, path, body, time.time())
+        key, hub_id = self.agent.key, self.agent.hub_id
+        assert key is not None and hub_id is not None
+        headers = signed_headers(AGENT, key, hub_id, method, path, body, time.time())
 
         async def go() -> tuple[int, bytes, str | None]:
             async with self.client.request(method, path, data=body, headers=headers) as resp:
@@ -169,7 +169,7 @@ class Hub:
 
         status, raw, signature = self.run(go())
         if status != 405:  # the router refuses a wrong method before the request is verified
-            verify_answer(key, headers[NONCE_HEADER], status, raw, signature)
+            verify_answer(key, hub_id, AGENT, headers[NONCE_HEADER], status, raw, signature)
         return status, json.loads(raw)
 
 
@@ -263,6 +263,11 @@ def test_the_fuzz_covers_every_route(hub: Hub) -> None:
 def test_no_unauthenticated_request_makes_a_5xx(
     hub: Hub, data: st.DataObject, body: bytes, admin: bool
 ) -> None:
+    any_request(hub, data, body, admin)
+
+
+def any_request(hub: Hub, data: st.DataObject, body: bytes, admin: bool) -> None:
+    """Send one drawn request (admin token or none): never a 5xx, errors in the error shape."""
     own, template = data.draw(st.sampled_from(hub.routes), label="route")
     method = data.draw(st.sampled_from((own, *METHODS)), label="method")
     if (method, template) == ("GET", "/v1/events"):
@@ -323,6 +328,11 @@ ADMIN_CASES = st.one_of(
 @given(case=ADMIN_CASES)
 def test_no_admin_request_makes_a_5xx(hub: Hub, case: tuple[str, Any]) -> None:
     """The admin's policy, rollout and model routes: bodies near valid ones, numbers hostile."""
+    admin_request(hub, case)
+
+
+def admin_request(hub: Hub, case: tuple[str, Any]) -> None:
+    """Send one admin body near a valid one: never a 5xx; a 4xx names what to fix."""
     path, doc = case
     if path == "/v1/rollouts":  # a version that exists, so the rollout gets past the lookup
         hub.request("POST", "/v1/policies", b'{"name": "p1"}', {"Authorization": f"Bearer {ADMIN}"})
@@ -437,6 +447,11 @@ SIGNED = st.one_of(
 def test_no_signed_hostile_body_makes_a_5xx_or_loses_a_record(
     hub: Hub, case: tuple[str, str, bytes]
 ) -> None:
+    signed_hostile_body(hub, case)
+
+
+def signed_hostile_body(hub: Hub, case: tuple[str, str, bytes]) -> None:
+    """Send one signed hostile sync/heartbeat/learning body: no 5xx, no record lost."""
     method, route, body = case
     status, answer = hub.signed(method, f"/v1/agents/{AGENT}/{route}", body)
     assert status < 500, (method, route, body[:300], answer)
@@ -452,8 +467,24 @@ def test_no_signed_hostile_body_makes_a_5xx_or_loses_a_record(
         assert json.loads(payload) == hub.sent[seq]["payload"] and kind == hub.sent[seq]["kind"]
 
 
+def fuzz_batch(hub: Hub, examples: int = 30) -> None:
+    """Fuzz the hub here and now: any request, admin bodies, signed hostile bodies."""
+    quick = settings(
+        max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck)
+    )
+    quick(
+        given(data=st.data(), body=BODIES, admin=st.booleans())(
+            lambda data, body, admin: any_request(hub, data, body, admin)
+        )
+    )()
+    quick(given(case=ADMIN_CASES)(lambda case: admin_request(hub, case)))()
+    quick(given(case=SIGNED)(lambda case: signed_hostile_body(hub, case)))()
+
+
 def test_records_survive_the_fuzz_and_a_valid_sync_resumes(hub: Hub) -> None:
-    """Runs after the fuzz tests (file order): the pre-fuzz records, and the resume point."""
+    """After a fuzz batch of its own (whatever ran before): the pre-fuzz records are intact
+    and a valid sync resumes where the hub left off."""
+    fuzz_batch(hub)
     held = {seq: (kind, payload) for seq, kind, payload in stored(hub.db)}
     for seq, r in hub.sent.items():
         assert held[seq] == (r["kind"], json.dumps(r["payload"])), seq
@@ -473,7 +504,8 @@ def test_records_survive_the_fuzz_and_a_valid_sync_resumes(hub: Hub) -> None:
 
 
 def test_every_view_still_answers_after_the_fuzz(hub: Hub) -> None:
-    """What the fuzz stored (NaN in payloads, odd policies) breaks no view of the fleet."""
+    """What a fuzz batch of its own stored (odd payloads, policies) breaks no view of the fleet."""
+    fuzz_batch(hub)
     key = hub.agent.key
     assert key is not None
     nan = (

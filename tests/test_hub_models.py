@@ -240,7 +240,7 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
                 assert resp.status == 201
             client = HubClient(hub.url, "box-1", s)
             await client.enrol(config.join_token)
-            assert client.key is not None
+            assert client.key is not None and client.hub_id is not None
             report = {
                 "model": {
                     "version": 1,
@@ -251,7 +251,9 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
             }
             raw = json.dumps(report).encode()
             path = "/v1/agents/box-1/learning"
-            headers = signed_headers("box-1", client.key, "POST", path, raw, time.time())
+            headers = signed_headers(
+                "box-1", client.key, client.hub_id, "POST", path, raw, time.time()
+            )
             async with s.post(f"{hub.url}{path}", data=raw, headers=headers) as resp:
                 assert resp.status == 200, await resp.text()
                 assert (await resp.json())["latest"]["version"] == 1

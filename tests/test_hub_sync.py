@@ -83,10 +83,10 @@ async def test_bad_signature_is_401_with_json_error(
 ) -> None:
     client = await hub(aiohttp_client, tmp_path)
     hc = await agent(client)
-    assert hc.key is not None
+    assert hc.key is not None and hc.hub_id is not None
     path, body = "/v1/agents/a1/heartbeat", json.dumps({"status": "ok"}).encode()
     now = time.time() - (1000 if tamper == "time" else 0)
-    headers = signed_headers("a1", hc.key, "POST", path, body, now)
+    headers = signed_headers("a1", hc.key, hc.hub_id, "POST", path, body, now)
     if tamper == "signature":
         headers["X-Hetmesh-Signature"] = "0" * 64
     elif tamper == "body":
@@ -94,22 +94,25 @@ async def test_bad_signature_is_401_with_json_error(
     elif tamper == "agent":
         path = "/v1/agents/a2/heartbeat"
     elif tamper == "unenrolled":
-        headers = signed_headers("ghost", hc.key, "POST", "/v1/agents/ghost/heartbeat", body, now)
+        ghost = "/v1/agents/ghost/heartbeat"
+        headers = signed_headers("ghost", hc.key, hc.hub_id, "POST", ghost, body, now)
         path = "/v1/agents/ghost/heartbeat"
     resp = await client.post(path, data=body, headers=headers)
     doc = await resp.json()
     assert resp.status == 401, doc
-    assert set(doc) == {"ok", "error", "status"} and doc["ok"] is False and doc["status"] == 401
+    stale = {"reason", "hub_time"} if tamper == "time" else set()  # a clock problem says so
+    assert set(doc) == {"ok", "error", "status"} | stale
+    assert doc["ok"] is False and doc["status"] == 401
     fleet = await (await client.get("/v1/fleet")).json()
     assert fleet["agents"][0]["last_seen"] is None  # nothing from a forged request was kept
 
 
-async def enrolled_key(aiohttp_client: Any, tmp_path: Path) -> tuple[Client, str]:
-    """Return a hub client and the key of agent a1, enrolled there."""
+async def enrolled_key(aiohttp_client: Any, tmp_path: Path) -> tuple[Client, str, str]:
+    """Return a hub client, the key of agent a1 enrolled there and the hub's id."""
     client = await hub(aiohttp_client, tmp_path)
-    key = (await agent(client)).key
-    assert key is not None
-    return client, key
+    hc = await agent(client)
+    assert hc.key is not None and hc.hub_id is not None
+    return client, hc.key, hc.hub_id
 
 
 def auth_failures(metrics: str, reason: str) -> float:
@@ -122,11 +125,11 @@ def auth_failures(metrics: str, reason: str) -> float:
 async def test_a_replayed_request_is_refused_and_counted(
     aiohttp_client: Any, tmp_path: Path, route: str
 ) -> None:
-    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    client, key, hub_id = await enrolled_key(aiohttp_client, tmp_path)
     path = f"/v1/agents/a1/{route}"
     doc = {"status": "ok"} if route == "heartbeat" else {"records": [rec(1)]}
     body = json.dumps(doc).encode()
-    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    headers = signed_headers("a1", key, hub_id, "POST", path, body, time.time())
     first = await client.post(path, data=body, headers=headers)
     assert first.status == 200, await first.text()
     replay = await client.post(path, data=body, headers=headers)  # captured and sent again
@@ -137,15 +140,15 @@ async def test_a_replayed_request_is_refused_and_counted(
     if route == "sync":
         assert stored_seqs(tmp_path, "a1") == [1]
     # the same document under a fresh nonce is a new request, and is accepted
-    fresh = signed_headers("a1", key, "POST", path, body, time.time())
+    fresh = signed_headers("a1", key, hub_id, "POST", path, body, time.time())
     assert fresh["X-Hetmesh-Nonce"] != headers["X-Hetmesh-Nonce"]
     assert (await client.post(path, data=body, headers=fresh)).status == 200
 
 
 async def test_a_tampered_body_is_refused_and_counted(aiohttp_client: Any, tmp_path: Path) -> None:
-    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    client, key, hub_id = await enrolled_key(aiohttp_client, tmp_path)
     path, body = "/v1/agents/a1/sync", json.dumps({"records": [rec(1)]}).encode()
-    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    headers = signed_headers("a1", key, hub_id, "POST", path, body, time.time())
     forged = body.replace(b'"t1"', b'"t9"')
     resp = await client.post(path, data=forged, headers=headers)
     assert resp.status == 401 and "bad signature" in (await resp.json())["error"]
@@ -159,18 +162,21 @@ async def test_a_tampered_body_is_refused_and_counted(aiohttp_client: Any, tmp_p
 async def test_the_hubs_answers_are_signed_over_the_requests_nonce(
     aiohttp_client: Any, tmp_path: Path
 ) -> None:
-    client, key = await enrolled_key(aiohttp_client, tmp_path)
+    client, key, hub_id = await enrolled_key(aiohttp_client, tmp_path)
     path, body = "/v1/agents/a1/heartbeat", json.dumps({"status": "bogus"}).encode()
-    headers = signed_headers("a1", key, "POST", path, body, time.time())
+    headers = signed_headers("a1", key, hub_id, "POST", path, body, time.time())
     resp = await client.post(path, data=body, headers=headers)
     raw = await resp.read()
     assert resp.status == 400  # an error answer to a verified request is signed too
     signature = resp.headers.get("X-Hetmesh-Response-Signature")
-    verify_answer(key, headers["X-Hetmesh-Nonce"], 400, raw, signature)
+    nonce = headers["X-Hetmesh-Nonce"]
+    verify_answer(key, hub_id, "a1", nonce, 400, raw, signature)
     with pytest.raises(AuthError):  # bound to this request's nonce and status
-        verify_answer(key, "0" * 32, 400, raw, signature)
+        verify_answer(key, hub_id, "a1", "0" * 32, 400, raw, signature)
     with pytest.raises(AuthError):
-        verify_answer(key, headers["X-Hetmesh-Nonce"], 200, raw, signature)
+        verify_answer(key, hub_id, "a1", nonce, 200, raw, signature)
+    with pytest.raises(AuthError):  # ...and to the agent it answers
+        verify_answer(key, hub_id, "a2", nonce, 400, raw, signature)
 
 
 async def test_an_answer_not_signed_by_the_hub_is_never_acted_on(

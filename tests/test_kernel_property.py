@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from edge_agent.placement import kernel
 from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
+from edge_agent.resources.vocab import DeviceKind
 
 pytestmark = pytest.mark.skipif(
     not kernel.native_available(), reason="compiled kernel not installed"
@@ -127,7 +128,8 @@ def test_a_batch_never_overbooks_memory(problem: tuple) -> None:
     status, ws = _run("native", problem)
     assert status == (L.ST_OK, -1)
     assert (ws.devices[:, L.DEV_MEM_FREE] >= 0).all()
-    tasks = problem[1]
+    devices, tasks = problem[0], problem[1]
+    free = devices[:, L.DEV_MEM_FREE].copy()  # replayed in batch order, from the input rows
     for t in range(len(tasks)):
         assigned = ws.out[t, L.OUT_ASSIGNED : L.OUT_ASSIGNED + L.MAX_GANG]
         chosen = [int(d) for d in assigned if d >= 0]
@@ -135,8 +137,34 @@ def test_a_batch_never_overbooks_memory(problem: tuple) -> None:
         if chosen:
             assert len(chosen) == int(tasks[t, L.TASK_COUNT])
             assert len(set(chosen)) == len(chosen)
+            for d in chosen:  # this task fits on each device it went to, when it went
+                assert _fits(devices[d], tasks[t], free[d]), (t, d)
+                free[d] -= tasks[t, L.TASK_MEM]
         else:
             assert counts.sum() >= ws.n_dev - int(tasks[t, L.TASK_COUNT]) + 1
+    np.testing.assert_allclose(ws.devices[:, L.DEV_MEM_FREE], free, rtol=1e-12, atol=1e-3)
+
+
+#: The peak column each precision runs at (Precision value -> column; int4 on the int8
+#: units, bf16 on the fp16 units).
+PEAK_OF = (L.DEV_PEAK_INT8, L.DEV_PEAK_FP16, L.DEV_PEAK_FP32, L.DEV_PEAK_INT8, L.DEV_PEAK_FP16)
+
+
+def _fits(dev: np.ndarray, task: np.ndarray, free: float) -> bool:
+    """Return True when ``task`` meets every hard constraint of ``dev`` with ``free`` bytes."""
+    kind, prec = int(dev[L.DEV_KIND]), int(task[L.TASK_PREC])
+    kinds, fmt = int(task[L.TASK_KINDS_MASK]), int(task[L.TASK_FORMAT])
+    peak = dev[PEAK_OF[prec]]
+    return (
+        dev[L.DEV_HEALTH] != 2.0  # not offline
+        and (kinds == 0 or (kinds >> kind) & 1 == 1)
+        and (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 == 1
+        and peak > 0.0
+        and int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]) == 0
+        and (fmt < 0 or (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1 == 1)
+        and (task[L.TASK_CONFIG] == 0.0 or kind == int(DeviceKind.FPGA))
+        and task[L.TASK_MEM] <= free
+    )
 
 
 @settings(max_examples=100, deadline=None)

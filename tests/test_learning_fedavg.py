@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pytest
 with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 deprecates
     warnings.simplefilter("ignore", DeprecationWarning)
     import flwr.supercore.logger  # noqa: F401
+    from flwr.app import Message, MessageType
 
 from cloud_hub.learning import serverapp
 from cloud_hub.learning.evaluation import (
@@ -24,7 +26,7 @@ from cloud_hub.learning.evaluation import (
     prepare,
     run_fedavg,
 )
-from cloud_hub.learning.localgrid import LocalGrid
+from cloud_hub.learning.localgrid import CLIENT_ERROR_CODE, LocalGrid
 from cloud_hub.learning.registry import ModelRegistry
 from cloud_hub.learning.serverapp import RoundSettings, RunCannotStart, publish, train_federated
 from cloud_hub.learning.traces import Site, all_sites
@@ -42,11 +44,51 @@ def _sites() -> list[Site]:
     return [Site(s.name, s.t0, s.bucket_s, s.series[:400]) for s in all_sites()[:3]]
 
 
+class RecordingGrid(LocalGrid):
+    """A LocalGrid that keeps every reply it hands to the strategy."""
+
+    def __init__(self, node_configs: dict[int, dict[str, object]]) -> None:
+        super().__init__(client_app, node_configs)
+        self.replies: list[Message] = []
+
+    def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+        got = list(super().pull_messages(message_ids))
+        self.replies.extend(got)
+        return got
+
+
+def _grid(workdir: Path, sites: dict[int, Site]) -> RecordingGrid:
+    """A grid with one node per site, each reading its series from an npz in ``workdir``."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    configs: dict[int, dict[str, object]] = {}
+    for nid, s in sites.items():
+        np.savez(workdir / f"{nid}.npz", t0=s.t0, series=s.series)
+        configs[nid] = {"series-npz": str(workdir / f"{nid}.npz")}
+    return RecordingGrid(configs)
+
+
 def test_fedavg_rounds_complete_with_a_node_offline(tmp_path: Path) -> None:
     settings = RoundSettings(spec=SPEC, num_rounds=2, min_nodes=2, local_epochs=1)
-    start = model_for(SPEC.n_features, SPEC.window, settings.hidden).get_weights()
-    model = run_fedavg(_sites(), settings, offline={102}, workdir=tmp_path)
-    assert any(not np.allclose(a, b) for a, b in zip(model.get_weights(), start, strict=True))
+    a, b, c = _sites()
+    grid = _grid(tmp_path / "three", {101: a, 102: b, 103: c})
+    grid.offline = {102}
+    model, result = train_federated(grid, settings)
+    # every requested round was aggregated, from the two online nodes' replies
+    assert sorted(result.train_metrics_clientapp) == [1, 2]
+    assert sorted(set(grid.delivered)) == [101, 103]
+    train = [r for r in grid.replies if r.metadata.message_type == MessageType.TRAIN]
+    assert sorted(r.metadata.src_node_id for r in train) == [101, 101, 103, 103]
+    assert not any(r.has_error() for r in grid.replies)
+    # the offline node contributed nothing: the same rounds without it give the same model
+    alone, _ = train_federated(_grid(tmp_path / "two", {101: a, 103: c}), settings)
+    for got, want in zip(model.get_weights(), alone.get_weights(), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    # and it is not the model all three would have made
+    everyone, _ = train_federated(_grid(tmp_path / "all", {101: a, 102: b, 103: c}), settings)
+    assert any(
+        not np.allclose(x, y)
+        for x, y in zip(model.get_weights(), everyone.get_weights(), strict=True)
+    )
 
 
 def test_run_that_cannot_start_is_stopped(tmp_path: Path) -> None:
@@ -61,13 +103,17 @@ def test_run_that_cannot_start_is_stopped(tmp_path: Path) -> None:
 def test_client_failure_is_an_error_reply_not_a_crash(tmp_path: Path) -> None:
     npz = tmp_path / "s.npz"
     np.savez(npz, t0=0.0, series=np.abs(np.sin(np.arange(300.0))))
-    grid = LocalGrid(
-        client_app,
+    grid = RecordingGrid(
         {101: {"series-npz": str(npz)}, 102: {"series-npz": str(tmp_path / "missing.npz")}},
     )
     settings = RoundSettings(spec=SPEC, num_rounds=1, min_nodes=2)
     _, result = train_federated(grid, settings)
     assert sorted(set(grid.delivered)) == [101, 102]
+    # the failing node answered, with an explicit error naming what went wrong
+    failed = [r for r in grid.replies if r.metadata.src_node_id == 102]
+    assert failed and all(r.has_error() for r in failed)
+    assert failed[0].error.code == CLIENT_ERROR_CODE and "missing.npz" in failed[0].error.reason
+    assert not any(r.has_error() for r in grid.replies if r.metadata.src_node_id == 101)
     mae = result.train_metrics_clientapp[1]["train_mae_norm"]
     assert isinstance(mae, float) and mae > 0  # the healthy node's reply
 

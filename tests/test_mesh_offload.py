@@ -194,7 +194,7 @@ async def test_unsigned_replayed_or_tampered_requests_get_401_and_are_counted(
     async with serve(peer) as port, aiohttp.ClientSession() as http:
         url = f"http://127.0.0.1:{port}/mesh/v1/heartbeat"
         body = b"{}"
-        headers = sign_request(KEY, "someone", "POST", "/mesh/v1/heartbeat", body)
+        headers = sign_request(KEY, "someone", "POST", "/mesh/v1/heartbeat", body, to="npu")
         statuses = []
         for data, hdrs in [(body, {}), (body, headers), (body, headers), (b'{"x":1}', headers)]:
             async with http.post(url, data=data, headers=hdrs) as resp:

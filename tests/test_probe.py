@@ -186,6 +186,7 @@ def test_fpga_manager_entry(tmp_path: Path) -> None:
     assert fpga.scan(tmp_path / "none").absent_reason is not None
 
 
+@pytest.mark.platform
 @pytest.mark.skipif(not NO_NVIDIA_DRIVER, reason="this machine has an NVIDIA driver")
 def test_nvml_absent_on_this_machine(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger=nvidia.__name__)
@@ -294,6 +295,7 @@ def test_nvml_optional_queries_may_be_unsupported(monkeypatch: pytest.MonkeyPatc
     assert gpu.sources["peak_fp32_gops"].startswith("unverified: unknown")
 
 
+@pytest.mark.platform
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="asserts this x86_64 machine")
 def test_cpu_probe_on_this_machine() -> None:
     (device,) = cpu.detect()
@@ -398,6 +400,7 @@ def test_table_lists_devices_and_absent_backends(tmp_path: Path) -> None:
 # --- command line ------------------------------------------------------------------------
 
 
+@pytest.mark.platform
 @pytest.mark.skipif(not NO_NVIDIA_DRIVER, reason="this machine has an NVIDIA driver")
 def test_cli_probe_json(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--json"]) == 0

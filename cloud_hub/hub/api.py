@@ -28,12 +28,13 @@ from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.mesh.credential import FleetKey
-from edge_agent.mesh.errors import AuthError
+from edge_agent.mesh.errors import AuthError, ClockSkew
 
 _log = logging.getLogger(__name__)
 
 HUB = web.AppKey("hub", Hub)
-_VERIFIED = web.RequestKey("hub_verified", tuple[FleetKey, str])  # the agent's key, nonce
+#: The agent's id, its key and the nonce of a request whose signature held: its answer is signed.
+_VERIFIED = web.RequestKey("hub_verified", tuple[str, FleetKey, str])
 DASHBOARD = Path(__file__).with_name("dashboard")
 #: The agents' status page folder: its base.css is the dashboard's too (one copy).
 STATUS_PAGE = Path(edge_agent.agent.__file__).with_name("status_page")
@@ -44,11 +45,14 @@ _errors = json_errors("the hub", {NotFound: 404})
 
 
 async def _signed(request: web.Request) -> tuple[str, bytes]:
-    """Return (agent id, body) of a request signed with that agent's key; 401 otherwise.
+    """Return (agent id, body) of a request signed for this hub with that agent's key; 401
+    otherwise.
 
     One signing scheme for mesh and hub (``edge_agent.mesh.credential``, docs/hub-protocol.md
-    §2): a bad signature, a stale timestamp or a replayed nonce is refused and counted in
-    ``hetmesh_hub_auth_failures_total{reason}``; the answer to a verified request is signed.
+    §2): a bad signature, a request signed for another hub, a stale timestamp or a replayed
+    nonce is refused and counted in ``hetmesh_hub_auth_failures_total{reason}``. The answer
+    to a request whose signature held is signed, the refusal of a stale one included: it
+    carries ``reason: "stale"`` and ``hub_time``, so the agent can tell its clock is off.
     """
     hub, body = request.app[HUB], await request.read()
     agent_id = request.match_info["agent_id"]
@@ -58,24 +62,33 @@ async def _signed(request: web.Request) -> tuple[str, bytes]:
                 "agent_mismatch",
                 f"sign the request as {agent_id} ({protocol.AGENT_HEADER} names the path's agent)",
             )
-        hub.verifier.verify(request.method, request.path_qs, body, request.headers, now=hub.clock())
+        hub.verifier.verify(request.method, request.path_qs, body, request.headers)
+    except ClockSkew as err:  # genuine, but our clocks disagree: say our time, signed
+        hub.metrics.auth_failures.labels(err.reason).inc()
+        request[_VERIFIED] = (agent_id, hub.verifier.key_for(agent_id), err.nonce)
+        raise ApiError(
+            401, f"{err}; see docs/security.md", reason="stale", hub_time=hub.clock()
+        ) from None
     except AuthError as err:
         hub.metrics.auth_failures.labels(err.reason).inc()
         hint = " (re-enrol if the credential changed)" if err.reason == "bad_signature" else ""
         raise ApiError(401, f"{err}{hint}; see docs/hub-protocol.md §2") from None
     key = hub.verifier.key_for(agent_id)
-    request[_VERIFIED] = (key, request.headers[protocol.NONCE_HEADER])
+    request[_VERIFIED] = (agent_id, key, request.headers[protocol.NONCE_HEADER])
     return agent_id, body
 
 
 @web.middleware
 async def _sign_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Sign the answer (errors included) to every request ``_signed`` verified."""
+    """Sign the answer (errors included) to every request whose signature ``_signed`` checked."""
     resp = await handler(request)
     verified = request.get(_VERIFIED)
     if verified is not None and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
-        key, nonce = verified
-        resp.headers[protocol.RESPONSE_HEADER] = sign_answer(key, nonce, resp.status, resp.body)
+        agent_id, key, nonce = verified
+        hub = request.app[HUB]
+        resp.headers[protocol.RESPONSE_HEADER] = sign_answer(
+            key, hub.hub_id, agent_id, nonce, resp.status, resp.body
+        )
     return resp
 
 
@@ -100,6 +113,7 @@ async def _enrol(request: web.Request) -> web.Response:
         {
             "ok": True,
             "agent_id": e.agent_id,
+            "hub_id": hub.hub_id,  # whom the agent signs its requests for
             "key": key,
             "heartbeat_interval_s": hub.config.heartbeat_interval_s,
         },
@@ -257,15 +271,20 @@ async def _base_css(request: web.Request) -> web.FileResponse:
     return web.FileResponse(STATUS_PAGE / "base.css", headers=_PAGE_HEADERS)
 
 
-def make_app(config: HubConfig, clock: Clock = time.time) -> web.Application:
-    """Return the hub's aiohttp application; the hub starts and stops with it."""
+def make_app(
+    config: HubConfig, clock: Clock = time.time, monotonic: Clock = time.monotonic
+) -> web.Application:
+    """Return the hub's aiohttp application; the hub starts and stops with it.
+
+    ``clock`` is the hub's wall clock, ``monotonic`` how long it remembers nonces (tests step
+    them apart)."""
     quiet_bad_requests()
     # the first is outermost: it signs error answers too
     middlewares = [_sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
-        hub = Hub(config, clock)
+        hub = Hub(config, clock, monotonic)
         await hub.start()
         app[HUB] = hub
         yield

@@ -125,10 +125,13 @@ def document() -> dict[str, Any]:
                     "in": "header",
                     "name": "X-Hetmesh-Signature",
                     "description": "HMAC-SHA256 with the agent's key over method, path and "
-                    "query, sha256(body), X-Hetmesh-Timestamp, X-Hetmesh-Nonce and "
-                    "X-Hetmesh-Agent; a reused nonce or a timestamp outside the clock window "
-                    "is refused (401). Answers carry X-Hetmesh-Response-Signature. The "
-                    "scheme: docs/mesh.md, 'Signed requests and answers'.",
+                    "query, sha256(body), X-Hetmesh-Timestamp, X-Hetmesh-Nonce, "
+                    "X-Hetmesh-Agent and X-Hetmesh-Recipient (the hub's id, from the "
+                    "enrolment answer); a request signed for another hub, a reused nonce or "
+                    "a timestamp outside the clock window is refused (401; a stale one with "
+                    "reason and hub_time, signed). Answers carry "
+                    "X-Hetmesh-Response-Signature. The scheme: docs/mesh.md, 'Signed "
+                    "requests and answers'; docs/security.md.",
                 },
                 "adminToken": {"type": "http", "scheme": "bearer"},
             },

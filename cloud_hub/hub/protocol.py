@@ -2,8 +2,9 @@
 
 Requests are signed with hetmesh's one signing scheme (``edge_agent.mesh.credential``, via
 ``edge_agent.agent.hub_auth``): ``X-Hetmesh-Agent``, ``-Timestamp``, ``-Nonce`` and
-``-Signature`` (HMAC-SHA256 under the agent's key over method, path+query, body hash,
-timestamp, nonce and agent id); answers carry ``X-Hetmesh-Response-Signature``.
+``-Signature``, and ``X-Hetmesh-Recipient`` (the hub's id): HMAC-SHA256 under the agent's
+key over method, path+query, body hash, timestamp, nonce, agent id and hub id; answers carry
+``X-Hetmesh-Response-Signature`` (over the nonce, status, body, hub id and agent id).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import secrets
 from edge_agent.agent.hub_auth import (
     AGENT_HEADER,
     NONCE_HEADER,
+    RECIPIENT_HEADER,
     RESPONSE_HEADER,
     SIGNATURE_HEADER,
     TIME_HEADER,
@@ -26,6 +28,7 @@ __all__ = [
     "AGENT_ID",
     "MAX_BATCH",
     "NONCE_HEADER",
+    "RECIPIENT_HEADER",
     "RECORD_KINDS",
     "RESPONSE_HEADER",
     "SIGNATURE_HEADER",

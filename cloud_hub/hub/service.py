@@ -21,7 +21,7 @@ from cloud_hub.hub.reevaluate import Reevaluator
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.stream import Broadcaster
 from cloud_hub.hub.throughput import WINDOW_S, summarize
-from edge_agent.mesh.credential import KeyedVerifier
+from edge_agent.mesh.replay import KeyedVerifier
 
 _log = logging.getLogger(__name__)
 
@@ -57,14 +57,23 @@ def load_secrets(config: HubConfig) -> tuple[str, str, str]:
 class Hub:
     """The running hub: owns the store and the background task that watches liveness."""
 
-    def __init__(self, config: HubConfig, clock: Clock = time.time) -> None:
+    def __init__(
+        self, config: HubConfig, clock: Clock = time.time, monotonic: Clock = time.monotonic
+    ) -> None:
         self.config = config
         self.clock = clock
         self.store = HubStore(config.db_path)
         self.policies = PolicyBook(self.store.db, clock)
         self.metrics = HubMetrics()
-        # signed agent requests: each agent's key, a nonce cache per agent, the clock window
-        self.verifier = KeyedVerifier(self.store.key, window_s=config.max_clock_skew_s)
+        # signed agent requests: each agent's key, a nonce cache per agent kept on the
+        # monotonic clock, the wall-clock window; signed for our hub id (set at start)
+        self.verifier = KeyedVerifier(
+            self.store.key,
+            "",
+            window_s=config.max_clock_skew_s,
+            clock=clock,
+            monotonic=monotonic,
+        )
         self.stream = Broadcaster()
         self.join_token = ""
         self.admin_token = ""
@@ -83,6 +92,7 @@ class Hub:
         self.join_token, self.admin_token, self.hub_id = await asyncio.to_thread(
             load_secrets, self.config
         )
+        self.verifier.me = self.hub_id
         self._task = asyncio.create_task(self._watch(), name="hub-liveness")
         self._reevaluating = asyncio.create_task(self.reevaluator.run(self), name="hub-reevaluate")
 

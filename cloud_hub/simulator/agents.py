@@ -23,6 +23,7 @@ from cloud_hub.simulator.workload import Task
 from edge_agent.placement import Decision, Placer, Policy, PreparedTask
 from edge_agent.placement.codec import prepare
 from edge_agent.placement.kernel import Backend
+from edge_agent.resources.vocab import Health
 
 
 def feasibility(fleet: Fleet, types: list[TaskType]) -> dict[TaskType, list[int]]:
@@ -60,7 +61,9 @@ class AgentChooser:
         self._prepared: dict[tuple[str, str, float, int, str, float, int], PreparedTask] = {}
         self._open: dict[int, tuple[Placer, Decision]] = {}
         self._charge: dict[int, float] = {}
-        self.place_s = 0.0  # wall time inside Placer.place_one only
+        self._allowed_for: FleetState | None = None
+        self._allowed_sets: dict[TaskType, frozenset[int]] = {}
+        self.place_s = 0.0  # wall time of the update_live pass and Placer.place_one
         self.decisions = 0
 
     def _contract(self, task: Task) -> PreparedTask:
@@ -96,12 +99,22 @@ class AgentChooser:
         return total
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
-        """Sync the origin agent's view of every queue, then place with its Placer."""
+        """Sync the origin agent's view of every queue, then place with its Placer.
+
+        A device outside the scenario for the task's type (no ground-truth figure for the
+        pair, ``GroundTruth.available``) is pushed as offline for this decision.
+        """
         placer = self.placers[task.origin]
-        for dev, device_id in enumerate(placer.device_ids):
-            placer.update_live(device_id, queued_s=self._queued(state, dev, now))
+        allowed = self._allowed(state, (task.model, task.precision))
         prepared = self._contract(task)
-        t0 = time.perf_counter()
+        queued = [self._queued(state, dev, now) for dev in range(len(placer.device_ids))]
+        t0 = time.perf_counter()  # the live-state pass is part of every decision's cost
+        for dev, device_id in enumerate(placer.device_ids):
+            placer.update_live(
+                device_id,
+                queued_s=queued[dev],
+                health=Health.ONLINE if dev in allowed else Health.OFFLINE,
+            )
         decision = placer.place_one(prepared)
         self.place_s += time.perf_counter() - t0
         self.decisions += 1
@@ -110,6 +123,15 @@ class AgentChooser:
         self._open[task.index] = (placer, decision)
         self._charge[task.index] = decision.charges[0]
         return decision.device_indices[0]
+
+    def _allowed(self, state: FleetState, tt: TaskType) -> frozenset[int]:
+        if self._allowed_for is not state:
+            self._allowed_for = state
+            self._allowed_sets = {}
+        got = self._allowed_sets.get(tt)
+        if got is None:
+            got = self._allowed_sets[tt] = frozenset(state.feasible.get(tt, ()))
+        return got
 
     def finished(self, job: Job, now: float) -> None:
         """Report the true service time (and energy) to the agent that decided."""

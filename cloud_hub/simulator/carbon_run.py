@@ -37,15 +37,23 @@ def run_carbon(
     seed: int = 1,
     sigma: float = 0.1,
     max_load: float = 0.7,
+    published_only: bool = False,
 ) -> dict[str, Any]:
-    """Simulate ``workload`` under ``policy`` (deferral on or off); return CO2 and deadlines."""
-    tasks, truth, feasible, _ = prepare_run(fleet, workload, seed, sigma)
+    """Simulate ``workload`` under ``policy`` (deferral on or off); return CO2 and deadlines.
+
+    ``published_only``: only the (type, device) pairs with a published figure take work.
+    """
+    tasks, truth, feasible, _ = prepare_run(
+        fleet, workload, seed, sigma, published_only=published_only
+    )
     memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in truth.types}
     state = FleetState(fleet, truth, feasible, memory)
     chooser = CarbonAgentChooser(fleet, policy)
     shifter = PeakShifter(fleet, chooser.estimate, max_load=max_load) if defer else None
     out = simulate(tasks, state, chooser, holder=shifter)
-    return summarize_carbon(fleet, tasks, out, shifter)
+    return summarize_carbon(fleet, tasks, out, shifter) | {
+        "published_share": truth.coverage(feasible)
+    }
 
 
 def summarize_carbon(
@@ -79,11 +87,20 @@ def summarize_carbon(
 
 
 def compare(
-    fleet: Fleet, workload: Workload, policy: Policy, *, seed: int = 1, max_load: float = 0.7
+    fleet: Fleet,
+    workload: Workload,
+    policy: Policy,
+    *,
+    seed: int = 1,
+    max_load: float = 0.7,
+    published_only: bool = False,
 ) -> dict[str, Any]:
     """Run at once and with peak shifting; return both and the saving on deferrable work."""
-    now = run_carbon(fleet, workload, policy, defer=False, seed=seed)
-    shifted = run_carbon(fleet, workload, policy, defer=True, seed=seed, max_load=max_load)
+    only = published_only
+    now = run_carbon(fleet, workload, policy, defer=False, seed=seed, published_only=only)
+    shifted = run_carbon(
+        fleet, workload, policy, defer=True, seed=seed, max_load=max_load, published_only=only
+    )
     base = now["co2_g_deferrable"]
     return {
         "at_once": now,
@@ -91,4 +108,5 @@ def compare(
         "carbon_saving_deferrable": 1.0 - shifted["co2_g_deferrable"] / base if base else 0.0,
         "deadline_misses": shifted["deadline_misses"],
         "misses_caused": len(set(shifted["missed"]) - set(now["missed"])),
+        "published_share": now["published_share"],
     }

@@ -134,6 +134,8 @@ def run_fpga(slots: int, tasks: list[Task], seed: int, sigma: float = 0.1) -> di
         "reconfig_s": sum(state.reconfig_busy_s[d] for d in fpga),
         "makespan_s": makespan,
         "latency_p50_s": float(np.percentile(lat, 50)),
+        "latency_n": len(placed),
+        "published_share": truth.coverage(state.feasible),
     }
 
 

@@ -18,8 +18,10 @@ from edge_agent.placement import Policy
 
 LABEL = (
     "emulation: ground-truth service times are the firmware profiles' published per-model "
-    "latencies (datasheet roofline where none is published), times the fleet's slowdowns "
-    "and seeded lognormal noise; not a measurement"
+    "latencies or measured rates (where a device has none for a model: another model's "
+    "figure on it scaled by the published GOPs ratio, with its own noise; a device with no "
+    "figure is left out), times the fleet's slowdowns and seeded lognormal noise; not a "
+    "measurement"
 )
 
 
@@ -45,12 +47,17 @@ def capacity(
 
 
 def prepare_run(
-    fleet: Fleet, workload: Workload, seed: int, sigma: float
+    fleet: Fleet, workload: Workload, seed: int, sigma: float, *, published_only: bool = False
 ) -> tuple[list[Task], GroundTruth, dict[TaskType, list[int]], float]:
-    """Return the tasks, the ground truth, the feasible devices per type, and the capacity."""
+    """Return the tasks, the ground truth, the feasible devices per type, and the capacity.
+
+    A (type, device) pair is feasible when it passes the kernel's hard constraints and
+    has a ground-truth figure (``GroundTruth.available``); ``published_only`` also leaves
+    out the pairs timed by scaling another model's figure.
+    """
     types = workload.types()
     truth = GroundTruth(fleet, types, workload.count(), sigma, seed)
-    feasible = feasibility(fleet, types)
+    feasible = truth.available(feasibility(fleet, types), published_only=published_only)
     mix_types = [(m["model"], m["precision"]) for m in workload.mix]
     cap = {"tasks_per_s": 0.0}
 
@@ -88,13 +95,17 @@ def run(
     admission: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
     corrections: dict[str, dict[str, float]] | None = None,
+    published_only: bool = False,
 ) -> dict[str, Any]:
     """Simulate every policy and baseline on the same tasks; return the metrics document.
 
     ``corrections`` ({task class: {device id: factor}}) are imported into every agent's
-    Placer before the run (agents learn from cold without them).
+    Placer before the run (agents learn from cold without them). ``published_only`` runs
+    the scenario on the (type, device) pairs with a published or measured figure alone.
     """
-    tasks, truth, feasible, cap = prepare_run(fleet, workload, seed, sigma)
+    tasks, truth, feasible, cap = prepare_run(
+        fleet, workload, seed, sigma, published_only=published_only
+    )
     memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in truth.types}
     results: dict[str, Any] = {}
     for chooser in choosers(fleet, policies, baselines, seed, admission, corrections):
@@ -109,6 +120,11 @@ def run(
         "ground_truth": {
             "label": LABEL,
             "published_share": truth.coverage(feasible),
+            "published_only": published_only,
+            "pairs": sum(len(ds) for ds in feasible.values()),
+            # kernel-feasible pairs without a figure (or, published-only, a published one)
+            "left_out_pairs": sum(len(ds) for ds in feasibility(fleet, truth.types).values())
+            - sum(len(ds) for ds in feasible.values()),
             "noise_sigma": sigma,
         },
         "fleet": {"name": fleet.name, "boxes": len(fleet.boxes), "devices": len(fleet.devices)},

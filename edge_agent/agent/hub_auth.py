@@ -1,9 +1,10 @@
 """Signing between an agent and the hub (docs/hub-protocol.md §2) and the hub's discovery proof.
 
 The hub speaks the mesh's one signing scheme (``edge_agent.mesh.credential``): method,
-path+query, body hash, timestamp, nonce and sender id under the agent's key from enrolment;
-the hub refuses a nonce it has seen within its window, and signs every answer to a verified
-request over that nonce, so the agent knows the answer came from the hub that holds its key.
+path+query, body hash, timestamp, nonce, sender id and recipient (the hub's id) under the
+agent's key from enrolment; the hub refuses a request signed for another hub and a nonce it
+has seen within its window, and signs every answer to a verified request over that nonce, as
+its id to the agent's id, so the agent knows the answer came from the hub that holds its key.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import hmac
 from edge_agent.mesh.credential import (
     H_AGENT,
     H_NONCE,
+    H_RECIPIENT,
     H_RESPONSE,
     H_SIGNATURE,
     H_TIMESTAMP,
@@ -25,8 +27,8 @@ from edge_agent.mesh.credential import (
 
 __all__ = [
     "AGENT_HEADER",
-    "HUB_RESPONDER",
     "NONCE_HEADER",
+    "RECIPIENT_HEADER",
     "RESPONSE_HEADER",
     "SIGNATURE_HEADER",
     "TIME_HEADER",
@@ -39,30 +41,38 @@ __all__ = [
 AGENT_HEADER = H_AGENT
 TIME_HEADER = H_TIMESTAMP
 NONCE_HEADER = H_NONCE
+RECIPIENT_HEADER = H_RECIPIENT
 SIGNATURE_HEADER = H_SIGNATURE
 RESPONSE_HEADER = H_RESPONSE
-#: The responder id in the hub's answer signatures (the key is the agent's own, so only
-#: the hub and that agent can make one; the name keeps the two directions apart).
-HUB_RESPONDER = "hub"
 
 
 def signed_headers(
-    agent_id: str, key: str, method: str, path: str, body: bytes, now: float
+    agent_id: str, key: str, hub_id: str, method: str, path: str, body: bytes, now: float
 ) -> dict[str, str]:
-    """Return the headers that sign one request from ``agent_id`` (fresh nonce each call)."""
-    headers = sign_request(FleetKey(key), agent_id, method, path, body, now=now)
+    """Return the headers that sign one request from ``agent_id`` to hub ``hub_id`` only."""
+    headers = sign_request(FleetKey(key), agent_id, method, path, body, to=hub_id, now=now)
     headers["Content-Type"] = "application/json"
     return headers
 
 
-def sign_answer(key: FleetKey, nonce: str, status: int, body: bytes) -> str:
-    """Return the hub's signature on its answer to the request that carried ``nonce``."""
-    return sign_response(key, HUB_RESPONDER, nonce, status, body)
+def sign_answer(
+    key: FleetKey, hub_id: str, agent_id: str, nonce: str, status: int, body: bytes
+) -> str:
+    """Return hub ``hub_id``'s signature on its answer to ``agent_id``'s request ``nonce``."""
+    return sign_response(key, hub_id, nonce, status, body, to=agent_id)
 
 
-def verify_answer(key: str, nonce: str, status: int, body: bytes, signature: str | None) -> None:
-    """Raise AuthError unless the hub holding ``key`` signed this answer to request ``nonce``."""
-    verify_response(FleetKey(key), HUB_RESPONDER, nonce, status, body, signature)
+def verify_answer(
+    key: str,
+    hub_id: str,
+    agent_id: str,
+    nonce: str,
+    status: int,
+    body: bytes,
+    signature: str | None,
+) -> None:
+    """Raise AuthError unless hub ``hub_id`` signed this answer to ``agent_id``'s ``nonce``."""
+    verify_response(FleetKey(key), hub_id, nonce, status, body, signature, to=agent_id)
 
 
 def hub_proof(join_token: str, hub_id: str, endpoint: str, nonce: str) -> str:

@@ -1,14 +1,17 @@
 """The agent's HTTP client for the hub protocol: enrol, signed heartbeat, outbox sync.
 
 Third-party errors are translated here once: no answer (or a 5xx) is ``HubUnreachable`` (keep
-working offline, retry later); a 4xx is ``HubRejected`` (401: re-enrol). An answer to a signed
-request must carry the hub's signature over our nonce (docs/hub-protocol.md §2); one that does
-not is ``HubForged`` (someone else answered, or a proxy altered it): never acted on.
+working offline, retry later); a 4xx is ``HubRejected`` (401: re-enrol), except a refusal of
+our timestamp, ``HubClockSkew`` (fix the clock; the credential is fine). Requests are signed
+for the hub's id, learnt at enrolment. An answer to a signed request must carry the hub's
+signature over our nonce, for us (docs/hub-protocol.md §2); one that does not is ``HubForged``
+(someone else answered, or a proxy altered it): never acted on.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,6 +38,23 @@ class HubForged(HubUnreachable):
     """An answer to a signed request is not signed by the hub that holds our key; ignored."""
 
 
+class HubClockSkew(HubError):
+    """The hub refused our timestamp (``stale``): our clock and the hub's disagree.
+
+    Not a credential problem: re-enrolling cannot fix it. ``skew_s`` is our clock minus the
+    hub's (NaN when the hub did not say its time); ``signed``: the hub signed the refusal.
+    """
+
+    def __init__(self, skew_s: float, signed: bool) -> None:
+        said = f"{skew_s:+.0f} s" if math.isfinite(skew_s) else "by an unknown amount"
+        super().__init__(
+            f"the hub refused our timestamp: this agent's clock is {said} off the hub's"
+            f"{'' if signed else ' (unsigned answer)'}; fix the clock (NTP)"
+        )
+        self.skew_s = skew_s
+        self.signed = signed
+
+
 class HubRejected(HubError):
     """The hub refused the request (4xx); the message says why. 401: re-enrol."""
 
@@ -58,16 +78,17 @@ class HubClient:
         self.session = session
         self.clock = clock
         self.key: str | None = None
+        self.hub_id: str | None = None  # whom requests are signed for; from the enrolment
         self.heartbeat_interval_s = 5.0  # until the hub says otherwise at enrolment
 
     async def _call(self, method: str, path: str, doc: Any = None, signed: bool = True) -> Any:
         body = b"" if doc is None else json.dumps(doc).encode()
         headers = {"Content-Type": "application/json"}
-        key = self.key
+        key, hub_id, sent = self.key, self.hub_id, self.clock()
         if signed:
-            if key is None:
+            if key is None or hub_id is None:
                 raise HubRejected(401, "not enrolled: enrol with the join token first")
-            headers = signed_headers(self.agent_id, key, method, path, body, self.clock())
+            headers = signed_headers(self.agent_id, key, hub_id, method, path, body, sent)
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         try:
             async with self.session.request(
@@ -78,11 +99,15 @@ class HubClient:
         except (aiohttp.ClientError, TimeoutError) as err:
             reason = getattr(err, "os_error", None) or err or type(err).__name__
             raise HubUnreachable(f"no answer from {self.base_url}: {reason}") from err
-        # the hub signs every answer to a request it verified; it cannot sign a refusal of one
-        # it could not verify (401), and a 5xx is retried whoever sent it
-        if key is not None and signed and status < 500 and status != 401:
+        # the hub signs every answer to a request it verified (a refusal of our timestamp
+        # included); it cannot sign a refusal of one it could not verify (an unsigned 401),
+        # and a 5xx is retried whoever sent it
+        checked = key is not None and hub_id is not None and signed and status < 500
+        if checked and (status != 401 or answer_signature is not None):
+            assert key is not None and hub_id is not None
+            nonce = headers[NONCE_HEADER]
             try:
-                verify_answer(key, headers[NONCE_HEADER], status, raw, answer_signature)
+                verify_answer(key, hub_id, self.agent_id, nonce, status, raw, answer_signature)
             except AuthError as err:
                 raise HubForged(f"{self.base_url} {path}: {err}; answer ignored") from err
         text = raw.decode("utf-8", "replace")
@@ -92,6 +117,12 @@ class HubClient:
             answer = {"error": text[:200]}
         if status >= 500 or not isinstance(answer, dict):
             raise HubUnreachable(f"hub at {self.base_url} answered {status}: {text[:200]}")
+        if status == 401 and answer.get("reason") == "stale":
+            hub_time = answer.get("hub_time")
+            skew = math.nan
+            if isinstance(hub_time, int | float) and not isinstance(hub_time, bool):
+                skew = sent - float(hub_time)
+            raise HubClockSkew(skew, signed=answer_signature is not None)
         if status >= 400:
             raise HubRejected(status, str(answer.get("error", "")))
         return answer
@@ -114,7 +145,14 @@ class HubClient:
         if board is not None:
             doc["board"] = board
         answer: dict[str, Any] = await self._call("POST", "/v1/enrol", doc, signed=False)
-        self.key = str(answer["key"])
+        hub_id = answer.get("hub_id")
+        if not isinstance(hub_id, str) or not hub_id:
+            raise HubRejected(
+                426,
+                "the hub's enrolment answer names no hub_id: it predates recipient-bound"
+                " signatures (docs/security.md); upgrade the hub",
+            )
+        self.key, self.hub_id = str(answer["key"]), hub_id
         self.heartbeat_interval_s = float(answer["heartbeat_interval_s"])
         return answer
 

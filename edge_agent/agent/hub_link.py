@@ -26,7 +26,7 @@ from typing import Any
 import aiohttp
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.hub_client import HubClient, HubRejected, HubUnreachable
+from edge_agent.agent.hub_client import HubClient, HubClockSkew, HubRejected, HubUnreachable
 from edge_agent.agent.hub_discovery import (
     DISCOVER,
     HUB_SERVICE_TYPE,
@@ -47,6 +47,8 @@ SYNC_BATCH = 500
 FINAL_FLUSH_S = 2.0
 #: Seconds before a discovered server that failed its proof is asked again.
 REFUSED_BACKOFF_S = 30.0
+#: Longest wait between tries while the hub refuses our clock (doubling from hub_retry_s).
+CLOCK_BACKOFF_MAX_S = 300.0
 
 
 def default_agent_id(profile: str | None) -> str:
@@ -122,6 +124,8 @@ class HubLink:
         self._resume = True
         self._refused: str | None = None
         self._quiet = False
+        self.clock_skew_s: float | None = None  # ours minus the hub's, while it refuses us
+        self._clock_wait_s = 0.0
         self._session: aiohttp.ClientSession | None = None
         self.client: HubClient
         #: carries out the hub's ``moves`` (its re-evaluation's; the mesh link), if set
@@ -132,10 +136,12 @@ class HubLink:
         self._session = aiohttp.ClientSession()
         self.client = HubClient(self.url, self.agent_id, self._session)
         stored = await asyncio.to_thread(load_credential, self.path, self.configured, self.agent_id)
-        if stored is not None:
-            self.client.key = str(stored["key"])
+        if stored is not None and not stored.get("hub_id"):
+            _log.info("hub credential predates recipient-bound signatures; enrolling again")
+        elif stored is not None:
+            self.client.key, self.client.hub_id = str(stored["key"]), str(stored["hub_id"])
             self.interval_s = float(stored.get("heartbeat_interval_s", self.interval_s))
-            self._stored_hub = stored.get("hub_id")
+            self._stored_hub = stored["hub_id"]
         if self.finder is not None:
             self.finder.start()
 
@@ -144,6 +150,8 @@ class HubLink:
         while True:
             try:
                 await self.round()
+            except HubClockSkew as err:  # a clock problem: back off, keep the credential
+                self._skewed(err)
             except HubUnreachable as err:
                 searching = self.finder is not None and not self.url and not self.finder.hints()
                 if self.finder is not None:
@@ -155,7 +163,10 @@ class HubLink:
             if not self.connected:  # keep the outbox figures current while offline
                 with contextlib.suppress(HetmeshError):
                     await self._count()
-            await asyncio.sleep(self.interval_s if self.connected else self.config.hub_retry_s)
+            if self.clock_skew_s is not None:
+                await asyncio.sleep(self._clock_wait_s)
+            else:
+                await asyncio.sleep(self.interval_s if self.connected else self.config.hub_retry_s)
 
     async def round(self) -> None:
         """One exchange: enrol if needed, resume point, heartbeat (and policy), sync."""
@@ -174,7 +185,31 @@ class HubLink:
             await self._exchange()
         if not self.connected:
             _log.info("hub %s reachable; agent %s in sync", self.url, self.agent_id)
+        if self.clock_skew_s is not None:
+            _log.warning("hub: our clock agrees with the hub's again")
+            self.clock_skew_s = None
         self.connected, self.last_contact, self._quiet = True, time.time(), False
+
+    def _skewed(self, err: HubClockSkew) -> None:
+        """Note a refusal of our timestamp: logged once, then back off (doubling)."""
+        if self.clock_skew_s is None:
+            _log.warning("hub: %s; backing off, the credential is kept", err)
+            self._clock_wait_s = self.config.hub_retry_s
+        else:
+            _log.debug("hub: %s", err)
+            self._clock_wait_s = min(CLOCK_BACKOFF_MAX_S, 2 * self._clock_wait_s)
+        self.clock_skew_s = err.skew_s
+        self.connected, self._resume = False, True
+
+    def problem(self) -> str | None:
+        """Return what is wrong with the link that the operator must fix, or None."""
+        if self.clock_skew_s is None:
+            return None
+        skew = self.clock_skew_s
+        if skew != skew:  # NaN: the hub did not say its time
+            return "clock skew vs hub (the hub refuses our timestamps)"
+        side = "ahead of" if skew > 0 else "behind"
+        return f"clock skew {abs(skew):.0f} s vs hub (this agent's clock is {side} the hub's)"
 
     async def _locate(self) -> None:
         """Use the first announced hub that proves it holds the join token; count the others."""
@@ -199,7 +234,7 @@ class HubLink:
                 _log.info("hub discovery: %s announced but unreachable: %s", hint.name, err)
                 continue
             if hint.hub_id != self._stored_hub:
-                self.client.key = None  # a credential from another hub is no use here
+                self.client.key = self.client.hub_id = None  # another hub's: no use here
             self.url, self.hub_id, self.client.base_url = hint.url, hint.hub_id, hint.url
             _log.info(
                 "found hub %s at %s over mDNS (it proved the join token)", hint.hub_id, hint.url
@@ -221,16 +256,21 @@ class HubLink:
         answer = await self.client.enrol(
             self.config.hub_join_token, self.labels, self.config.profile, socket.gethostname()
         )
+        if self.hub_id is not None and self.client.hub_id != self.hub_id:
+            proven, self.client.key = self.hub_id, None
+            raise HubRejected(
+                409, f"enrolled as {self.client.hub_id!r}, but the hub proved {proven!r}"
+            )
         self.interval_s = _interval(answer, self.interval_s)
         doc = {
             "url": self.configured,
-            "hub_id": self.hub_id,
+            "hub_id": self.client.hub_id,
             "agent_id": self.agent_id,
             "key": self.client.key,
             "heartbeat_interval_s": self.interval_s,
         }
         await asyncio.to_thread(save_credential, self.path, doc)
-        self._stored_hub = self.hub_id
+        self._stored_hub = self.client.hub_id
         self._resume = True
         _log.info("enrolled with hub %s as %s", self.url, self.agent_id)
 
@@ -327,6 +367,7 @@ class HubLink:
                 "refused": self.refused,
                 "last_refused": self.last_refused,
             }
+        skew = self.clock_skew_s
         return {
             "url": self.url or self.configured,
             "agent_id": self.agent_id,
@@ -337,5 +378,7 @@ class HubLink:
             "pending": self.pending,
             "dropped": self.dropped,
             "heartbeats": self.heartbeats,
+            "hub_id": self.client.hub_id,
+            "clock_skew_s": None if skew is None or skew != skew else round(skew, 1),
             "discovery": discovery,  # None: the hub's URL is configured
         }

@@ -108,7 +108,7 @@ class MeshLink:
         agent_id, generated = mesh_agent_id(config)
         self.agent_id = agent_id
         self.cfg = mesh_config(config, agent_id, generated)
-        self.verifier = Verifier(self.key)  # one replay cache, shared with the node
+        self.verifier = Verifier(self.key, agent_id)  # one replay cache, shared with the node
         self.started = False
         self._node: MeshNode | None = None
         self._agent: Agent | None = None
@@ -211,6 +211,11 @@ class MeshLink:
         """Add one to a mesh counter."""
         if self._node is not None:
             self._node.count(name)
+
+    @property
+    def own_endpoint(self) -> tuple[str, int]:
+        """Return the (address, port) the node advertises (("", 0) before it starts)."""
+        return ("", 0) if self._node is None else self._node.own_endpoint
 
     def _live(self) -> MeshNode:
         if self._node is None or not self.started:

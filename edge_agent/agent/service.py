@@ -235,11 +235,16 @@ class Agent:
                 self.placer.release(job.decision)
         return row, before
 
+    def problem(self) -> str | None:
+        """Return what the operator must fix (a stopped loop, our clock vs the hub's), or None."""
+        return self.failure or (None if self.link is None else self.link.problem())
+
     def health(self) -> dict[str, Any]:
         """Return the agent's health document."""
+        problem = self.problem()
         return {
-            "status": "degraded" if self.failure else "ok",
-            "problem": self.failure,
+            "status": "degraded" if problem else "ok",
+            "problem": problem,
             "version": __version__,
             "uptime_s": round(time.monotonic() - self.started_at, 3),
             "schema_version": self.store.db.schema_version,
@@ -281,9 +286,10 @@ class Agent:
 
     def hub_report(self) -> dict[str, Any]:
         """Return this agent's heartbeat body: health, live devices, policy in force."""
+        problem = self.problem()
         return {
-            "status": "degraded" if self.failure else "ok",
-            "problem": None if self.failure is None else self.failure[:200],
+            "status": "degraded" if problem else "ok",
+            "problem": None if problem is None else problem[:200],
             "version": __version__,
             "policy": {"name": self.policy.name, "version": self.policy.version},
             "devices": self.reporter.entries(),

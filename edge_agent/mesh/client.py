@@ -1,4 +1,5 @@
-"""Signed agent-to-agent HTTP calls: sign the request, verify the response, time the trip."""
+"""Signed agent-to-agent HTTP calls: sign the request for that peer only, verify the answer
+is that peer's to us, time the trip."""
 
 from __future__ import annotations
 
@@ -53,7 +54,7 @@ class MeshClient:
         """POST ``doc`` to the peer's ``name`` endpoint; raise AuthError / PeerUnavailable."""
         path = f"{PREFIX}/{name}"
         body = json.dumps(doc, separators=(",", ":")).encode()
-        headers = sign_request(self.key, self.agent_id, "POST", path, body)
+        headers = sign_request(self.key, self.agent_id, "POST", path, body, to=peer_id)
         headers["Content-Type"] = "application/json"
         url = f"http://{endpoint[0]}:{endpoint[1]}{path}"
         start = time.perf_counter()
@@ -76,7 +77,8 @@ class MeshClient:
             # a member whose mesh is not up yet (or is going down) cannot sign: unavailable,
             # never taken as proof of anything, nor counted as a forgery
             raise PeerUnavailable(peer_id, f"{name}: not ready (503)")
-        verify_response(self.key, peer_id, headers[H_NONCE], status, raw, signature)
+        nonce = headers[H_NONCE]
+        verify_response(self.key, peer_id, nonce, status, raw, signature, to=self.agent_id)
         try:
             answer = json.loads(raw)
         except ValueError:

@@ -1,11 +1,13 @@
-"""The one signing scheme of hetmesh: HMAC-SHA256 request and response signatures with replay
-protection, for agent-to-agent (the mesh's fleet key) and agent-to-hub (each agent's key from
-enrolment) alike (docs/mesh.md "Fleet key and trust", docs/hub-protocol.md §2).
+"""The one signing scheme of hetmesh: HMAC-SHA256 request and response signatures bound to
+their recipient, for agent-to-agent (the mesh's fleet key) and agent-to-hub (each agent's key
+from enrolment) alike (docs/mesh.md "Fleet key and trust", docs/hub-protocol.md §2,
+docs/security.md).
 
-A request is signed over its method, path (with query), body hash, timestamp, nonce and
-sender id; the receiver rejects a bad signature, a timestamp outside the replay window,
-and a nonce it has already seen in that window. A response is signed over the request's
-nonce, its status and body hash, so it proves the responder holds the key *now*.
+A request is signed over its method, path (with query), body hash, timestamp, nonce, sender
+id and recipient id; the receiver refuses a bad signature, a request for someone else, and a
+timestamp outside its window (replays within it: ``replay.Verifier``). A response is signed
+over the request's nonce, its status, body hash, the responder's id and the requester's id,
+so it proves the responder holds the key *now* and answered *this* request.
 """
 
 from __future__ import annotations
@@ -14,24 +16,21 @@ import hashlib
 import hmac
 import secrets
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
-from edge_agent.mesh.errors import AuthError, FleetKeyError
+from edge_agent.mesh.errors import AuthError, ClockSkew, FleetKeyError
 
-SCHEME = "hetmesh-v1"
+#: What the signed messages start with; a member that speaks another scheme is refused.
+SCHEME = "hetmesh-v2"
+#: The key derivation's label: unchanged since v1, so the fleet key's fingerprint (announced
+#: over mDNS) is too, and an older member is recognised as ours and refused as ``old_scheme``.
+KEY_SCHEME = "hetmesh-v1"
 H_AGENT = "X-Hetmesh-Agent"
+H_RECIPIENT = "X-Hetmesh-Recipient"
 H_TIMESTAMP = "X-Hetmesh-Timestamp"
 H_NONCE = "X-Hetmesh-Nonce"
 H_SIGNATURE = "X-Hetmesh-Signature"
 H_RESPONSE = "X-Hetmesh-Response-Signature"
-
-#: Seconds a request's timestamp may differ from the receiver's clock.
-REPLAY_WINDOW_S = 30.0
-#: Most nonces remembered; past this, requests are refused until old ones age out.
-NONCE_CACHE_MAX = 100_000
-#: Most nonces remembered per sender where each sender has its own key (the hub).
-NONCE_CACHE_MAX_PER_SENDER = 10_000
 MIN_KEY_CHARS = 16
 
 
@@ -52,7 +51,7 @@ class FleetKey:
                 f"fleet key too short ({len(text)} characters): give at least "
                 f"{MIN_KEY_CHARS}, e.g. one from FleetKey.generate()"
             )
-        self._secret = hashlib.sha256(f"{SCHEME}/key\0{text}".encode()).digest()
+        self._secret = hashlib.sha256(f"{KEY_SCHEME}/key\0{text}".encode()).digest()
         self.fingerprint = hashlib.sha256(b"fingerprint\0" + self._secret).hexdigest()[:16]
 
     @staticmethod
@@ -69,15 +68,16 @@ class FleetKey:
 
 
 def request_message(
-    method: str, path: str, digest: str, timestamp: str, nonce: str, agent: str
+    method: str, path: str, digest: str, timestamp: str, nonce: str, agent: str, to: str
 ) -> str:
     """Return the canonical text a request signature covers."""
-    return "\n".join((SCHEME, "request", method.upper(), path, digest, timestamp, nonce, agent))
+    fields = (SCHEME, "request", method.upper(), path, digest, timestamp, nonce, agent, to)
+    return "\n".join(fields)
 
 
-def response_message(nonce: str, status: int, digest: str, agent: str) -> str:
+def response_message(nonce: str, status: int, digest: str, responder: str, to: str) -> str:
     """Return the canonical text a response signature covers."""
-    return "\n".join((SCHEME, "response", nonce, str(status), digest, agent))
+    return "\n".join((SCHEME, "response", nonce, str(status), digest, responder, to))
 
 
 def sign_request(
@@ -87,30 +87,46 @@ def sign_request(
     path: str,
     body: bytes,
     *,
+    to: str,
     now: float | None = None,
     nonce: str | None = None,
 ) -> dict[str, str]:
-    """Return the headers that authenticate one request from ``agent``."""
+    """Return the headers that authenticate one request from ``agent`` to ``to`` only."""
     ts = f"{time.time() if now is None else now:.3f}"
     nonce = nonce or secrets.token_hex(16)
-    sig = key.mac(request_message(method, path, body_hash(body), ts, nonce, agent))
-    return {H_AGENT: agent, H_TIMESTAMP: ts, H_NONCE: nonce, H_SIGNATURE: sig}
+    sig = key.mac(request_message(method, path, body_hash(body), ts, nonce, agent, to))
+    return {
+        H_AGENT: agent,
+        H_RECIPIENT: to,
+        H_TIMESTAMP: ts,
+        H_NONCE: nonce,
+        H_SIGNATURE: sig,
+    }
 
 
-def sign_response(key: FleetKey, agent: str, nonce: str, status: int, body: bytes) -> str:
-    """Return the signature header value for a response to the request with ``nonce``."""
-    return key.mac(response_message(nonce, status, body_hash(body), agent))
+def sign_response(
+    key: FleetKey, responder: str, nonce: str, status: int, body: bytes, *, to: str
+) -> str:
+    """Return the signature header value for ``responder``'s answer to ``to``'s request."""
+    return key.mac(response_message(nonce, status, body_hash(body), responder, to))
 
 
 def verify_response(
-    key: FleetKey, agent: str, nonce: str, status: int, body: bytes, signature: str | None
+    key: FleetKey,
+    responder: str,
+    nonce: str,
+    status: int,
+    body: bytes,
+    signature: str | None,
+    *,
+    to: str,
 ) -> None:
-    """Raise AuthError unless ``signature`` proves ``agent`` answered the request ``nonce``."""
+    """Raise AuthError unless ``signature`` proves ``responder`` answered ``to``'s ``nonce``."""
     if not signature:
-        raise AuthError("unsigned_response", f"response from {agent} carries no signature")
-    want = sign_response(key, agent, nonce, status, body)
+        raise AuthError("unsigned_response", f"response from {responder} carries no signature")
+    want = sign_response(key, responder, nonce, status, body, to=to)
     if not hmac.compare_digest(want, signature):
-        raise AuthError("bad_response_signature", f"response from {agent}: bad signature")
+        raise AuthError("bad_response_signature", f"response from {responder}: bad signature")
 
 
 def check_request(
@@ -120,146 +136,51 @@ def check_request(
     body: bytes,
     headers: Mapping[str, str],
     *,
+    me: str,
     now: float,
     window_s: float,
-) -> tuple[str, str]:
-    """Return (sender, nonce) if the signature and timestamp hold; raise AuthError naming why.
+) -> tuple[str, str, float]:
+    """Return (sender, nonce, timestamp) if the request is signed for ``me`` within the window.
 
-    The nonce is not checked for reuse here: that is the receiver's ``NonceCache``.
+    Checked in this order, so the reason is exact: the signature (``bad_signature``), then
+    the recipient (``wrong_recipient``: genuine, but captured and sent to someone else), then
+    the timestamp (``ClockSkew``, reason ``stale``: genuine, so its answer may be signed and
+    carry the receiver's time). Nonce reuse is the receiver's ``replay.NonceCache``.
     """
-    agent, ts, nonce, sig = signed_fields(headers)
+    agent, to, ts, nonce, sig = signed_fields(headers)
     try:
         sent = float(ts)
     except ValueError:
         raise AuthError("bad_timestamp", f"timestamp {ts!r} is not a number") from None
-    if not abs(now - sent) <= window_s:
-        raise AuthError(
-            "stale",
-            f"{H_TIMESTAMP} {ts} is outside the {window_s:g} s window of the receiver's clock"
-            " (check the sender's clock)",
-        )
-    want = key.mac(request_message(method, path, body_hash(body), ts, nonce, agent))
+    want = key.mac(request_message(method, path, body_hash(body), ts, nonce, agent, to))
     if not hmac.compare_digest(want, sig):
         raise AuthError("bad_signature", f"request from {agent!r}: bad signature")
-    return agent, nonce
+    if to != me:
+        raise AuthError(
+            "wrong_recipient",
+            f"request from {agent!r} is signed for {to[:64]!r}, not {me!r}: a replayed request"
+            " is refused",
+        )
+    if not abs(now - sent) <= window_s:  # also refuses NaN
+        raise ClockSkew(sent - now, window_s, nonce)
+    return agent, nonce, sent
 
 
-def signed_fields(headers: Mapping[str, str]) -> tuple[str, str, str, str]:
-    """Return (agent, timestamp, nonce, signature) from ``headers``; AuthError if any is absent."""
-    agent, ts, nonce, sig = (headers.get(h) for h in (H_AGENT, H_TIMESTAMP, H_NONCE, H_SIGNATURE))
+def signed_fields(headers: Mapping[str, str]) -> tuple[str, str, str, str, str]:
+    """Return (agent, recipient, timestamp, nonce, signature); AuthError if any is absent."""
+    agent, to, ts, nonce, sig = (
+        headers.get(h) for h in (H_AGENT, H_RECIPIENT, H_TIMESTAMP, H_NONCE, H_SIGNATURE)
+    )
     if agent is None or ts is None or nonce is None or sig is None:
         raise AuthError(
             "unsigned",
-            f"request is not signed: send {H_AGENT}, {H_TIMESTAMP}, {H_NONCE} and {H_SIGNATURE}",
+            f"request is not signed: send {H_AGENT}, {H_RECIPIENT}, {H_TIMESTAMP}, {H_NONCE}"
+            f" and {H_SIGNATURE}",
         )
-    return agent, ts, nonce, sig
-
-
-class NonceCache:
-    """The nonces seen within the replay window; bounded, oldest expire first."""
-
-    def __init__(self, window_s: float, cache_max: int) -> None:
-        self.window_s = window_s
-        self.cache_max = cache_max
-        self._seen: OrderedDict[str, float] = OrderedDict()  # nonce -> expiry, oldest first
-
-    def remember(self, nonce: str, now: float) -> None:
-        """Record ``nonce``; raise AuthError ``replay`` if it was seen, ``busy`` if full."""
-        seen = self._seen
-        while seen and next(iter(seen.values())) < now:
-            seen.popitem(last=False)
-        if nonce in seen:
-            raise AuthError(
-                "replay", f"nonce {nonce[:12]}... already used: a replayed request is refused"
-            )
-        if len(seen) >= self.cache_max:
-            raise AuthError("busy", "nonce cache full; retry shortly")
-        seen[nonce] = now + 2 * self.window_s  # covers any timestamp still inside the window
-        seen.move_to_end(nonce)
-
-    def __len__(self) -> int:
-        return len(self._seen)
-
-
-class Verifier:
-    """Checks requests signed with one key (the mesh's fleet key); one nonce cache."""
-
-    def __init__(
-        self,
-        key: FleetKey,
-        *,
-        window_s: float = REPLAY_WINDOW_S,
-        cache_max: int = NONCE_CACHE_MAX,
-    ) -> None:
-        self.key = key
-        self.window_s = window_s
-        self.cache_max = cache_max
-        self._nonces = NonceCache(window_s, cache_max)
-
-    def verify(
-        self,
-        method: str,
-        path: str,
-        body: bytes,
-        headers: Mapping[str, str],
-        *,
-        now: float | None = None,
-    ) -> str:
-        """Return the sender's agent id (its key: ``key_for``), or raise AuthError naming why."""
-        now = time.time() if now is None else now
-        key = self.key_for(signed_fields(headers)[0])
-        agent, nonce = check_request(
-            key, method, path, body, headers, now=now, window_s=self.window_s
+    if to is None:
+        raise AuthError(
+            "old_scheme",
+            f"request from {agent[:64]!r} has no {H_RECIPIENT}: the sender speaks an older"
+            f" signing scheme than {SCHEME}; upgrade it",
         )
-        self._cache_for(agent).remember(nonce, now)
-        return agent
-
-    def key_for(self, sender: str) -> FleetKey:
-        """Return the key ``sender`` must have signed with."""
-        return self.key
-
-    def _cache_for(self, sender: str) -> NonceCache:
-        return self._nonces
-
-    def __len__(self) -> int:
-        return len(self._nonces)
-
-
-class KeyedVerifier(Verifier):
-    """Checks requests each signed with its sender's own key (the hub: each agent's key).
-
-    ``key_of(sender)`` returns the sender's key text, or None for a stranger. Each sender
-    has its own bounded nonce cache, so one agent's traffic cannot evict another's.
-    """
-
-    def __init__(
-        self,
-        key_of: Callable[[str], str | None],
-        *,
-        window_s: float = REPLAY_WINDOW_S,
-        cache_max: int = NONCE_CACHE_MAX_PER_SENDER,
-    ) -> None:
-        self.key_of = key_of
-        self.window_s = window_s
-        self.cache_max = cache_max
-        self._keys: dict[str, tuple[str, FleetKey]] = {}
-        self._caches: dict[str, NonceCache] = {}
-
-    def key_for(self, sender: str) -> FleetKey:
-        """Return ``sender``'s key; AuthError ``unknown`` if it has none."""
-        text = self.key_of(sender)
-        if text is None:
-            raise AuthError("unknown", f"{sender!r} holds no key here: enrol first")
-        cached = self._keys.get(sender)
-        if cached is None or cached[0] != text:  # new, or rotated by a re-enrolment
-            cached = self._keys[sender] = (text, FleetKey(text))
-        return cached[1]
-
-    def _cache_for(self, sender: str) -> NonceCache:
-        cache = self._caches.get(sender)
-        if cache is None:  # only senders holding a key get here: bounded by enrolment
-            cache = self._caches[sender] = NonceCache(self.window_s, self.cache_max)
-        return cache
-
-    def __len__(self) -> int:
-        return sum(len(c) for c in self._caches.values())
+    return agent, to, ts, nonce, sig

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from edge_agent.errors import HetmeshError, InvalidInput
 
 
@@ -19,6 +21,24 @@ class AuthError(MeshError):
     def __init__(self, reason: str, message: str) -> None:
         super().__init__(message)
         self.reason = reason  # a short metric label: bad_signature, stale, replay, ...
+
+
+class ClockSkew(AuthError):
+    """A genuine request whose timestamp is outside the receiver's window: a clock problem.
+
+    The signature held, so the receiver may sign its refusal (and say its own time); the
+    sender's credential is fine and must not be replaced for this.
+    """
+
+    def __init__(self, skew_s: float, window_s: float, nonce: str) -> None:
+        shown = f"{skew_s:+.0f}" if math.isfinite(skew_s) else str(skew_s)
+        super().__init__(
+            "stale",
+            f"timestamp is {shown} s from the receiver's clock, outside its {window_s:g} s"
+            " window: fix the sender's (or the receiver's) clock (NTP)",
+        )
+        self.skew_s = skew_s  # sender's clock minus receiver's
+        self.nonce = nonce
 
 
 class PeerUnavailable(MeshError):

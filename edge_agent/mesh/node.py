@@ -8,7 +8,6 @@ whoever owns the HTTP server at ``/mesh/v1``) and is started with the port they 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import Counter
@@ -24,11 +23,12 @@ from edge_agent.mesh.advertise import Browser, Hint, build_txt, kinds_summary, n
 from edge_agent.mesh.advertise import service_info as make_info
 from edge_agent.mesh.client import MeshClient, PeerRefused
 from edge_agent.mesh.config import MeshConfig
-from edge_agent.mesh.credential import FleetKey, Verifier
+from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError, PeerUnavailable
 from edge_agent.mesh.ledger import Ledger
 from edge_agent.mesh.offload import Offloader, RunPlaced
 from edge_agent.mesh.peers import OFFLINE, ONLINE, PeerTable
+from edge_agent.mesh.replay import Verifier
 from edge_agent.mesh.routes import make_mesh_app
 from edge_agent.placement import Decision, Placer, TaskContract
 
@@ -55,7 +55,7 @@ class MeshNode:
         self.cfg = config
         self.agent_id = config.agent_id
         self.key = key
-        self.verifier = Verifier(key)
+        self.verifier = Verifier(key, config.agent_id)
         self.placer = placer
         self.peers = PeerTable(
             config.agent_id,
@@ -71,6 +71,7 @@ class MeshNode:
         self.acceptor = Acceptor(config.agent_id, placer, self.ledger, self.run_placed)
         self.kinds = kinds_summary([d.kind.name.lower() for d in placer.devices])
         self.api_port = 0
+        self.own_endpoint = ("", 0)  # the (address, port) we advertise, once started
         self._run_task = run_task
         # True: run_task itself gives the placer its feedback or releases the decision
         self._run_task_settles = run_task_settles
@@ -97,7 +98,7 @@ class MeshNode:
     async def start(self, api_port: int) -> None:
         """Open the ledger, advertise ``api_port`` over mDNS, browse, start heartbeats."""
         self.api_port = api_port
-        self.peers.own_endpoint = (self.cfg.address, api_port)
+        self.own_endpoint = self.peers.own_endpoint = (self.cfg.address, api_port)
         await self.ledger.open()
         if self._session is None:
             self._session = aiohttp.ClientSession()
@@ -193,20 +194,23 @@ class MeshNode:
         _log.debug("mesh: ignoring %s: %s", name, problem)
 
     def _on_hint(self, hint: Hint) -> None:
-        admitted = self.peers.admit(hint)
+        if self.peers.admit(hint):
+            self._start_challenge(hint)
         self._notify()
-        if not admitted or hint.endpoint in self._challenging:
+
+    def _start_challenge(self, hint: Hint, counter: str | None = None) -> None:
+        if hint.endpoint in self._challenging:
             return
         self._challenging.add(hint.endpoint)
-        self.spawn(self._challenge(hint), f"mesh-challenge-{hint.agent_id}")
+        self.spawn(self._challenge(hint, counter), f"mesh-challenge-{hint.agent_id}")
 
-    async def _challenge(self, hint: Hint) -> None:
+    async def _challenge(self, hint: Hint, counter: str | None = None) -> None:
         try:
             reply = await self.client.call(
                 hint.agent_id,
                 hint.endpoint,
                 "hello",
-                self._hello(),
+                {**self._hello(), "to": f"{hint.address}:{hint.api_port}"},
                 self.cfg.challenge_timeout_s,
             )
             if hint.agent_id == self.agent_id:  # a fleet member misconfigured with our id
@@ -218,9 +222,11 @@ class MeshNode:
                 hint.api_port,
                 hint.version,
                 hint.kinds,
-                hint.name,
+                hint.name or None,
                 reply.rtt_s,
             )
+            if counter is not None:
+                self.counters[counter] += 1
         except (AuthError, PeerRefused) as err:
             _log.debug("mesh: challenge of %s failed: %s", hint.agent_id, err)
             self.peers.challenge_failed(hint, "bad_key")
@@ -233,12 +239,8 @@ class MeshNode:
             self._notify()
 
     def _hello(self) -> dict[str, Any]:
-        return {
-            "agent_id": self.agent_id,
-            "api_port": self.api_port,
-            "version": self.cfg.version,
-            "kinds": self.kinds,
-        }
+        ours = {"agent_id": self.agent_id, "api_port": self.api_port}
+        return {**ours, "version": self.cfg.version, "kinds": self.kinds}
 
     def _on_gone(self, name: str) -> None:
         agent_id = self.peers.goodbye(name)
@@ -329,21 +331,20 @@ class MeshNode:
 
     # --- endpoint handlers -----------------------------------------------------------------
     async def on_hello(self, sender: str, remote: str, doc: dict[str, Any]) -> dict[str, Any]:
-        """Trust a sender that signed its hello; answer with our own (signed) hello."""
+        """Answer a signed hello with ours; trust its sender once its address proves the key."""
         if sender == self.agent_id:
             self.counters["spoof_same_id"] += 1
             return {"_status": 409, "ok": False, "error": f"agent id {sender} is ours"}
         port = doc.get("api_port")
         if isinstance(port, int) and 0 < port < 65536 and remote:
-            self.counters["trusted_via_hello"] += 1
-            with contextlib.suppress(OverflowError):
-                self.peers.trust(
-                    sender,
-                    remote,
-                    port,
-                    str(doc.get("version", "?"))[:32],
-                    str(doc.get("kinds", ""))[:200],
-                )
+            known = self.peers.peers.get(sender)
+            if known is not None and known.endpoint == (remote, port):
+                self.peers.seen(sender)
+            else:
+                # where a signed hello came from is not signed: that address must answer us
+                version, kinds = str(doc.get("version", "?"))[:32], str(doc.get("kinds", ""))
+                hint = Hint(sender, version, port, self.key.fingerprint, kinds[:200], remote, "")
+                self._start_challenge(hint, "trusted_via_hello")
             self._notify()
         return self._hello()
 

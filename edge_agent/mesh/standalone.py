@@ -9,6 +9,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from edge_agent.mesh.client import PREFIX
@@ -44,11 +45,13 @@ def emulated_node(
     time_scale: float = 1.0,
     run_task: RunPlaced | None = None,
     policy: str = "latency-first",
+    session: aiohttp.ClientSession | None = None,
 ) -> MeshNode:
-    """Return a node whose devices are emulated boards from firmware profiles."""
+    """Return a node whose devices are emulated boards from firmware profiles (its peer
+    calls go through ``session`` if given)."""
     placer = Placer(devices_from_profiles(profiles), Policy.template(policy))
     run = run_task or functools.partial(emulated_run, time_scale=time_scale)
-    return MeshNode(config, key, placer, run, ledger_path)
+    return MeshNode(config, key, placer, run, ledger_path, session=session)
 
 
 @asynccontextmanager
