@@ -23,6 +23,7 @@ from typing import Any
 from cloud_hub.simulator.engine import FleetState, simulate
 from cloud_hub.simulator.mesh_sites import RULES, MeshSites
 from cloud_hub.simulator.models import model_info
+from cloud_hub.simulator.slo_agents import corrections_at_clamp
 from cloud_hub.simulator.slo_metrics import deadline_summary
 from cloud_hub.simulator.slo_scenario import CLASSES, edge_scenario
 from edge_agent.placement import Policy
@@ -43,6 +44,7 @@ def run_load(load: float, n: int, seed: int, policy: Policy) -> dict[str, dict[s
         doc = deadline_summary(sc.tasks, res, sc.classes, list(CLASSES))
         doc["bid_messages_per_task"] = sites.messages / n
         doc["forwarded_share"] = sites.forwarded / n
+        doc["corrections_at_clamp"] = corrections_at_clamp(sites.placers)
         out[rule] = doc
     print(f"== {sc.fleet.name} at {load:.0%} load, {n} tasks, policy {policy.name}")
     print(f"{'rule':<11}{'met':>7}{'mean ms':>10}{'p99 ms':>10}{'n':>7}{'msgs/task':>11}{'fwd':>7}")
@@ -75,6 +77,7 @@ def main() -> None:
             "mesh_always_vs_alone": out["always"]["latency_ms"]["mean"] / alone,
             "bid_messages_per_task": {r: d["bid_messages_per_task"] for r, d in out.items()},
             "forwarded_share": {r: d["forwarded_share"] for r, d in out.items()},
+            "corrections_at_clamp": {r: d["corrections_at_clamp"] for r, d in out.items()},
             "attainment": {r: d["attainment"] for r, d in out.items()},
             "latency_mean_ms": {r: d["latency_ms"]["mean"] for r, d in out.items()},
             "latency_p99_ms": {r: d["latency_ms"]["p99"] for r, d in out.items()},
