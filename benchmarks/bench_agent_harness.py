@@ -1,7 +1,12 @@
-"""Shared by the agent benchmarks (not a benchmark): start an agent process, burst tasks at it.
+"""Shared by the agent benchmarks (not a benchmark): start an agent process, send it tasks.
 
 The agent runs as ``python -m edge_agent.cli run`` in its own process on 127.0.0.1 and an
-ephemeral port, emulating a board profile, with the source tree this file sits in on its path.
+ephemeral port, emulating a board profile. It is the INSTALLED package (reinstall after a
+change, as for the tests), so that the compiled placement kernel is the one measured: the
+source tree holds no built kernel and would silently run the pure-Python twin. The null
+server (``bench_null_server.py``) starts the same way, for the floor beside the agent.
+Clients are plain HTTP/1.1 on asyncio streams (requests pre-encoded), so that their own CPU
+time disturbs the server as little as possible on a small machine.
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ import asyncio
 import json
 import math
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -25,16 +31,25 @@ FAST_TASK: dict[str, Any] = {"semantics": {"gflops": 0.001}, "task_class": "benc
 
 def spawn(data_dir: Path, profile: str | None = "rk3588") -> tuple[subprocess.Popen[bytes], int]:
     """Start an agent on an ephemeral loopback port (``profile`` None: probe this machine)."""
+    cmd = [sys.executable, "-m", "edge_agent.cli", "run", "--host", "127.0.0.1", "--port", "0"]
+    cmd += ["--data-dir", str(data_dir)] + (["--profile", profile] if profile else [])
+    return _start(cmd, data_dir)
+
+
+def spawn_null(data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Start the null aiohttp + SQLite server (bench_null_server.py) on a loopback port."""
+    return _start(
+        [sys.executable, str(ROOT / "benchmarks" / "bench_null_server.py"), str(data_dir)], data_dir
+    )
+
+
+def _start(cmd: list[str], data_dir: Path) -> tuple[subprocess.Popen[bytes], int]:
+    """Run ``cmd`` (it writes ``data_dir/agent.json`` once listening); return it and its port."""
     state = data_dir / "agent.json"
     config = data_dir.parent / "agent.toml"
     config.touch()
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "EDGE_AGENT_CONFIG": str(config),
-    }
-    cmd = [sys.executable, "-m", "edge_agent.cli", "run", "--host", "127.0.0.1", "--port", "0"]
-    cmd += ["--data-dir", str(data_dir)] + (["--profile", profile] if profile else [])
+    env = {**os.environ, "EDGE_AGENT_CONFIG": str(config)}
+    env.pop("PYTHONPATH", None)  # the installed package (see the module docstring)
     proc = subprocess.Popen(cmd, env=env, cwd=data_dir.parent, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -92,6 +107,88 @@ async def burst(
 
     await asyncio.gather(*(one(i) for i in range(n)))
     return acked
+
+
+def request(port: int, path: str, body: bytes, key: str | None = None) -> bytes:
+    """Return a pre-encoded keep-alive POST of a JSON ``body``."""
+    extra = f"Idempotency-Key: {key}\r\n" if key else ""
+    return (
+        f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+        f"Content-Type: application/json\r\n{extra}Content-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+async def answer(reader: asyncio.StreamReader) -> tuple[int, bytes]:
+    """Read one HTTP/1.1 response with a Content-Length; return (status, body)."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    return int(head.split(b" ", 2)[1]), await reader.readexactly(length)
+
+
+async def keepalive(
+    port: int, n: int, connections: int, seconds: float = 0.0
+) -> list[tuple[str, float]]:
+    """Submit over ``connections`` keep-alive connections, one request in flight on each.
+
+    ``n`` tasks in all, or (``seconds`` > 0) as many as fit in ``seconds``. Return (task id,
+    sent) per 202.
+    """
+    msg = request(port, "/v1/tasks", json.dumps(FAST_TASK).encode())
+    acked: list[tuple[str, float]] = []
+    left = [n]
+    stop_at = time.monotonic() + seconds
+
+    async def lane() -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while (time.monotonic() < stop_at) if seconds > 0 else left[0] > 0:
+                left[0] -= 1
+                sent = time.time()
+                writer.write(msg)
+                status, body = await answer(reader)
+                if status == 202:
+                    acked.append((json.loads(body)["task"]["id"], sent))
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(lane() for _ in range(connections)))
+    return acked
+
+
+async def batch(port: int, n: int) -> list[tuple[str, float]]:
+    """Submit ``n`` tasks in one ``POST /v1/tasks:batch``; return (task id, sent) per task."""
+    body = json.dumps({"tasks": [FAST_TASK] * n}).encode()
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    sent = time.time()
+    writer.write(request(port, "/v1/tasks:batch", body))
+    status, doc = await answer(reader)
+    writer.close()
+    if status != 202:
+        raise RuntimeError(f"batch refused ({status}): {doc[:200]!r}")
+    return [(t["id"], sent) for t in json.loads(doc)["tasks"]]
+
+
+def placed_at(data_dir: Path) -> dict[str, float | None]:
+    """Return task id -> placed_at from a (stopped or running) server's SQLite file."""
+    db = sqlite3.connect(f"file:{data_dir / 'agent.db'}?mode=ro", uri=True)
+    try:
+        return dict(db.execute("SELECT id, placed_at FROM tasks").fetchall())
+    finally:
+        db.close()
+
+
+def latencies_ms(acked: list[tuple[str, float]], placed: dict[str, float | None]) -> list[float]:
+    """Return submit -> placed (ms) of each acknowledged task that was placed."""
+    out = []
+    for task_id, sent in acked:
+        at = placed.get(task_id)
+        if at is not None:
+            out.append(1e3 * (at - sent))
+    return out
 
 
 def get(port: int, path: str) -> Any:

@@ -119,6 +119,11 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, metavar="N", help="listen port (0: any free port)")
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
     parser.add_argument("--profile", metavar="NAME", help="emulate the board of profile NAME")
+    parser.add_argument(
+        "--repair",
+        action="store_true",
+        help="first salvage a damaged database, as `edge-agent repair` does",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -131,7 +136,27 @@ def _run(args: argparse.Namespace) -> int:
     config = _config(args).replace(
         host=args.host, port=args.port, data_dir=args.data_dir, profile=args.profile
     )
+    if args.repair:
+        _salvage(config.db_path)
     return daemon.run(config)
+
+
+def _repair_options(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
+
+
+def _salvage(path: Path) -> None:
+    from edge_agent.agent.salvage import repair
+    from edge_agent.agent.schema import MIGRATIONS
+
+    print(repair(path, MIGRATIONS).summary())
+
+
+def _repair(args: argparse.Namespace) -> int:
+    """Salvage a damaged agent database (the agent must be stopped); keep the damaged file."""
+    _salvage(_config(args).replace(data_dir=args.data_dir).db_path)
+    return 0
 
 
 def _submit_options(parser: argparse.ArgumentParser) -> None:
@@ -363,6 +388,9 @@ def register(cli: CommandLine) -> None:
     """Add the agent's commands to ``cli``."""
     cli.command("init", "write a commented agent config file", _init_options)(_init)
     cli.command("run", "run the agent daemon (HTTP API, scheduler, executor)", _run_options)(_run)
+    cli.command(
+        "repair", "salvage a damaged agent database (keeps the damaged file)", _repair_options
+    )(_repair)
     cli.command("submit", "submit a model to the local agent", _submit_options)(_submit)
     cli.command("tasks", "list the local agent's tasks", _tasks_options)(_tasks)
     cli.command("status", "show the local agent: devices, queue, recent tasks", _client)(_status)

@@ -58,7 +58,7 @@ def parse_json_body(body: bytes) -> Any:
     if not body.strip():
         raise ApiError(400, "request body is empty: expected a JSON object")
     try:
-        return json.loads(body, parse_constant=_no_constant, parse_int=_int_literal)
+        return _DECODER.decode(body.decode("utf-8-sig"))  # json.loads(..., kw) builds a decoder
     except UnicodeDecodeError as err:
         raise ApiError(400, f"malformed JSON: body is not UTF-8 ({err.reason})") from None
     except json.JSONDecodeError as err:
@@ -80,6 +80,10 @@ def _int_literal(text: str) -> int:
             f"numbers must fit a 64-bit float (at most {MAX_DIGITS} digits)",
         )
     return int(text)
+
+
+#: Built once: json.loads with parse_* arguments builds a new decoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int_literal)
 
 
 def error_response(status: int, message: str, **fields: Any) -> web.Response:

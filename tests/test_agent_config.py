@@ -91,3 +91,21 @@ def test_predictor_personalise_from_toml_and_environment(tmp_path: Path) -> None
         load_config(path, {})
     with pytest.raises(ConfigError, match="EDGE_AGENT_PREDICTOR_PERSONALISE"):
         load_config(None, {**env, "EDGE_AGENT_PREDICTOR_PERSONALISE": "perhaps"})
+
+
+def test_server_limits_from_toml_and_environment_and_documented(tmp_path: Path) -> None:
+    path = tmp_path / "agent.toml"
+    path.write_text("[api]\nheader_timeout_s = 5\nbody_timeout_s = 120.0\nmax_connections = 900\n")
+    config = load_config(path, {"EDGE_AGENT_MAX_CONNECTIONS": "2000"})
+    assert (config.header_timeout_s, config.body_timeout_s) == (5.0, 120.0)
+    assert config.max_connections == 2000  # the environment wins
+    text = render_default()
+    for key in ("header_timeout_s = 10.0", "body_timeout_s = 60.0", "max_connections = 4096"):
+        assert key in text
+    for bad, needle in (
+        ({"EDGE_AGENT_MAX_CONNECTIONS": "0"}, "max_connections must be 1..1000000"),
+        ({"EDGE_AGENT_HEADER_TIMEOUT_S": "0"}, "header_timeout_s must be a finite number > 0"),
+        ({"EDGE_AGENT_BODY_TIMEOUT_S": "inf"}, "body_timeout_s must be a finite number > 0"),
+    ):
+        with pytest.raises(ConfigError, match=needle):
+            load_config(path, bad)

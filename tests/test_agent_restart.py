@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -93,9 +94,15 @@ def test_kill_9_loses_no_accepted_task(tmp_path: Path) -> None:
                     range(N_TASKS),
                 )
             )
-        before = {t["id"]: t["state"] for t in call(port, "GET", "/v1/tasks?limit=1000")["tasks"]}
     finally:
         stop(proc, signal.SIGKILL)
+    # what the file held when the kill landed (a GET before the kill races the tasks that
+    # finish between the answer and the signal)
+    db = sqlite3.connect(tmp_path / "data" / "agent.db")
+    try:
+        before = dict(db.execute("SELECT id, state FROM tasks").fetchall())
+    finally:
+        db.close()
     unfinished = {i for i, state in before.items() if state in ("placed", "running")}
     assert unfinished, before  # the kill interrupted work in progress
     proc, port = spawn(tmp_path)

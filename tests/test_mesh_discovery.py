@@ -111,3 +111,20 @@ async def test_a_new_member_is_trusted_through_its_hello_and_its_goodbye_is_chec
         # b said goodbye over mDNS; a checked with a signed heartbeat, which failed
         await a.wait_for(lambda: a.peers.peers["b"].state == OFFLINE, 10)
         assert a.counters["goodbyes"] == 1
+
+
+async def test_an_announced_address_off_our_interfaces_is_ignored_and_counted(
+    tmp_path: Path,
+) -> None:
+    """Heard on loopback, an announcement of a LAN address is no peer for a loopback agent."""
+    n0 = node(tmp_path, "n0", "rpi5")
+    async with contextlib.AsyncExitStack() as stack:
+        await stack.enter_async_context(serve(n0))
+        zc = new_zeroconf(["127.0.0.1"])
+        stack.push_async_callback(zc.async_close)
+        lan = forged("elsewhere", 8470, {"fp": KEY.fingerprint, "kinds": "npu:1"})
+        lan.addresses = [socket.inet_aton("192.0.2.7")]  # a LAN address: not on lo
+        await zc.async_register_service(lan, cooperating_responders=True)
+        await n0.wait_for(lambda: n0.counters["foreign_interface"] >= 1, 10)
+        assert n0.peers.peers == {}
+        assert n0.counters["spoof_wrong_key"] == n0.counters["challenge_unreachable"] == 0

@@ -2,7 +2,7 @@
 
 The TXT record carries non-secret hints only (hub id, version, port, scheme); agents that find
 the hub this way make it prove the join token first (``edge_agent.agent.hub_discovery``). The
-record format is defined there, the mDNS socket setup by the mesh (``new_zeroconf``).
+record format is defined there, the mDNS socket setup by the mesh (``confined_zeroconf``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,11 @@ from __future__ import annotations
 import logging
 import socket
 
-from zeroconf.asyncio import AsyncServiceInfo
+from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from edge_agent import __version__
 from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE, hub_txt
-from edge_agent.mesh.advertise import new_zeroconf
+from edge_agent.mesh.mdns_scope import confined_zeroconf
 
 _log = logging.getLogger(__name__)
 
@@ -33,10 +33,12 @@ class HubAdvertiser:
             properties=dict(self.props),
             server=f"{hub_id}.local.",
         )
-        self._zc = new_zeroconf([address])
+        self._zc: AsyncZeroconf | None = None
 
     async def start(self) -> None:
-        """Probe the name and announce it (a clashing name gets a suffix)."""
+        """Probe the name and announce it (a clashing name gets a suffix), heard and answered
+        only on the announced address's interface."""
+        self._zc, _ = await confined_zeroconf([self.address])
         await self._zc.async_register_service(self.info, allow_name_change=True)
         _log.info(
             "announcing hub %s as %s on %s:%s",
@@ -48,5 +50,6 @@ class HubAdvertiser:
 
     async def stop(self) -> None:
         """Withdraw the announcement (goodbye packets) and close the mDNS sockets."""
-        await self._zc.async_unregister_all_services()
-        await self._zc.async_close()
+        if self._zc is not None:
+            await self._zc.async_unregister_all_services()
+            await self._zc.async_close()

@@ -26,6 +26,7 @@ from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError, ClockSkew
@@ -245,8 +246,7 @@ async def _rollouts(request: web.Request) -> web.Response:
 
 
 async def _health(request: web.Request) -> web.Response:
-    hub = request.app[HUB]
-    return web.json_response({"ok": True, "status": "ok", "agents": hub.store.agent_count()})
+    return web.json_response({"ok": True, **request.app[HUB].health()})
 
 
 async def _openapi(request: web.Request) -> web.Response:
@@ -279,12 +279,16 @@ def make_app(
     ``clock`` is the hub's wall clock, ``monotonic`` how long it remembers nonces (tests step
     them apart)."""
     quiet_bad_requests()
-    # the first is outermost: it signs error answers too
-    middlewares = [_sign_answers, _errors, missing_files]
+    # the first is outermost: the guard hands the request, its body read, to the rest (see
+    # ConnectionGuard.middleware); then the signer, which signs error answers too
+    guard = ConnectionGuard(ServerLimits.of(config))
+    middlewares = [guard.middleware, _sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
+    app[GUARD], app[BODY_CAP] = guard, config.max_body_bytes
 
     async def hub_ctx(app: web.Application) -> AsyncIterator[None]:
         hub = Hub(config, clock, monotonic)
+        hub.metrics.registry.register(guard)  # connections and cuts on /metrics
         await hub.start()
         app[HUB] = hub
         yield

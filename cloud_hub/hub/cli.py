@@ -90,6 +90,20 @@ def _run(args: argparse.Namespace) -> int:
     return server.run(config)
 
 
+def _repair_options(parser: argparse.ArgumentParser) -> None:
+    _common(parser)
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help="database directory")
+
+
+def _repair(args: argparse.Namespace) -> int:
+    """Salvage a damaged hub database (the hub must be stopped); keep the damaged file."""
+    from cloud_hub.hub.schema import MIGRATIONS
+    from edge_agent.agent.salvage import repair
+
+    print(repair(_config(args).replace(data_dir=args.data_dir).db_path, MIGRATIONS).summary())
+    return 0
+
+
 def _set_options(parser: argparse.ArgumentParser) -> None:
     _client(parser)
     parser.add_argument("file", type=Path, metavar="FILE", help="a JSON policy document")
@@ -170,6 +184,9 @@ def _history(args: argparse.Namespace) -> int:
 def register(cli: CommandLine) -> None:
     """Add ``run`` and ``policy set / history`` to the ``cloud-hub`` command line."""
     cli.command("run", "run the cloud hub (API, dashboard, liveness, rollouts)", _run_options)(_run)
+    cli.command(
+        "repair", "salvage a damaged hub database (keeps the damaged file)", _repair_options
+    )(_repair)
     if "policy" not in cli.groups:
         cli.group("policy", "show, validate, store and roll out scheduling policies")
     cli.command(

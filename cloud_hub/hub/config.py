@@ -42,6 +42,10 @@ class HubConfig:
     join_token: str = ""  # "": generated on first start, kept in <data_dir>/secrets.json
     admin_token: str = ""  # "": generated likewise; guards policy edits
     max_body_bytes: int = 4 * 2**20
+    # server limits (edge_agent/http_limits.py)
+    header_timeout_s: float = 10.0  # a request head must arrive within this
+    body_timeout_s: float = 60.0  # a request body must arrive within this
+    max_connections: int = 4096  # open client connections; idle ones make room when full
     heartbeat_interval_s: float = 5.0  # what agents are told; liveness is judged against it
     stale_heartbeats: float = 3.0  # data older than this many intervals is never "healthy"
     push_interval_s: float = 1.0  # most often the dashboard stream sends a fresh snapshot
@@ -102,7 +106,15 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     ),
     "discovery": ("advertise", "advertise_address"),
     "rollouts": ("canary_timeout_s",),
-    "api": ("host", "port", "max_body_bytes", "max_clock_skew_s"),
+    "api": (
+        "host",
+        "port",
+        "max_body_bytes",
+        "max_clock_skew_s",
+        "header_timeout_s",
+        "body_timeout_s",
+        "max_connections",
+    ),
     "liveness": ("heartbeat_interval_s", "stale_heartbeats", "push_interval_s"),
     "learning": (
         "learning_port",
@@ -121,6 +133,9 @@ _KINDS: dict[str, type] = {
     "host": str,
     "port": int,
     "max_body_bytes": int,
+    "header_timeout_s": float,
+    "body_timeout_s": float,
+    "max_connections": int,
     "max_clock_skew_s": float,
     "heartbeat_interval_s": float,
     "stale_heartbeats": float,
@@ -200,6 +215,7 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
     checks = (
         ("port", 0 <= config.port <= 65535, "must be 0..65535 (0: any free port)"),
         ("max_body_bytes", config.max_body_bytes >= 1024, "must be >= 1024"),
+        ("max_connections", 1 <= config.max_connections <= 1_000_000, "must be 1..1000000"),
         ("host", bool(config.host), "must not be empty"),
         ("stale_heartbeats", config.stale_heartbeats >= 1, "must be >= 1"),
         ("learning_port", 0 <= config.learning_port <= 65535, "must be 0..65535 (0: off)"),
@@ -235,6 +251,8 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
                 "address agents reach the hub on"
             )
     for name in (
+        "header_timeout_s",
+        "body_timeout_s",
         "heartbeat_interval_s",
         "push_interval_s",
         "max_clock_skew_s",

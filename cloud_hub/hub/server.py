@@ -9,11 +9,10 @@ import logging
 import os
 import signal
 
-from aiohttp import web
-
 from cloud_hub.hub.advertise import HubAdvertiser
 from cloud_hub.hub.api import HUB, make_app
 from cloud_hub.hub.config import HubConfig
+from edge_agent.http_limits import GUARD, GuardedSite, app_runner
 
 _log = logging.getLogger(__name__)
 
@@ -25,11 +24,12 @@ async def serve(config: HubConfig, stop: asyncio.Event | None = None) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     app = make_app(config)
-    runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=2.0)
+    app[GUARD].fit_descriptors()  # room for max_connections under the open-file limit
+    runner = app_runner(app, shutdown_timeout=2.0)
     await runner.setup()
     advertiser: HubAdvertiser | None = None
     try:
-        site = web.TCPSite(runner, config.host, config.port)
+        site = GuardedSite(runner, config.host, config.port, app[GUARD])
         await site.start()
         port = next((int(a[1]) for a in runner.addresses if isinstance(a, tuple)), config.port)
         if config.advertise:

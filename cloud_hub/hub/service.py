@@ -21,6 +21,7 @@ from cloud_hub.hub.reevaluate import Reevaluator
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.stream import Broadcaster
 from cloud_hub.hub.throughput import WINDOW_S, summarize
+from edge_agent.loops import Supervisor
 from edge_agent.mesh.replay import KeyedVerifier
 
 _log = logging.getLogger(__name__)
@@ -79,12 +80,11 @@ class Hub:
         self.admin_token = ""
         self.hub_id = ""
         self.last_snapshot = ""
-        self._task: asyncio.Task[None] | None = None
+        self.loops = Supervisor()  # liveness and re-evaluation, restarted after an error
         self._retained_at = -math.inf
         self.forgotten = 0  # synced records deleted by retention since start
         # deferred and queued work across sites, every [hub] reevaluate_s (5 min)
         self.reevaluator = Reevaluator(clock, interval_s=config.reevaluate_s)
-        self._reevaluating: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Open the store, load secrets, start watching liveness."""
@@ -93,20 +93,37 @@ class Hub:
             load_secrets, self.config
         )
         self.verifier.me = self.hub_id
-        self._task = asyncio.create_task(self._watch(), name="hub-liveness")
-        self._reevaluating = asyncio.create_task(self.reevaluator.run(self), name="hub-reevaluate")
+        self.loops.spawn("hub-liveness", self._watch)
+        self.loops.spawn("hub-reevaluate", lambda: self.reevaluator.run(self))
 
     async def stop(self) -> None:
-        """Stop the watcher and close the store."""
-        if self._reevaluating is not None:
-            self._reevaluating.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reevaluating
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        """Stop the loops and close the store."""
+        await self.loops.stop()
         await asyncio.to_thread(self.store.close)
+
+    def health(self) -> dict[str, Any]:
+        """Return the hub's health: ``degraded`` with its problems (storage, loops), else ``ok``."""
+        db = self.store.db
+        problems = [f"storage: {db.trouble}"] if db.trouble is not None else []
+        if db.damaged is not None:
+            problems.append(f"storage: database {db.damaged}; run `{db.repair}` once stopped")
+        if self.store.bad_rows:
+            problems.append(f"storage: {self.store.bad_rows} damaged rows skipped (see the log)")
+        problems += self.loops.problems()
+        return {
+            "status": "degraded" if problems else "ok",
+            "problems": problems,
+            "agents": self.store.agent_count(),
+            "storage": {
+                "path": str(db.path),
+                "writable": db.trouble is None,
+                "trouble": db.trouble,
+                "failed_commits": db.failed_commits,
+                "bad_rows": self.store.bad_rows,
+                "damaged": db.damaged,
+            },
+            "loops": self.loops.status(),
+        }
 
     async def snapshot(self) -> dict[str, Any]:
         """Return the fleet as the dashboard shows it; stale data is never marked current."""

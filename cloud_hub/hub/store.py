@@ -17,7 +17,7 @@ import sqlite_utils
 from cloud_hub.hub.protocol import new_key
 from cloud_hub.hub.schema import MIGRATIONS
 from cloud_hub.hub.wire import Enrolment, Heartbeat, SyncBatch
-from edge_agent.agent.db import Database
+from edge_agent.agent.db import Database, decode_each
 
 
 def _rows(
@@ -28,12 +28,23 @@ def _rows(
     return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
 
 
+def _agent(row: dict[str, Any]) -> dict[str, Any]:
+    """Return an agents row for listing: key omitted, JSON columns decoded."""
+    del row["key"]
+    return row | {"labels": json.loads(row["labels"]), "peers": json.loads(row["peers"])}
+
+
+def _record(row: dict[str, Any]) -> dict[str, Any]:
+    return row | {"payload": json.loads(row["payload"])}
+
+
 class HubStore:
     """Agents, their devices and synced records; keys are cached in memory for signature checks."""
 
     def __init__(self, path: Path) -> None:
-        self.db = Database(path, MIGRATIONS)
+        self.db = Database(path, MIGRATIONS, repair=f"cloud-hub repair --data-dir {path.parent}")
         self._keys: dict[str, str] = {}
+        self.bad_rows = 0  # rows skipped in listings because they cannot be decoded
 
     def open(self) -> None:
         """Open and migrate the database, load the agents' keys (blocking)."""
@@ -142,11 +153,8 @@ class HubStore:
             "LEFT JOIN sync s ON s.agent_id = a.id LEFT JOIN assignments p ON p.agent_id = a.id "
             "ORDER BY a.id"
         )
-        rows = await self.db.read(lambda db: _rows(db, sql))
-        for row in rows:
-            del row["key"]
-            row["labels"] = json.loads(row["labels"])
-            row["peers"] = json.loads(row["peers"])
+        rows, bad = decode_each(await self.db.read(lambda db: _rows(db, sql)), _agent, "agent")
+        self.bad_rows += bad
         return rows
 
     async def devices(self) -> list[dict[str, Any]]:
@@ -189,9 +197,9 @@ class HubStore:
         """Return the most recently received records of ``kind``, payload decoded."""
         sql = "SELECT * FROM records WHERE kind = ? ORDER BY received_at DESC, seq DESC LIMIT ?"
         rows = await self.db.read(lambda db: _rows(db, sql, (kind, limit)))
-        for row in rows:
-            row["payload"] = json.loads(row["payload"])
-        return rows
+        decoded, bad = decode_each(rows, _record, f"{kind} record")
+        self.bad_rows += bad
+        return decoded
 
 
 def _apply(

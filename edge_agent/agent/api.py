@@ -16,18 +16,21 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.deferral import held_until
+from edge_agent.agent.intake_queue import SubmitCoalescer
 from edge_agent.agent.local_status import add_status_routes
 from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 
 _log = logging.getLogger(__name__)
 
 CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
+SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
 MAX_BATCH = 1000
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
@@ -88,7 +91,7 @@ async def _submit(request: web.Request) -> web.Response:
         task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
     else:
         task = await asyncio.to_thread(agent.intake.task, doc, key)
-    [(row, created)] = await agent.submit([task])
+    row, created = await request.app[SUBMITS].submit(task)
     return web.json_response(
         {"ok": True, "created": created, "task": task_doc(row)},
         status=202,
@@ -256,20 +259,25 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     agent = Agent(app[CONFIG])
+    agent.metrics.registry.register(app[GUARD])  # connections and cuts on /metrics
     agent.mesh = app.get(MESH)
     await agent.start()
     app[AGENT] = agent
+    app[SUBMITS] = SubmitCoalescer(agent.submit)
     yield
+    await app[SUBMITS].drain()
     await agent.stop()
 
 
 def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
     quiet_bad_requests()
+    guard = ConnectionGuard(ServerLimits.of(config))
     app = web.Application(
-        client_max_size=config.max_body_bytes, middlewares=[_errors, missing_files]
+        client_max_size=config.max_body_bytes,
+        middlewares=[guard.middleware, _errors, missing_files],  # the guard first: see its doc
     )
-    app[CONFIG] = config
+    app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
     app.cleanup_ctx.append(_agent_ctx)
     if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening
         app[MESH] = MeshLink(config)

@@ -49,8 +49,12 @@ class AgentConfig:
     model_dir: Path = dataclasses.field(default_factory=models_dir)
     command_allowlist: tuple[str, ...] = ()  # executables command tasks may run; empty = none
     max_body_bytes: int = 16 * 2**20
+    # server limits (edge_agent/http_limits.py)
+    header_timeout_s: float = 10.0  # a request head must arrive within this
+    body_timeout_s: float = 60.0  # a request body must arrive within this
+    max_connections: int = 4096  # open client connections; idle ones make room when full
     telemetry_interval_s: float = 10.0
-    batch_size: int = 256  # most tasks one kernel call places
+    batch_size: int = 1000  # most tasks one kernel call places (a whole tasks:batch)
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
     shutdown_grace_s: float = 10.0  # how long a graceful stop waits for running tasks
     tenant_shares: Mapping[str, float] = dataclasses.field(default_factory=dict)
@@ -123,7 +127,14 @@ class _AnyTenant(tuple[str, ...]):
 #: TOML section of each setting (the file groups them; the dataclass is flat).
 SECTIONS: dict[str, tuple[str, ...]] = {
     "agent": ("data_dir", "profile", "policy", "model_dir", "command_allowlist"),
-    "api": ("host", "port", "max_body_bytes"),
+    "api": (
+        "host",
+        "port",
+        "max_body_bytes",
+        "header_timeout_s",
+        "body_timeout_s",
+        "max_connections",
+    ),
     "scheduler": (
         "batch_size",
         "emulation_jitter",
@@ -171,6 +182,9 @@ _KINDS: dict[str, type] = {
     "profile": str,
     "port": int,
     "max_body_bytes": int,
+    "header_timeout_s": float,
+    "body_timeout_s": float,
+    "max_connections": int,
     "batch_size": int,
     "command_allowlist": tuple,
     "telemetry_interval_s": float,
@@ -345,6 +359,7 @@ def _validated(config: AgentConfig, where: str) -> AgentConfig:
     checks = (
         ("port", 0 <= config.port <= 65535, "must be 0..65535 (0: any free port)"),
         ("max_body_bytes", config.max_body_bytes >= 1024, "must be >= 1024"),
+        ("max_connections", 1 <= config.max_connections <= 1_000_000, "must be 1..1000000"),
         ("batch_size", 1 <= config.batch_size <= 100_000, "must be 1..100000"),
         ("policy", config.policy in TEMPLATES, f"must be one of {', '.join(TEMPLATES)}"),
         ("host", bool(config.host), "must not be empty"),
@@ -367,6 +382,9 @@ def _validated(config: AgentConfig, where: str) -> AgentConfig:
         value = getattr(config, name)
         if not (math.isfinite(value) and value >= 0):
             raise ConfigError(f"{where}: {name} must be a finite number >= 0, got {value!r}")
+    for name in ("header_timeout_s", "body_timeout_s"):
+        if not (math.isfinite(getattr(config, name)) and getattr(config, name) > 0):
+            raise ConfigError(f"{where}: {name} must be a finite number > 0")
     if not (math.isfinite(config.hub_retry_s) and config.hub_retry_s > 0):
         raise ConfigError(f"{where}: hub_retry_s must be a finite number > 0")
     _check_carbon(config, where)
@@ -462,8 +480,17 @@ command_allowlist = [{allow}]
 # the HTTP API listens here; keep 127.0.0.1 unless a firewall or proxy guards the port
 host = {_q(c.host)}
 port = {c.port}
-# largest request body accepted (bytes), model uploads included
+# largest request body accepted (bytes), model uploads included; counted as it arrives
 max_body_bytes = {c.max_body_bytes}
+# seconds a client may take to send a request head (from connecting, or from the first
+# byte of a following request); slower connections are closed
+header_timeout_s = {c.header_timeout_s}
+# seconds a client may take to send a request body (raise it for large model uploads
+# over slow links); slower requests are answered 408
+body_timeout_s = {c.body_timeout_s}
+# most open client connections; when full, the oldest one not inside a request is closed
+# to make room (503 only when all are busy). The agent raises its open-file limit to fit.
+max_connections = {c.max_connections}
 
 [scheduler]
 # most tasks placed by one kernel call

@@ -19,6 +19,7 @@ from edge_agent import __version__
 from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.mesh_link import MESH
+from edge_agent.http_limits import GUARD, GuardedSite, app_runner
 
 _log = logging.getLogger(__name__)
 
@@ -34,10 +35,11 @@ async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
         loop.add_signal_handler(sig, stop.set)
     app = make_app(config)
     mesh = app.get(MESH)  # None: no fleet key, no mesh
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
+    app[GUARD].fit_descriptors()  # room for max_connections under the open-file limit
+    runner = app_runner(app)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, config.host, config.port, backlog=LISTEN_BACKLOG)
+        site = GuardedSite(runner, config.host, config.port, app[GUARD], LISTEN_BACKLOG)
         await site.start()
         port = _bound_port(runner, config.port)
         if mesh is not None:  # advertised with the bound port, so only once listening

@@ -5,6 +5,11 @@ runs queued ops back to back in one transaction (each in its own savepoint, so o
 op does not undo the others), commits once, then resolves each caller's future through
 ``loop.call_soon_threadsafe``. A caller's future is resolved only after the commit: what it
 wrote is durable. Reads run on their own read-only connections in a thread pool.
+
+A commit the storage refuses (disk full, I/O error) fails the whole group with
+``StorageUnavailable``; ``persist`` retries such a write with back-off until it lands, and
+``trouble`` says what is failing until a commit succeeds again. The file is checked before
+it is used (``integrity.check_at_open``); a clean ``close`` checkpoints the WAL into it.
 """
 
 from __future__ import annotations
@@ -16,23 +21,31 @@ import queue
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
 import sqlite_utils
 
+from edge_agent.agent.integrity import DatabaseDamaged, check_at_open, mark_existing
 from edge_agent.errors import HetmeshError
 
 _log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 Op = Callable[[sqlite_utils.Database], Any]
 Migration = tuple[int, str, Callable[[sqlite_utils.Database], None]]
 
 #: Most ops committed in one transaction.
 GROUP_LIMIT = 512
+#: ``persist``'s back-off between attempts while the storage fails: first, then doubled to max.
+RETRY_FIRST_S = 0.05
+RETRY_MAX_S = 5.0
+#: SQLite primary result codes that say the storage failed, not the data: BUSY, LOCKED, NOMEM,
+#: READONLY, IOERR, FULL, CANTOPEN, PROTOCOL. A later attempt may land.
+_STORAGE_CODES = frozenset({5, 6, 7, 8, 10, 13, 14, 15})
 
 
 class StoreError(HetmeshError):
@@ -41,6 +54,18 @@ class StoreError(HetmeshError):
 
 class StoreClosed(StoreError):
     """A write was attempted after the store was closed."""
+
+
+class StorageUnavailable(StoreError):
+    """A write did not land because the storage failed (disk full, I/O error); retry later."""
+
+
+def storage_failed(err: BaseException) -> bool:
+    """Whether ``err`` is SQLite saying the storage failed (a retry may land), not the data."""
+    code = getattr(err, "sqlite_errorcode", None)
+    return isinstance(err, sqlite3.OperationalError) and (
+        (code is None and "disk is full" in str(err)) or (code or 0) & 0xFF in _STORAGE_CODES
+    )
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite_utils.Database:
@@ -81,12 +106,29 @@ def migrate(db: sqlite_utils.Database, migrations: Sequence[Migration]) -> int:
     return current
 
 
+def decode_each(rows: Iterable[R], decode: Callable[[R], T], what: str) -> tuple[list[T], int]:
+    """Return the rows ``decode`` accepts and how many it refused (each logged, then skipped):
+    one damaged row must not fail a whole listing."""
+    out, bad = [], 0
+    for row in rows:
+        try:
+            out.append(decode(row))
+        except (ValueError, TypeError, KeyError) as err:
+            bad += 1
+            key = row.get("id") if isinstance(row, dict) else None
+            _log.error("%s row %s is damaged, skipped: %s", what, key or "?", err)
+    return out, bad
+
+
 class Database:
     """The agent's SQLite file: ``write`` through one thread, ``read`` through a pool."""
 
-    def __init__(self, path: Path, migrations: Sequence[Migration], readers: int = 2) -> None:
+    def __init__(
+        self, path: Path, migrations: Sequence[Migration], repair: str = "", readers: int = 2
+    ) -> None:
         self.path = path
         self._migrations = migrations
+        self.repair = repair  # the command that salvages this file, named in errors
         self._queue: queue.SimpleQueue[
             tuple[Op, asyncio.AbstractEventLoop, asyncio.Future[Any]] | None
         ] = queue.SimpleQueue()
@@ -99,6 +141,10 @@ class Database:
         self._read_conns: list[sqlite_utils.Database] = []
         self._lock = threading.Lock()
         self.schema_version = 0
+        self.trouble: str | None = None  # why the last commit failed; None once one lands
+        self.damaged: str | None = None  # a read found the file damaged (found after start)
+        self.failed_commits = 0
+        self.retrying = 0  # ``persist`` calls waiting for the storage to come back
 
     # --- life cycle (blocking: call from a thread, not the loop) -------------------------
     def open(self) -> None:
@@ -109,22 +155,24 @@ class Database:
             raise StoreError(f"cannot create data directory {self.path.parent}: {err}") from err
         self._thread.start()
         self._ready.wait()
+        if isinstance(self._failure, DatabaseDamaged):
+            raise self._failure
         if self._failure is not None:
             raise StoreError(f"cannot open database {self.path}: {self._failure}") from None
 
     def close(self) -> None:
-        """Finish queued writes, stop the writer, close every connection."""
+        """Finish queued writes, close the readers, checkpoint the WAL and stop the writer."""
         if self._closed:
             return
         self._closed = True
-        self._queue.put(None)
-        if self._thread.is_alive():
-            self._thread.join()
         self._readers.shutdown(wait=True)
-        with self._lock:
+        with self._lock:  # first: an open reader would keep the WAL from being truncated
             for db in self._read_conns:
                 db.close()
             self._read_conns.clear()
+        self._queue.put(None)
+        if self._thread.is_alive():
+            self._thread.join()
 
     # --- writing --------------------------------------------------------------------
     def write(self, op: Callable[[sqlite_utils.Database], T]) -> asyncio.Future[T]:
@@ -137,11 +185,35 @@ class Database:
         self._queue.put((op, loop, future))
         return future
 
+    async def persist(self, op: Callable[[sqlite_utils.Database], T]) -> T:
+        """Write ``op``, retrying with back-off while the storage fails, until it lands.
+
+        For state an accepted task cannot lose (placed, started, finished): the caller keeps
+        owning the task meanwhile. Raises only when the store closes or ``op`` itself fails.
+        """
+        delay = RETRY_FIRST_S
+        waiting = False
+        try:
+            while True:
+                try:
+                    return await self.write(op)
+                except StorageUnavailable:
+                    if not waiting:
+                        waiting = True
+                        self.retrying += 1
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, RETRY_MAX_S)
+        finally:
+            if waiting:
+                self.retrying -= 1
+
     def _run(self) -> None:
         try:
+            check_at_open(self.path, self.repair)
             db = _connect(self.path, readonly=False)
             self.schema_version = migrate(db, self._migrations)
-        except (sqlite3.Error, OSError, StoreError) as err:
+            mark_existing(self.path)
+        except Exception as err:  # reported by ``open``; the writer never starts
             self._failure = err
             self._ready.set()
             return
@@ -166,14 +238,20 @@ class Database:
                 if stop:
                     break
         finally:
+            with contextlib.suppress(sqlite3.Error):  # a clean stop leaves no -wal behind
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             db.close()
 
-    @staticmethod
     def _commit(
+        self,
         db: sqlite_utils.Database,
         group: list[tuple[Op, asyncio.AbstractEventLoop, asyncio.Future[Any]]],
     ) -> None:
-        """Run ``group`` in one transaction, then resolve every future."""
+        """Run ``group`` in one transaction, then resolve every future.
+
+        An op's own error is its caller's alone (its savepoint is undone); a storage error,
+        in an op or at the commit, fails the whole group: SQLite may have rolled it all back.
+        """
         outcomes: list[tuple[bool, Any]] = []
         try:
             with db.atomic():
@@ -181,15 +259,34 @@ class Database:
                     try:
                         with db.atomic():
                             outcomes.append((True, op(db)))
-                    except Exception as err:  # the op's own failure, reported to its caller
+                    except Exception as err:
+                        if storage_failed(err):
+                            raise
                         outcomes.append((False, err))
         except sqlite3.Error as err:
-            _log.error("database commit failed: %s", err)
-            failure = StoreError(f"database commit failed: {err}")
-            outcomes = [(False, failure)] * len(group)
+            outcomes = [(False, self._failed(err))] * len(group)
+        else:
+            if self.trouble is not None:
+                _log.warning(
+                    "database %s writable again after %s failed commits",
+                    self.path,
+                    self.failed_commits,
+                )
+            self.trouble = None
         for (_, loop, future), (ok, value) in zip(group, outcomes, strict=True):
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, future, ok, value)
+
+    def _failed(self, err: sqlite3.Error) -> StoreError:
+        """Note a failed commit (logged once per episode); return the error its callers get."""
+        self.failed_commits += 1
+        if not storage_failed(err):
+            _log.error("database %s: commit failed: %s", self.path, err)
+            return StoreError(f"database commit failed: {err}")
+        if self.trouble is None:
+            _log.error("database %s: cannot write (%s); retrying until it can", self.path, err)
+        self.trouble = f"cannot write {self.path}: {err}"
+        return StorageUnavailable(self.trouble)
 
     # --- reading --------------------------------------------------------------------
     async def read(self, fn: Callable[[sqlite_utils.Database], T]) -> T:
@@ -204,7 +301,14 @@ class Database:
             self._local.db = db
             with self._lock:
                 self._read_conns.append(db)
-        return fn(db)
+        try:
+            return fn(db)
+        except sqlite3.DatabaseError as err:
+            if type(err) is not sqlite3.DatabaseError:  # a query's own error, not the file's
+                raise
+            self.damaged = f"{self.path} cannot be read ({err})"
+            steps = f": stop the service and run `{self.repair}`" if self.repair else ""
+            raise StoreError(f"database {self.damaged}{steps}") from err
 
 
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

@@ -16,6 +16,7 @@ when none is published) with lognormal jitter. A command task runs its (allowlis
 from __future__ import annotations
 
 import asyncio
+import functools
 import heapq
 import itertools
 import logging
@@ -23,7 +24,7 @@ import math
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,6 +133,7 @@ def _sample(shape: list[Any], type_name: str) -> np.ndarray:
 
 StartHook = Callable[[Job], Awaitable[bool]]
 DoneHook = Callable[[Job, Outcome], Awaitable[None]]
+Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
 
 @dataclass(eq=False)
@@ -232,11 +234,13 @@ class Executor:
         }
 
     # --- queues ---------------------------------------------------------------------
-    def start(self) -> None:
-        """Start one dispatcher per device."""
+    def start(self, spawn: Spawn | None = None) -> None:
+        """Start one dispatcher per device (through ``spawn``, a supervisor's, when given)."""
         for device_id in self._devices:
-            self._workers[device_id] = asyncio.create_task(
-                self._dispatch(device_id), name=f"agent-device-{device_id}"
+            name = f"agent-device-{device_id}"
+            factory = functools.partial(self._dispatch, device_id)
+            self._workers[device_id] = (
+                asyncio.create_task(factory(), name=name) if spawn is None else spawn(name, factory)
             )
 
     def submit(self, job: Job) -> None:

@@ -28,6 +28,7 @@ from zeroconf.asyncio import AsyncZeroconf
 from edge_agent.agent.hub_auth import hub_proof
 from edge_agent.errors import HetmeshError, InvalidInput
 from edge_agent.mesh.advertise import ServiceBrowser, fit_txt, new_zeroconf, read_txt
+from edge_agent.mesh.mdns_scope import Scope, confine
 
 _log = logging.getLogger(__name__)
 
@@ -138,6 +139,7 @@ class HubFinder:
         self.interfaces = tuple(interfaces)
         self.announced = 0  # announcements resolved (each may be false)
         self.malformed = 0
+        self.foreign = 0  # announcements at addresses off mdns_interfaces (ignored)
         self._hints: dict[str, HubHint] = {}
         self._zc: AsyncZeroconf | None = None
         self._browser: ServiceBrowser[HubHint] | None = None
@@ -146,6 +148,10 @@ class HubFinder:
     def start(self) -> None:
         """Start browsing (in the running event loop)."""
         self._zc = open_zeroconf(self.interfaces)
+        scope = None
+        if self.interfaces:  # hear the hub only there, and only at addresses reachable there
+            scope = Scope.of(self.interfaces)
+            self._spawn(self._confine(self._zc, scope), "mdns-confine")
         self._browser = ServiceBrowser(
             self._zc,
             HUB_SERVICE_TYPE,
@@ -154,8 +160,19 @@ class HubFinder:
             self._gone,
             self._malformed,
             self._spawn,
+            scope,
+            self._foreign,
         )
         self._browser.start()
+
+    @staticmethod
+    async def _confine(aiozc: AsyncZeroconf, scope: Scope) -> None:
+        await aiozc.zeroconf.async_wait_for_start()
+        confine(aiozc, scope)
+
+    def _foreign(self, name: str, addresses: list[str]) -> None:
+        self.foreign += 1
+        _log.warning("mDNS: ignoring hub %s at %s: not on mdns_interfaces", name, addresses)
 
     async def stop(self) -> None:
         """Stop browsing and close the mDNS sockets."""

@@ -147,6 +147,7 @@ class MeshLink:
             run_task_settles=True,  # the agent's executor feeds back or releases
         )
         node.verifier = self.verifier
+        node.loops = agent.loops  # the heartbeat loop shows in the agent's health
         node.on_duplicate = self.offloader.duplicate
         self._node = node
         agent.scheduler.offload = self.offloader.take

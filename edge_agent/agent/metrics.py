@@ -202,15 +202,15 @@ class AgentMetrics:
         for state, n in counts.items():
             self.tasks.labels(state).set(n)
 
-    def move(self, old: str | None, new: str) -> None:
-        """Count one task leaving ``old`` (None: new task) for ``new``."""
+    def move(self, old: str | None, new: str, count: int = 1) -> None:
+        """Count ``count`` tasks leaving ``old`` (None: new tasks) for ``new``."""
         if old is not None:
-            self.tasks.labels(old).dec()
-        self.tasks.labels(new).inc()
+            self.tasks.labels(old).dec(count)
+        self.tasks.labels(new).inc(count)
 
-    def decided(self, policy: str, placed: bool) -> None:
-        """Count one decision."""
-        self.decisions.labels(policy, str(placed).lower()).inc()
+    def decided(self, policy: str, placed: bool, count: int = 1) -> None:
+        """Count ``count`` decisions."""
+        self.decisions.labels(policy, str(placed).lower()).inc(count)
 
     def render(self) -> bytes:
         """Return the text exposition of every metric."""

@@ -401,11 +401,11 @@ class AgentLearning:
         self.supernode: SuperNodeSupervisor | None = None
         self.puller: ModelPuller | None = None
 
-    async def start(self, spawn: Callable[[Any, str], None]) -> None:
+    async def start(self, spawn: Callable[[Callable[[], Any], str], None]) -> None:
         """Restore the model from disk; start forecasting and (with a hub) the puller."""
         await asyncio.to_thread(self.local.load)
         if self.forecast:
-            spawn(self.forecasts.run(), "agent-forecast")
+            spawn(self.forecasts.run, "agent-forecast")
         if self.link is not None:
             try:
                 self.supernode = await asyncio.to_thread(
@@ -421,7 +421,7 @@ class AgentLearning:
                 self.supernode,
                 personalise=self.personalise,
             )
-            spawn(self.puller.run(), "agent-model-pull")
+            spawn(self.puller.run, "agent-model-pull")
 
     async def stop(self) -> None:
         """Stop the SuperNode (SIGTERM: a planned restart or shutdown)."""

@@ -28,15 +28,41 @@ def plain(value: Any) -> Any:
     return value
 
 
+def encode(payload: dict[str, Any]) -> str:
+    """Return ``payload`` as JSON, non-finite floats as null (the C encoder when all are finite)."""
+    try:
+        return json.dumps(payload, allow_nan=False)
+    except ValueError:  # an inf or NaN somewhere: walk it
+        return json.dumps(plain(payload))
+
+
 def append(
     db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float, limit: int
 ) -> None:
     """Add one record (inside the caller's write); drop the oldest past ``limit``."""
     cur = db.execute(
         "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
-        (kind, json.dumps(plain(payload)), now),
+        (kind, encode(payload), now),
     )
-    newest = cur.lastrowid
+    _trim(db, cur.lastrowid, limit)
+
+
+def append_many(
+    db: sqlite_utils.Database, records: list[tuple[str, dict[str, Any]]], now: float, limit: int
+) -> None:
+    """Add (kind, payload) records in order (inside the caller's write); trim once."""
+    if not records:
+        return
+    db.conn.executemany(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        [(kind, encode(payload), now) for kind, payload in records],
+    )
+    (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
+    _trim(db, newest, limit)
+
+
+def _trim(db: sqlite_utils.Database, newest: int | None, limit: int) -> None:
+    """Drop the records older than the newest ``limit`` (recording what was dropped unsent)."""
     if newest is None or newest <= limit:
         return
     cutoff = newest - limit

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import json
 import logging
 import math
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -64,28 +66,46 @@ def waiting_from_row(row: dict[str, Any]) -> Waiting:
     )
 
 
+@functools.lru_cache(maxsize=1024)
+def _json_list(items: tuple[str, ...]) -> str:
+    """Return a tuple of strings as a JSON list (devices, tiers: a few values, over and over)."""
+    return json.dumps(list(items))
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_counts(items: tuple[tuple[str, int], ...]) -> str:
+    """Return (reason, count) pairs as a JSON object (rejections repeat from task to task)."""
+    return json.dumps(dict(items))
+
+
 def decision_row(d: Decision) -> dict[str, Any]:
-    """Return a decision as a ``decisions`` table row."""
-    doc = d.to_dict()
+    """Return a decision as a ``decisions`` table row.
+
+    Built from the decision's fields directly (not ``to_dict``, which would compose the
+    summary a second time): this runs once per placed task, on the intake's hot path.
+    """
+    devices = d.device_ids
+    runner_up = d.runner_up
+    components = dict(zip(L.OBJECTIVE_NAMES, d.components, strict=True))
     return {
         "placed": int(d.placed),
-        "device": d.device_id,
-        "devices": json.dumps(doc["devices"]),
+        "device": devices[0] if devices else None,
+        "devices": _json_list(devices),
         "latency_s": d.latency_s,
         "service_s": d.service_s,
         "energy_j": d.energy_j,
         "carbon_g": d.carbon_g,  # energy x the site's intensity when placed
         "score": d.score,
-        "runner_up": d.runner_up,
-        "runner_up_score": doc["runner_up_score"],
-        "components": json.dumps(doc["components"]),
-        "rejections": json.dumps(doc["rejections"]),
+        "runner_up": runner_up,
+        "runner_up_score": d.runner_up_score if runner_up else None,
+        "components": json.dumps(components),
+        "rejections": _json_counts(tuple(d.rejections().items())),
         "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
         "tier": d.tier,  # None: no tier rule applied
-        "spilled_from": json.dumps(list(d.spilled_from)),
+        "spilled_from": _json_list(tuple(d.spilled_from)),
     }
 
 
@@ -111,6 +131,7 @@ class Scheduler:
         self._parked: list[Waiting] = []
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
+        self._persisted: set[str] = set()  # the batch being placed: decisions stored
         # the mesh's hook (mesh_offload.Offloader.take, wired by MeshLink.attach): True when
         # it takes the task elsewhere
         self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
@@ -171,17 +192,25 @@ class Scheduler:
         self._wake.set()
 
     async def run(self) -> None:
-        """Place waiting tasks forever (until cancelled)."""
+        """Place waiting tasks forever (until cancelled).
+
+        The decisions' write is retried until it lands (a full disk only delays it); if
+        placing fails otherwise, the batch waits again and the error ends this run (its
+        supervisor restarts it after a back-off): no accepted task is dropped.
+        """
+        self._wake.set()  # a restart: place what still waits
         while True:
             await self._wake.wait()
             self._wake.clear()
             while batch := self._next_batch():
+                self._persisted = set()
                 try:
                     await self._place(batch)
-                except Exception:  # keep scheduling; these tasks stay queued in the store
-                    _log.exception("placing a batch of %s tasks failed", len(batch))
-                    for task in batch:
-                        self._waiting.pop(task.task_id, None)
+                except Exception:
+                    for task in batch:  # those whose decision is stored went on: not again
+                        if task.task_id in self._waiting and task.task_id not in self._persisted:
+                            self.add(task)
+                    raise
 
     def _next_batch(self) -> list[Waiting]:
         """Take up to ``batch_size`` waiting tasks in fair order."""
@@ -239,7 +268,9 @@ class Scheduler:
                 if decision.placed and task not in keep:  # offloaded ones are released
                     self.placer.release(decision)
             raise
+        self._persisted |= {task_id for task_id, _, _ in entries}
         done = time.time()
+        counts: Counter[tuple[str, bool, str]] = Counter()  # (policy, placed, state before)
         for task, decision in zip(batch, decisions, strict=True):
             if task in keep:
                 continue
@@ -248,11 +279,9 @@ class Scheduler:
                 if decision.placed:
                     self.placer.release(decision)
                 continue
-            self.metrics.decided(decision.policy, decision.placed)
+            counts[decision.policy, decision.placed, task.state] += 1
             if not decision.placed:
-                self.metrics.move(task.state, "failed")
                 continue
-            self.metrics.move(task.state, "placed")
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
             self._dispatch(
                 Job(
@@ -264,6 +293,9 @@ class Scheduler:
                     submitted_at=task.submitted_at,
                 )
             )
+        for (policy, placed, before), n in counts.items():  # one update per kind, not per task
+            self.metrics.decided(policy, placed, n)
+            self.metrics.move(before, "placed" if placed else "failed", n)
         for job in victims:  # back to waiting, to be placed again
             self.requeue(job)
         for task in refused:  # more than its whole pool: it can never be admitted

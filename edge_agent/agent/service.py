@@ -7,6 +7,7 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edge_agent import __version__
@@ -27,6 +28,7 @@ from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
+from edge_agent.loops import LoopFactory, Supervisor
 from edge_agent.placement import Placer, Policy, TaskContract
 
 if TYPE_CHECKING:
@@ -53,9 +55,15 @@ class Agent:
         self.link: HubLink | None = None
         self.learning: AgentLearning | None = None  # load forecasts, model pulls, SuperNode
         self.slo_misses = 0
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.loops = Supervisor()  # every background loop, restarted after an error
         self._jobs: dict[str, Job] = {}
-        self.failure: str | None = None
+        #: what makes the agent ``degraded``: each returns its problems (one line each); other
+        #: concerns (the hub link's clock, ...) append theirs
+        self.checks: list[Callable[[], list[str]]] = [
+            self._storage_problems,
+            self.loops.problems,
+            self._link_problems,
+        ]
         self.mesh: MeshLink | None = None  # set by the app when [mesh] is on (mesh_link.py)
         self.finish_waiters: dict[str, asyncio.Future[Outcome]] = {}  # task id -> outcome
         self.carbon = CarbonSource.from_config(config)  # None: the profiles' intensity
@@ -121,19 +129,23 @@ class Agent:
         )
         self.metrics.watch_pools(lambda: self.scheduler.pools.snapshot())
         for row in recovered:
-            self.scheduler.add(waiting_from_row(row))
+            try:
+                self.scheduler.add(waiting_from_row(row))
+            except InvalidInput as err:  # a damaged row must not keep the agent from starting
+                self.store.bad_rows += 1
+                _log.error("task %s cannot be resumed, its row is damaged: %s", row["id"], err)
         if recovered:
             _log.info("resuming %s waiting tasks", len(recovered))
-        ex.start()
+        ex.start(self.loops.spawn)
         if self.mesh is not None:
             self.mesh.attach(self)  # offers the scheduler its peers; started once listening
-        self._spawn(self.scheduler.run(), "agent-scheduler")
-        self._spawn(self.deferrer.run(), "agent-deferrer")
+        self._spawn(self.scheduler.run, "agent-scheduler")
+        self._spawn(self.deferrer.run, "agent-deferrer")
         if self.carbon is not None:
             feed = CarbonFeed(self.carbon, self.placer, self.config.carbon_update_s)
-            self._spawn(feed.run(), "agent-carbon")
+            self._spawn(feed.run, "agent-carbon")
         self.overrun = OverrunWatch(ex, self.placer, self._queued_jobs, self._requeue)
-        self._spawn(self.overrun.run(), "agent-overrun-watch")
+        self._spawn(self.overrun.run, "agent-overrun-watch")
         self.sampler = Sampler(
             self.fleet,
             self.placer,
@@ -143,7 +155,7 @@ class Agent:
             self.config.telemetry_interval_s,
         )
         if self.config.telemetry_interval_s > 0:
-            self._spawn(self.sampler.run(), "agent-telemetry")
+            self._spawn(self.sampler.run, "agent-telemetry")
         if self.config.hub_url:
             self.reporter = DeviceReporter(self.fleet, self.placer, ex.busy_s.__getitem__)
             labels = {"mode": self.fleet.mode, **self.config.hub_labels}
@@ -154,7 +166,7 @@ class Agent:
                 self.link.on_moves = self.mesh.execute_moves
             await self.link.start()
             self.metrics.watch_hub(self.link.status)
-            self._spawn(self.link.run(), "agent-hub-link")
+            self._spawn(self.link.run, "agent-hub-link")
         devices = [d.id for d in self.fleet.devices]
         forecast = self.config.telemetry_interval_s > 0
         self.learning = AgentLearning(
@@ -168,24 +180,14 @@ class Agent:
         )
         await self.learning.start(self._spawn)
 
-    def _spawn(self, coro: Any, name: str) -> None:
-        task: asyncio.Task[None] = asyncio.create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            self.failure = f"{task.get_name()} stopped: {task.exception()!r}"
-            _log.error("%s", self.failure, exc_info=task.exception())
+    def _spawn(self, factory: LoopFactory, name: str) -> None:
+        self.loops.spawn(name, factory)
 
     async def stop(self) -> None:
         """Stop placing, let running tasks finish (up to the grace time), close the store."""
         if self.mesh is not None:
             await self.mesh.stop()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.loops.stop()
         if self.learning is not None:
             await self.learning.stop()  # SIGTERM the SuperNode
         await self.executor.stop(self.config.shutdown_grace_s)
@@ -235,16 +237,45 @@ class Agent:
                 self.placer.release(job.decision)
         return row, before
 
-    def problem(self) -> str | None:
-        """Return what the operator must fix (a stopped loop, our clock vs the hub's), or None."""
-        return self.failure or (None if self.link is None else self.link.problem())
+    def problems(self) -> list[str]:
+        """Return what degrades the agent now, one line each (empty: ``ok``)."""
+        return [line for check in self.checks for line in check()]
+
+    def _link_problems(self) -> list[str]:
+        problem = None if self.link is None else self.link.problem()  # our clock vs the hub's
+        return [] if problem is None else [problem]
+
+    def _storage_problems(self) -> list[str]:
+        db = self.store.db
+        found = []
+        if db.trouble is not None:
+            found.append(f"storage: {db.trouble} ({db.retrying} task updates waiting)")
+        if self.store.bad_rows:
+            found.append(f"storage: {self.store.bad_rows} damaged task rows skipped (see the log)")
+        if db.damaged is not None:
+            found.append(f"storage: database {db.damaged}; run `{db.repair}` once stopped")
+        return found
+
+    def storage(self) -> dict[str, Any]:
+        """Return the database's state for the health document."""
+        db = self.store.db
+        return {
+            "path": str(db.path),
+            "writable": db.trouble is None,
+            "trouble": db.trouble,
+            "retrying_writes": db.retrying,
+            "failed_commits": db.failed_commits,
+            "bad_rows": self.store.bad_rows,
+            "damaged": db.damaged,
+        }
 
     def health(self) -> dict[str, Any]:
         """Return the agent's health document."""
-        problem = self.problem()
+        problems = self.problems()
         return {
-            "status": "degraded" if problem else "ok",
-            "problem": problem,
+            "status": "degraded" if problems else "ok",
+            "problems": problems,
+            "problem": "; ".join(problems) or None,
             "version": __version__,
             "uptime_s": round(time.monotonic() - self.started_at, 3),
             "schema_version": self.store.db.schema_version,
@@ -260,6 +291,8 @@ class Agent:
             "overrun_replaced": self.overrun.moved,
             "hub": None if self.link is None else self.link.status(),  # None: no hub configured
             "predictor": None if self.learning is None else self.learning.status(),
+            "storage": self.storage(),
+            "loops": self.loops.status(),
         }
 
     # --- hub link -------------------------------------------------------------------
@@ -286,10 +319,10 @@ class Agent:
 
     def hub_report(self) -> dict[str, Any]:
         """Return this agent's heartbeat body: health, live devices, policy in force."""
-        problem = self.problem()
+        problems = self.problems()
         return {
-            "status": "degraded" if problem else "ok",
-            "problem": None if problem is None else problem[:200],
+            "status": "degraded" if problems else "ok",
+            "problem": "; ".join(problems)[:200] or None,
             "version": __version__,
             "policy": {"name": self.policy.name, "version": self.policy.version},
             "devices": self.reporter.entries(),

@@ -1,14 +1,16 @@
 """The agent's durable state: tasks, decisions, telemetry, hub outbox, policy and model versions.
 
 Writes go through ``db.Database`` (one writer thread); a submit resolves only after its
-commit, so an accepted task survives ``kill -9``.
+commit, so an accepted task survives ``kill -9``. The writes that move an accepted task on
+(placed, started, finished, failed, released) are ``persist``ed: retried until they land,
+so a full disk delays them and strands none. A row that cannot be decoded is skipped in a
+listing (logged, counted in ``bad_rows``) rather than failing the whole listing.
 """
 
 from __future__ import annotations
 
 import json
 import time
-import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +18,8 @@ from typing import Any
 
 import sqlite_utils
 
-from edge_agent.agent import outbox
-from edge_agent.agent.db import Database
+from edge_agent.agent import outbox, store_batch
+from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
 from edge_agent.tasks.contract import TaskContract
@@ -114,9 +116,16 @@ class Store:
     """Task and decision records over one SQLite file."""
 
     def __init__(self, path: Path, outbox_limit: int = OUTBOX_LIMIT) -> None:
-        self.db = Database(path, MIGRATIONS)
+        self.db = Database(path, MIGRATIONS, repair=f"edge-agent repair --data-dir {path.parent}")
         self.outbox = outbox.Outbox(self.db)
         self.outbox_limit = outbox_limit
+        self.bad_rows = 0  # task rows skipped in listings because they cannot be decoded
+
+    def _decoded(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Return ``rows`` decoded, skipping (logged, counted) any that cannot be."""
+        out, bad = decode_each(rows, _row, "task")
+        self.bad_rows += bad
+        return out
 
     def _outbox(
         self, db: sqlite_utils.Database, kind: str, payload: dict[str, Any], now: float
@@ -136,40 +145,28 @@ class Store:
         """Store ``tasks`` atomically; return (task row, created) each (created False: a retry)."""
 
         def op(db: sqlite_utils.Database) -> list[tuple[dict[str, Any], bool]]:
-            now = time.time()
-            out = []
-            for task in tasks:
-                if task.idempotency_key is not None:
-                    found = _select(db, "idempotency_key = ?", task.idempotency_key)
-                    if found is not None:
-                        if found["request_hash"] != task.request_hash:
-                            raise IdempotencyConflict(
-                                f"Idempotency-Key {task.idempotency_key!r} was already used "
-                                "with a different request"
-                            )
-                        out.append((_row(found), False))
-                        continue
-                c = task.contract
-                deadline = c.requirements.deadline_s
-                text = task.stored_contract()
-                row: dict[str, Any] = {
-                    "id": uuid.uuid4().hex,
-                    "idempotency_key": task.idempotency_key,
-                    "request_hash": task.request_hash,
-                    "contract": text,
-                    "command": None if task.command is None else json.dumps(list(task.command)),
-                    "state": "queued" if task.deferral is None else "deferred",
-                    "priority": c.priority,
-                    "tenant": c.tenant,
-                    "deadline_at": now + deadline if deadline > 0 else None,
-                    "submitted_at": now,
-                    "attempts": 0,
-                    "emulated": 0,
-                    "not_before": None if task.deferral is None else task.deferral["not_before"],
-                    "deferral": None if task.deferral is None else json.dumps(task.deferral),
-                }
-                db.execute(_INSERT_TASK, list(row.values()))
-                row.update(contract=json.loads(text), emulated=False, deferral=task.deferral)
+            keys = [t.idempotency_key for t in tasks if t.idempotency_key is not None]
+            known = store_batch.existing_keys(db, keys) if keys else {}
+            planned = store_batch.new_rows(tasks, time.time(), known)
+            fresh = [row for _, row in planned if row is not None]
+            if fresh:
+                db.conn.executemany(_INSERT_TASK, [tuple(row.values()) for row in fresh])
+            out: list[tuple[dict[str, Any], bool]] = []
+            for i, row in planned:
+                task = tasks[i]
+                if row is None:  # a retry: the key's first request answers it
+                    found = known[str(task.idempotency_key)]
+                    if found["request_hash"] != task.request_hash:
+                        raise IdempotencyConflict(
+                            f"Idempotency-Key {task.idempotency_key!r} was already used "
+                            "with a different request"
+                        )
+                    out.append((_row(dict(found)), False))
+                    continue
+                row = dict(row)
+                row.update(
+                    contract=json.loads(row["contract"]), emulated=False, deferral=task.deferral
+                )
                 if task.command is not None:
                     row["command"] = list(task.command)
                 out.append((row, True))
@@ -186,32 +183,9 @@ class Store:
         """
 
         def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            for task_id in requeued:
-                db.execute(
-                    "UPDATE tasks SET state = 'queued', device = NULL "
-                    "WHERE id = ? AND state = 'placed'",
-                    (task_id,),
-                )
-            for task_id, decision, emulated in entries:
-                _insert(db, "decisions", {"task_id": task_id, "decided_at": now, **decision})
-                self._outbox(db, "decision", _decision_record(task_id, decision), now)
-                if decision["placed"]:
-                    db.execute(
-                        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, "
-                        "emulated = ?, attempts = attempts + 1 "
-                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                        (now, decision["device"], int(emulated), task_id),
-                    )
-                else:
-                    db.execute(
-                        "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-                        "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                        (now, decision["summary"], task_id),
-                    )
-                    self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
+            store_batch.record_placed(db, entries, requeued, self.outbox_limit)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def fail(self, task_id: str, error: str) -> None:
         """Fail a waiting task that cannot be placed."""
@@ -225,7 +199,7 @@ class Store:
             )
             self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def started(self, task_id: str) -> bool:
         """Mark a placed task running; False if it is no longer placed (cancelled)."""
@@ -238,7 +212,7 @@ class Store:
             )
             return cur.rowcount == 1
 
-        return await self.db.write(op)
+        return await self.db.persist(op)
 
     async def finished(
         self,
@@ -262,7 +236,7 @@ class Store:
             record = {"id": task_id, "state": state, "result": result, "error": error}
             self._outbox(db, "task", {**record, **measured}, now)
 
-        await self.db.write(op)
+        await self.db.persist(op)
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
@@ -315,9 +289,9 @@ class Store:
                 "WHERE state IN ('placed', 'running', 'offloaded')"
             )
             where = "state IN ('queued', 'interrupted')"
-            return [_row(r) for r in db.table("tasks").rows_where(where, order_by="rowid")]
+            return list(db.table("tasks").rows_where(where, order_by="rowid"))
 
-        return await self.db.write(op)
+        return self._decoded(await self.db.write(op))
 
     async def deferred(self) -> list[dict[str, Any]]:
         """Return every task held as deferred, earliest release first."""
@@ -326,7 +300,7 @@ class Store:
                 db.table("tasks").rows_where("state = 'deferred'", order_by="not_before")
             )
         )
-        return [_row(r) for r in rows]
+        return self._decoded(rows)
 
     async def release_deferred(self, task_id: str) -> bool:
         """Move a deferred task to queued (its hour came); False if it is no longer deferred."""
@@ -337,7 +311,7 @@ class Store:
             )
             return cur.rowcount == 1
 
-        return await self.db.write(op)
+        return await self.db.persist(op)
 
     async def work_history(self, since: float) -> list[tuple[float, float]]:
         """Return (time, estimated seconds) of the tasks finished since ``since`` (telemetry)."""
@@ -390,7 +364,13 @@ class Store:
         rows = await self.db.read(
             lambda db: list(db.table("tasks").rows_where("id = ?", [task_id]))
         )
-        return _row(rows[0]) if rows else None
+        if not rows:
+            return None
+        try:
+            return _row(rows[0])
+        except (ValueError, TypeError) as err:
+            self.bad_rows += 1
+            raise StoreError(f"task {task_id}'s stored row is damaged: {err}") from err
 
     async def ids_starting(self, prefix: str, limit: int) -> list[str]:
         """Return up to ``limit`` task ids that start with ``prefix`` (``prefix`` itself first)."""
@@ -413,7 +393,7 @@ class Store:
                 db.table("tasks").rows_where(where, args, order_by="rowid desc", limit=limit)
             )
         )
-        return [_row(r) for r in rows]
+        return self._decoded(rows)
 
     async def decision(self, task_id: str) -> dict[str, Any] | None:
         """Return the task's latest decision row with JSON columns decoded, or None."""
@@ -438,20 +418,3 @@ class Store:
             lambda db: db.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall()
         )
         return {state: 0 for state in STATES} | {str(s): int(n) for s, n in rows}
-
-
-def _decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
-    """Return a decision row as the hub's ``decision`` record (docs/hub-protocol.md §4)."""
-    return {
-        "task_id": task_id,
-        "placed": bool(decision.get("placed")),
-        "device": decision.get("device"),
-        "why_here": decision.get("summary"),
-        "score": decision.get("score"),
-        "runner_up": decision.get("runner_up"),
-        "policy": decision.get("policy"),
-        "latency_s": decision.get("latency_s"),
-        "service_s": decision.get("service_s"),
-        "energy_j": decision.get("energy_j"),
-        "carbon_g": decision.get("carbon_g"),
-    }

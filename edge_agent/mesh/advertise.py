@@ -18,6 +18,7 @@ from zeroconf.asyncio import AsyncServiceBrowser, AsyncServiceInfo, AsyncZerocon
 
 from edge_agent.errors import InvalidInput
 from edge_agent.mesh.errors import AdvertError
+from edge_agent.mesh.mdns_scope import Scope
 
 _log = logging.getLogger(__name__)
 
@@ -137,7 +138,9 @@ def service_info(address: str, props: dict[str, str]) -> AsyncServiceInfo:
 class ServiceBrowser(Generic[H]):
     """Browses for one mDNS service type; ``parse`` turns each resolved announcement's
     (instance name, IPv4 address, TXT) into a hint for ``on_hint``, raising InvalidInput
-    (reported to ``on_malformed``) when it is malformed; ``on_gone`` hears removals.
+    (reported to ``on_malformed``) when it is malformed; ``on_gone`` hears removals. With a
+    ``scope``, only addresses on the interfaces it names count; an announcement with none of
+    those goes to ``on_foreign`` (name, addresses) instead.
     """
 
     def __init__(
@@ -149,8 +152,12 @@ class ServiceBrowser(Generic[H]):
         on_gone: Callable[[str], None],
         on_malformed: Callable[[str, str], None],
         spawn: Callable[..., object],
+        scope: Scope | None = None,
+        on_foreign: Callable[[str, list[str]], None] | None = None,
     ) -> None:
         self._zc = aiozc
+        self._scope = scope  # None: any address; else only those on the interfaces we serve
+        self._on_foreign = on_foreign
         self.service_type = service_type
         self._parse = parse
         self._on_hint = on_hint
@@ -190,7 +197,13 @@ class ServiceBrowser(Generic[H]):
         if not await info.async_request(self._zc.zeroconf, RESOLVE_TIMEOUT_MS):
             _log.debug("mDNS: %s did not resolve", name)
             return
-        addresses = info.parsed_addresses(IPVersion.V4Only)
+        heard = info.parsed_addresses(IPVersion.V4Only)
+        addresses = [a for a in heard if self._scope is None or self._scope.allows(a)]
+        if heard and not addresses:
+            _log.debug("mDNS: %s announces %s, none on our interfaces", name, heard)
+            if self._on_foreign is not None:
+                self._on_foreign(name, heard)
+            return
         if not addresses or not info.properties:
             self._on_malformed(name, "no IPv4 address or TXT")
             return
@@ -212,5 +225,17 @@ class Browser(ServiceBrowser[Hint]):
         on_gone: Callable[[str], None],
         on_malformed: Callable[[str, str], None],
         spawn: Callable[..., object],
+        scope: Scope | None = None,
+        on_foreign: Callable[[str, list[str]], None] | None = None,
     ) -> None:
-        super().__init__(aiozc, SERVICE_TYPE, parse_txt, on_hint, on_gone, on_malformed, spawn)
+        super().__init__(
+            aiozc,
+            SERVICE_TYPE,
+            parse_txt,
+            on_hint,
+            on_gone,
+            on_malformed,
+            spawn,
+            scope,
+            on_foreign,
+        )

@@ -18,14 +18,16 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from edge_agent.loops import Supervisor
 from edge_agent.mesh.accept import Acceptor
-from edge_agent.mesh.advertise import Browser, Hint, build_txt, kinds_summary, new_zeroconf
+from edge_agent.mesh.advertise import Browser, Hint, build_txt, kinds_summary
 from edge_agent.mesh.advertise import service_info as make_info
 from edge_agent.mesh.client import MeshClient, PeerRefused
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.credential import FleetKey
 from edge_agent.mesh.errors import AuthError, PeerUnavailable
 from edge_agent.mesh.ledger import Ledger
+from edge_agent.mesh.mdns_scope import confined_zeroconf
 from edge_agent.mesh.offload import Offloader, RunPlaced
 from edge_agent.mesh.peers import OFFLINE, ONLINE, PeerTable
 from edge_agent.mesh.replay import Verifier
@@ -82,6 +84,8 @@ class MeshNode:
         self._session = session
         self._own_session = session is None
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: restarts the heartbeat loop after an error (an agent hands in its own supervisor)
+        self.loops = Supervisor()
         self._challenging: set[tuple[str, int]] = set()
         self._changed = asyncio.Event()
         self.leaving = False  # heartbeats answer "leaving" once stop() has begun
@@ -108,17 +112,22 @@ class MeshNode:
         )
         for peer, key, attempt in await self.ledger.lost():  # from before a restart too
             self.offloader.lost.setdefault(peer, set()).add((key, attempt))
-        self._zc = new_zeroconf(list(self.cfg.interfaces))
+        # mDNS hears and answers only on our interfaces; peers only at addresses there
+        self._zc, scope = await confined_zeroconf(self.cfg.interfaces)
         self._browser = Browser(
             self._zc,
             self._on_hint,
             self._on_gone,
             self._malformed,
             self.spawn,
+            scope,
+            self._foreign,
         )
         self._browser.start()
         self.spawn(self._advertise(), "mesh-advertise")
-        self.spawn(self._heartbeats(), "mesh-heartbeat")
+        beat = self.loops.spawn("mesh-heartbeat", self._heartbeats)
+        self._tasks.add(beat)
+        beat.add_done_callback(self._tasks.discard)
 
     async def stop(self) -> None:
         """Say goodbye over mDNS, abandon forwarded work, close everything."""
@@ -192,6 +201,10 @@ class MeshNode:
     def _malformed(self, name: str, problem: str) -> None:
         self.counters["malformed_announcements"] += 1
         _log.debug("mesh: ignoring %s: %s", name, problem)
+
+    def _foreign(self, name: str, addresses: list[str]) -> None:
+        self.counters["foreign_interface"] += 1
+        _log.debug("mesh: ignoring %s at %s: not on the interfaces we serve", name, addresses)
 
     def _on_hint(self, hint: Hint) -> None:
         if self.peers.admit(hint):

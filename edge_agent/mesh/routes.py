@@ -18,6 +18,7 @@ from aiohttp import web
 
 from edge_agent.errors import InvalidInput
 from edge_agent.http_errors import ApiError, parse_json_body
+from edge_agent.http_limits import BODY_CAP
 from edge_agent.mesh.credential import H_NONCE, H_RESPONSE, FleetKey, sign_response
 from edge_agent.mesh.errors import AuthError
 from edge_agent.mesh.replay import Verifier
@@ -66,9 +67,7 @@ def _error(status: int, message: str) -> web.Response:
 @web.middleware
 async def _signed(request: web.Request, handler: _Handler) -> web.StreamResponse:
     node = request.app[NODE]
-    if (request.content_length or 0) > MAX_BODY:
-        return _error(413, f"body over {MAX_BODY} bytes")
-    body = await request.read()
+    body = await request.read()  # read already, within BODY_CAP, by the service's guard
     try:
         sender = node.verifier.verify(request.method, request.path_qs, body, request.headers)
     except AuthError as err:
@@ -147,7 +146,7 @@ def _misdirected(
 def make_mesh_app(node: MeshHandlers) -> web.Application:
     """Return the sub-application; mount it with ``app.add_subapp("/mesh/v1", sub)``."""
     app = web.Application(middlewares=[_signed], client_max_size=MAX_BODY)
-    app[NODE] = node
+    app[NODE], app[BODY_CAP] = node, MAX_BODY  # the service's guard reads bodies to this cap
     app.router.add_post("/hello", _endpoint(lambda n: n.on_hello, with_remote=True))
     app.router.add_post("/heartbeat", _endpoint(lambda n: n.on_heartbeat))
     app.router.add_post("/bid", _endpoint(lambda n: n.on_bid))

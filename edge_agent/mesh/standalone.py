@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from edge_agent.http_limits import ConnectionGuard, GuardedSite, ServerLimits, app_runner
 from edge_agent.mesh.client import PREFIX
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.credential import FleetKey
@@ -57,12 +58,14 @@ def emulated_node(
 @asynccontextmanager
 async def serve(node: MeshNode, host: str = "127.0.0.1", port: int = 0) -> AsyncIterator[int]:
     """Serve ``node``'s endpoints on ``host:port`` and start it; yield the bound port."""
-    app = web.Application()
+    guard = ConnectionGuard(ServerLimits())
+    guard.fit_descriptors()
+    app = web.Application(middlewares=[guard.middleware])
     app.add_subapp(PREFIX, node.app())
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = app_runner(app)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, host, port)
+        site = GuardedSite(runner, host, port, guard)
         await site.start()
         bound = next(a[1] for a in runner.addresses if isinstance(a, tuple))
         await node.start(int(bound))

@@ -12,9 +12,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import onnx
 from numpy.typing import NDArray
-from onnx import numpy_helper
 
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.features import FeatureSpec
@@ -41,6 +39,9 @@ class FastPredictor:
 
     def __init__(self, data: bytes, spec: FeatureSpec) -> None:
         """Read the weights of an exported load model; InvalidInput if the graph is different."""
+        import onnx  # here, not at import: an agent with no model never loads it
+        from onnx import numpy_helper
+
         proto = onnx.load_from_string(data)
         nodes = tuple((n.op_type, tuple(n.input), tuple(n.output)) for n in proto.graph.node)
         if nodes != GRAPH:

@@ -1,12 +1,14 @@
-"""Export a LoadModel to ONNX with onnx.helper; an IR and opset the installed onnxruntime loads."""
+"""Export a LoadModel to ONNX with onnx.helper; an IR and opset the installed onnxruntime loads.
+
+``onnx`` (with protobuf and ml_dtypes, ~25 MB resident) is imported inside the functions that
+read or write a model, so an idle agent that has validated no model does not carry it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
 import numpy as np
-import onnx
-from onnx import TensorProto, helper, numpy_helper
 
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.features import FeatureSpec
@@ -22,6 +24,9 @@ def to_onnx(
     model: LoadModel, name: str = "hetmesh-load-predictor", metadata: dict[str, str] | None = None
 ) -> bytes:
     """Serialized, checker-valid ONNX for the model: (n, F) float32 -> (n, 1) float32."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
     inits = [
         numpy_helper.from_array(np.asarray(w, dtype=np.float32), name=n)
         for n, w in zip(WEIGHT_NAMES, model.get_weights(), strict=True)
@@ -57,6 +62,9 @@ def to_onnx(
 
 def from_onnx(data: bytes) -> LoadModel:
     """The LoadModel an exported file holds (its initializers, as float64); InvalidInput if not."""
+    import onnx
+    from onnx import numpy_helper
+
     try:
         proto = onnx.load_from_string(data)
     except Exception as err:  # onnx raises several unrelated types for bad bytes
@@ -75,6 +83,8 @@ def from_onnx(data: bytes) -> LoadModel:
 
 def read_metadata(data: bytes) -> dict[str, str]:
     """The metadata_props of a serialized model; a clear error if it is not ONNX."""
+    import onnx
+
     try:
         proto = onnx.load_from_string(data)
         onnx.checker.check_model(proto)

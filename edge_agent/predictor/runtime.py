@@ -6,7 +6,6 @@ import logging
 from dataclasses import dataclass
 
 import numpy as np
-import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
 from numpy.typing import NDArray
 
 from edge_agent.errors import InvalidInput
@@ -36,6 +35,10 @@ class OrtPredictor:
         self.spec = spec_from_metadata(read_metadata(data))
         self.version = digest(data)
         self.data = data
+        # imported here, not with the module: an idle agent that validated no model (EWMA
+        # forecasts) does not carry onnxruntime's ~30 MB
+        import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
+
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
