@@ -24,12 +24,10 @@ from cloud_hub.simulator.agents import feasibility
 from cloud_hub.simulator.arrivals import OnOff, onoff_times
 from cloud_hub.simulator.capacity_lp import mix_capacity
 from cloud_hub.simulator.fleet import Fleet, load_fleet
-from cloud_hub.simulator.truth import GroundTruth, TaskType
+from cloud_hub.simulator.truth import PUBLISHED, GroundTruth, TaskType
 from cloud_hub.simulator.workload import Task, load_workload, materialize
 
 CLASSES: dict[str, float] = {"tight": 3.0, "medium": 5.0, "loose": 10.0}
-#: ``GroundTruth.source`` labels of a real figure for that network on that device.
-PUBLISHED = frozenset({"published", "published-other-precision", "measured-rate"})
 
 
 @dataclass(frozen=True)
