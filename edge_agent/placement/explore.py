@@ -15,7 +15,9 @@ tries such pairs now and then, bounded:
   ``OTHER_PRECISION_WITHIN``). When the optimistic pass picks an untried device, the task
   goes there (``Decision.probe``): it is the best untried feasible device whose estimate is
   within that factor of the usual choice, under the same policy and constraints.
-  Otherwise the usual decision stands and nothing is probed;
+  Otherwise the usual decision stands and nothing is probed, and that class's interval
+  doubles (up to ``EXPLORE_MAX_EVERY``): pairs that stay out of reach (infeasible, or
+  far slower than the choice) cost ever fewer extra kernel calls;
 - so each untried pair is probed at most once, at most one decision in ``EXPLORE_EVERY``
   per class is a probe, and a probe's service is at most the optimism factor times the
   usual choice's estimate when the prior was right. ``ExplorationStats`` counts probes and
@@ -33,6 +35,7 @@ import numpy as np
 import numpy.typing as npt
 
 EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
+EXPLORE_MAX_EVERY = 1024  # the interval after fruitless optimistic passes, at most
 ROOFLINE_WITHIN = 8.0  # a roofline estimate may be this many times too pessimistic
 OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted more
 _ROOFLINE = "roofline"
@@ -80,6 +83,7 @@ class Explorer:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
         self._tick: list[int] = []
+        self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self.stats = ExplorationStats()
         self.paused = False  # set while the Placer previews: nothing is counted or probed
@@ -88,6 +92,7 @@ class Explorer:
         """Register a new class: every pair starts untried with a roofline estimate."""
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
         self._tick.append(0)
+        self._every.append(EXPLORE_EVERY)
 
     def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
         """Set a class's estimate sources (after priors); tried pairs stay tried."""
@@ -105,9 +110,10 @@ class Explorer:
         if self._optimism[cls] is None:
             return False
         tick = self._tick[cls] + 1
-        self._tick[cls] = 0 if tick >= EXPLORE_EVERY else tick
-        if tick < EXPLORE_EVERY:
+        if tick < self._every[cls]:
+            self._tick[cls] = tick
             return False
+        self._tick[cls] = 0
         self.stats.optimistic_passes += 1
         return True
 
@@ -122,6 +128,10 @@ class Explorer:
         self.stats.probes += 1
         self._usual[key] = usual_service_s
         self.tried(cls, device)
+
+    def fruitless(self, cls: int) -> None:
+        """An optimistic pass picked no untried device: wait twice as long next time."""
+        self._every[cls] = min(2 * self._every[cls], EXPLORE_MAX_EVERY)
 
     def tried(self, cls: int, device: int) -> None:
         """Mark a pair measured (or imported, or probed): it is not explored again."""

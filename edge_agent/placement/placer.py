@@ -13,6 +13,7 @@ from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
+from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.explore import Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
@@ -29,7 +30,7 @@ __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(LiveState):
+class Placer(CorrectionTable, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -264,6 +265,7 @@ class Placer(LiveState):
         chosen = int(out[L.OUT_ASSIGNED])
         if chosen < 0 or self.exploration.optimism_row(cls)[chosen] == 1.0:
             ws.devices[:] = after  # no untried device won: the usual decision stands
+            self.exploration.fruitless(cls)
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
         usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
@@ -390,38 +392,6 @@ class Placer(LiveState):
             dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
-    def export_corrections(self) -> dict[str, dict[str, float]]:
-        """Return the learned factors as {task class: {device id: factor}} (JSON-ready)."""
-        ws = self._ws
-        return {
-            cls: dict(zip(self.device_ids, ws.corrections[idx].tolist(), strict=True))
-            for cls, idx in self._classes.items()
-        }
-
-    def import_corrections(self, table: dict[str, dict[str, float]]) -> int:
-        """Adopt learned factors (e.g. saved, or from a peer); return how many were set.
-
-        Devices this fleet does not have are skipped; factors are clamped to the learning
-        range. A non-finite or non-positive factor raises and changes nothing.
-        """
-        updates: list[tuple[str, int, float]] = []
-        for cls, row in table.items():
-            if not isinstance(cls, str) or not isinstance(row, dict):
-                raise InvalidInput("import_corrections: expected {task class: {device: factor}}")
-            for device_id, factor in row.items():
-                if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: not a number")
-                if not (math.isfinite(factor) and factor > 0):
-                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: must be > 0")
-                if device_id in self._index:
-                    clamped = learning.clamp(float(factor))
-                    updates.append((cls, self._index[device_id], clamped))
-        for cls, d, factor in updates:
-            idx = self.class_index(cls)
-            self._ws.corrections[idx, d] = factor
-            self.exploration.tried(idx, d)
-        return len(updates)
-
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
     ) -> Decision:
@@ -443,11 +413,6 @@ class Placer(LiveState):
             device_id: L.REASON_NAMES[code]
             for device_id, code in zip(self.device_ids, decision.reasons, strict=True)
         }
-
-    def correction(self, task_class: str, device_id: str) -> float:
-        """Return the learned factor (measured / roofline) for a class on a device."""
-        idx = self._classes.get(task_class)
-        return 1.0 if idx is None else float(self._ws.corrections[idx, self._device(device_id)])
 
 
 def _urgency(contract: TaskContract) -> tuple[int, float]:
