@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ BATCH_COLUMNS: dict[str, tuple[int, float]] = {
     "link_bw_gbs": (L.DEV_LINK_BW, math.inf),
     "carbon_g_per_kwh": (L.DEV_CARBON, math.inf),
 }
-_HEALTH_VALUES = np.array([float(h) for h in Health])
+_FLOAT_MAX = sys.float_info.max
 
 
 class LiveState:
@@ -137,10 +138,11 @@ class LiveState:
                 raise InvalidInput(f"update_live_many: {name} must be numbers") from None
             if values.ndim > 1 or (values.ndim == 1 and len(values) != n):
                 raise InvalidInput(f"update_live_many: {name} needs one value or {n} values")
-            ok = (values >= 0) & (values <= top)  # False for nan
-            if col == L.DEV_HEALTH:
-                ok &= np.isin(values, _HEALTH_VALUES)
-            if not (ok.all() and np.isfinite(values).all()):
+            bound = top if top < math.inf else _FLOAT_MAX  # nan and inf fail both tests
+            ok = bool(((values >= 0.0) & (values <= bound)).all())
+            if ok and col == L.DEV_HEALTH:  # a Health value: 0, 1 or 2
+                ok = bool((values == np.floor(values)).all())
+            if not ok:
                 raise InvalidInput(f"update_live_many: {name} must be finite numbers in [0, {top}]")
             checked.append((col, values))
         devices = self._ws.devices
