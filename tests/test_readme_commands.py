@@ -49,14 +49,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 MARK = re.compile(
-    r"^<!-- (not run: (?P<reason>.+?)|serves: (?P<service>agent|hub)|run: one box per line|synopsis) -->$"
+    r"^<!-- (not run: (?P<reason>.+?)|serves: (?P<service>agent|hub)"
+    r"|run: one box per line|synopsis) -->$"
 )
 COMMAND_TIMEOUT_S = 120.0  # the slowest command (a simulation) takes ~10 s on an idle machine
 READY_TIMEOUT_S = 60.0
-#: Where each service's state file (its bound port) lives under HOME, and its config file.
+#: Where each service's state file (its bound port) lives under HOME, and its default config
+#: file (the hub has none: it is configured by --config or $CLOUD_HUB_CONFIG only).
 SERVICES = {
     "agent": (".local/share/hetmesh/agent.json", ".config/hetmesh/agent.toml"),
-    "hub": (".local/share/hetmesh-hub/hub.json", ".config/hetmesh/hub.toml"),
+    "hub": (".local/share/hetmesh-hub/hub.json", ""),
 }
 PLACEHOLDER = re.compile(r"\[|\||\b[A-Z][A-Z0-9_.-]*[A-Z]\b")
 
@@ -272,10 +274,18 @@ class Session:
                 as_json = self.run(ran.where, command, self.home)
                 assert as_json.rc == 0, f"{command}: exit status {as_json.rc}: {as_json.err}"
                 json.loads(as_json.out)
-        except (AssertionError, KeyError) as err:
-            self.failures.append(
-                f"{ran.where}: `{ran.line}`: {err!r}\n  stdout: {ran.out[-1500:]}\n  stderr: {ran.err[-1500:]}"
-            )
+        except ValueError as err:  # json.JSONDecodeError
+            self.fail(ran, f"not JSON: {err}")
+        except AssertionError as err:
+            self.fail(ran, str(err).splitlines()[0] if str(err) else "assertion failed")
+        except KeyError as err:
+            self.fail(ran, f"placeholder {err} unknown: no earlier command printed it")
+
+    def fail(self, ran: Ran, why: str) -> None:
+        self.failures.append(
+            f"{ran.where}: `{ran.line}`: {why}\n  stdout: {ran.out[-1500:]}\n"
+            f"  stderr: {ran.err[-1500:]}"
+        )
 
     # -- services --
 
@@ -285,26 +295,33 @@ class Session:
         except (OSError, ValueError, KeyError):
             return None
 
+    def answers(self, name: str, home: Path, where: str) -> bool:
+        """Return True once the state file names a port where /v1/health answers."""
+        port = self._state_port(name, home)
+        health = f"curl -sf http://127.0.0.1:{port}/v1/health"
+        return port is not None and self.run(where, health, home).rc == 0
+
+    @staticmethod
+    def config_mtime(name: str, home: Path) -> float:
+        """Return when the service's default config file last changed (0: none)."""
+        config = SERVICES[name][1]
+        return (home / config).stat().st_mtime if config and (home / config).exists() else 0.0
+
     def start(self, name: str, block: Block, home: Path) -> None:
-        config = home / SERVICES[name][1]
-        mtime = config.stat().st_mtime if config.exists() else 0.0
-        proc = subprocess.Popen(
-            self.argv(block.text),
-            cwd=self.clone,
-            env=self.env(home),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        mtime = self.config_mtime(name, home)
+        with (home / f"{name}.log").open("wb") as log:  # a file: a full pipe would stall it
+            proc = subprocess.Popen(
+                self.argv(block.text),
+                cwd=self.clone,
+                env=self.env(home),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.services[name] = Service(block, home, proc, mtime)
         deadline = time.monotonic() + READY_TIMEOUT_S
         while time.monotonic() < deadline and proc.poll() is None:
-            port = self._state_port(name, home)
-            if (
-                port
-                and self.run(block.where, f"curl -sf http://127.0.0.1:{port}/v1/health", home).rc
-                == 0
-            ):
+            if self.answers(name, home, block.where):
                 for url in re.findall(r"http://[\w.:/]+", block.text):  # what its comment names
                     if self.run(block.where, f"curl -sf {url}", home).rc != 0:
                         self.failures.append(f"{block.where}: {url} does not answer")
@@ -318,19 +335,20 @@ class Session:
         if service.proc.poll() is None:
             os.killpg(service.proc.pid, signal.SIGINT)
         try:
-            out, _ = service.proc.communicate(timeout=30)
+            rc = service.proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(service.proc.pid, signal.SIGKILL)
-            out, _ = service.proc.communicate()
-            return f"still running 30 s after SIGINT: {out.decode()[-2000:]}"
-        rc = service.proc.returncode
-        return "" if rc == 0 else f"exit status {rc}: {out.decode()[-2000:]}"
+            service.proc.wait()
+            rc = None
+        log = (service.home / f"{name}.log").read_text(encoding="utf-8", errors="replace")
+        if rc is None:
+            return f"still running 30 s after SIGINT: {log[-2000:]}"
+        return "" if rc == 0 else f"exit status {rc}: {log[-2000:]}"
 
     def restart_changed(self) -> None:
         """Restart each service whose config file a block rewrote since it started."""
         for name, service in list(self.services.items()):
-            config = service.home / SERVICES[name][1]
-            if config.exists() and config.stat().st_mtime != service.config_mtime:
+            if self.config_mtime(name, service.home) != service.config_mtime:
                 if problem := self.stop(name):
                     self.failures.append(f"{service.block.where}: stopping {name}: {problem}")
                 self.start(name, service.block, service.home)
