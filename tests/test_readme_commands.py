@@ -1,7 +1,8 @@
 """The README is executed: every shell block of README.md and docs/*.md that is meant to run.
 
-A block is a ```sh fence; every fence in these files carries a language, so none escapes
-this classification. A block runs unless the line before its fence marks it:
+A block is a ```sh fence (or ```python: a script run with the clone's ``.venv/bin/python``);
+every fence in these files carries a language, so none escapes this classification. A
+block runs unless the line before its fence marks it:
 
 - ``<!-- not run: REASON -->``: installs, sudo/systemd, the demo or benchmarks that run for
   minutes, a daemon stopped by hand; the reason is required.
@@ -98,7 +99,8 @@ def blocks(path: Path) -> Iterator[Block]:
 
 
 def shell_blocks() -> list[Block]:
-    return [b for doc in DOCS for b in blocks(doc) if b.lang == "sh"]
+    """Return the blocks this test runs or says why not: ``sh`` and ``python``."""
+    return [b for doc in DOCS for b in blocks(doc) if b.lang in ("sh", "python")]
 
 
 def comment(line: str) -> str:
@@ -263,10 +265,11 @@ class Session:
             return Ran(where, line, -1, "", f"timed out after {COMMAND_TIMEOUT_S} s")
         return Ran(where, line, proc.returncode, proc.stdout, proc.stderr)
 
-    def check(self, ran: Ran) -> None:
+    def check(self, ran: Ran, output: bool = True) -> None:
+        """Record a failure unless ``ran`` exited 0, printed (if ``output``) what it says."""
         try:
             assert ran.rc == 0, f"exit status {ran.rc}"
-            assert ran.out.strip(), "no output"
+            assert ran.out.strip() or not output, "no output"
             assert "Traceback" not in ran.err, "a traceback"
             check_comment(ran, self)
             if ran.comment.endswith("(--json)"):  # the same command also answers in JSON
@@ -356,7 +359,10 @@ class Session:
     def execute(self, block: Block) -> None:
         self.restart_changed()
         mark = MARK.match(block.mark) if block.mark else None
-        if mark and mark["service"]:
+        if block.lang == "python":  # a script: it must run; what it prints is its own
+            script = f".venv/bin/python -c {shlex.quote(block.text)}"
+            self.check(self.run(block.where, script, self.home), output=False)
+        elif mark and mark["service"]:
             self.start(mark["service"], block, self.home)
         elif block.mark == "<!-- run: one box per line -->":
             for i, line in enumerate(block.lines()):
