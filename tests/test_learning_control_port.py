@@ -24,8 +24,9 @@ import pytest
 
 from cloud_hub.learning import fleet_gateway
 from cloud_hub.learning.localfed import gated_superlink, telemetry_db
-from cloud_hub.learning.pki import make_node_key
+from cloud_hub.learning.pki import make_node_key, make_tls
 from cloud_hub.learning.superlink import APP_DIR, FederationError, SuperLink, SuperLinkConfig
+from edge_agent.http_limits import ServerLimits
 from edge_agent.mesh.netns import Lan, NetnsUnavailable
 from edge_agent.predictor.supernode import (
     LEGACY_GRPC_ENV,
@@ -122,6 +123,29 @@ async def test_gateway_passes_fleet_calls_on_and_nothing_else(
             )  # fmt: skip
             assert status == 413 and b"Maximum request body size 1000 exceeded" in body
         assert gateway.forwarded == 1
+
+
+@pytest.mark.asyncio
+async def test_gateway_cuts_a_slow_head_and_keeps_serving(tmp_path: Path) -> None:
+    """The gateway faces the LAN like the hub's API: a head that never ends gets 408."""
+    tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
+    upstream = free_loopback_port()  # nothing listens: only the gateway's own answers matter
+    limits = ServerLimits(header_timeout_s=0.3, body_timeout_s=5.0, max_connections=64)
+    gateway = fleet_gateway.FleetGateway("127.0.0.1", free_loopback_port(), upstream, tls, limits)
+    await gateway.start()
+    try:
+        ctx = ssl.create_default_context(cafile=str(tls.ca_cert))
+        reader, writer = await asyncio.open_connection("127.0.0.1", gateway.port, ssl=ctx)
+        writer.write(b"POST /v1/fleet/get-run HTTP/1.1\r\nHost: x\r\n")  # and no blank line
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(), 10)
+        writer.close()
+        assert answer.split(b"\r\n", 1)[0].split()[1] == b"408", answer
+        assert gateway.guard.counts["header_timeout"] == 1
+        status, _ = await asyncio.to_thread(_post, gateway.port, tls.ca_cert, "GET", "/docs")
+        assert status == 404  # still serving (and still refusing all but the Fleet API)
+    finally:
+        await gateway.stop()
 
 
 def _ask(proc: subprocess.Popen[bytes], command: str, timeout_s: float = 60.0) -> Any:

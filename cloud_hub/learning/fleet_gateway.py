@@ -21,6 +21,8 @@ import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
+from edge_agent.http_limits import ConnectionGuard, GuardedSite, ServerLimits, app_runner
+
 if TYPE_CHECKING:
     from cloud_hub.learning.pki import TlsFiles
 
@@ -75,9 +77,21 @@ async def _capped(request: web.Request) -> AsyncIterator[bytes]:
 class FleetGateway:
     """A TLS listener on ``host:port`` that forwards Fleet API calls to the loopback SuperLink."""
 
-    def __init__(self, host: str, port: int, upstream_port: int, tls: TlsFiles) -> None:
-        """Describe the gateway; nothing listens until start()."""
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        upstream_port: int,
+        tls: TlsFiles,
+        limits: ServerLimits | None = None,
+    ) -> None:
+        """Describe the gateway; nothing listens until start().
+
+        ``limits``: its connection cap and header timeout (it faces the LAN like the hub's
+        API does); the defaults of ``ServerLimits`` when not given.
+        """
         self.host, self.port = host, port
+        self.guard = ConnectionGuard(limits or ServerLimits())
         self.upstream = f"https://127.0.0.1:{upstream_port}"
         self.tls = tls
         self.refused = 0  # requests for anything but a Fleet call (e.g. the Control API)
@@ -102,9 +116,9 @@ class FleetGateway:
         )
         app = web.Application(client_max_size=0)
         app.router.add_route("*", "/{path:.*}", self._handle)
-        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        self._runner = app_runner(app)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, ssl_context=server_ctx)
+        site = GuardedSite(self._runner, self.host, self.port, self.guard, ssl_context=server_ctx)
         try:
             await site.start()
         except OSError:
