@@ -61,6 +61,8 @@ SERVICES = {
     "agent": (".local/share/hetmesh/agent.json", ".config/hetmesh/agent.toml"),
     "hub": (".local/share/hetmesh-hub/hub.json", ""),
 }
+#: What the text after a service's block says it writes under HOME: a JSON file and its keys.
+WRITES = {"hub": (".local/share/hetmesh-hub/secrets.json", {"join_token", "admin_token"})}
 PLACEHOLDER = re.compile(r"\[|\||\b[A-Z][A-Z0-9_.-]*[A-Z]\b")
 
 
@@ -330,6 +332,17 @@ class Session:
                 for url in re.findall(r"http://[\w.:/]+", block.text):  # what its comment names
                     if self.run(block.where, f"curl -sf {url}", home).rc != 0:
                         self.failures.append(f"{block.where}: {url} does not answer")
+                if name in WRITES:
+                    file, keys = WRITES[name]
+                    found = (
+                        json.loads((home / file).read_text(encoding="utf-8"))
+                        if (home / file).exists()
+                        else {}
+                    )
+                    if not keys <= set(found):
+                        self.failures.append(
+                            f"{block.where}: ~/{file} lacks {sorted(keys - set(found))}"
+                        )
                 return
             time.sleep(0.2)
         self.failures.append(f"{block.where}: {name} did not come up: {self.stop(name)}")
