@@ -234,12 +234,13 @@ class Session:
     failures: list[str] = field(default_factory=list)
 
     def env(self, home: Path, venv_on_path: bool = False) -> dict[str, str]:
+        """A new user's environment: HOME, no venv on PATH, no hetmesh or Python overrides."""
         venv_bin = str(Path(sys.prefix) / "bin")
         path = [p for p in os.environ.get("PATH", "").split(":") if p and p != venv_bin]
         keep = {
             k: v
             for k, v in os.environ.items()
-            if not k.startswith(("EDGE_AGENT_", "CLOUD_HUB_", "VIRTUAL_ENV"))
+            if not k.startswith(("EDGE_AGENT_", "CLOUD_HUB_", "VIRTUAL_ENV", "PYTHONPATH"))
         }
         return {
             **keep,
@@ -248,9 +249,11 @@ class Session:
         }
 
     def argv(self, script: str) -> list[str]:
+        """bash running ``script`` in the test's network namespace."""
         return ["ip", "netns", "exec", self.netns, "bash", "-c", script]
 
     def fill(self, line: str) -> str:
+        """Return ``line`` with the placeholders known so far filled in."""
         for name, value in self.values.items():
             line = line.replace(name, value)
         return line
