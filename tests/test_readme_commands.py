@@ -164,6 +164,9 @@ def _prometheus(ran: Ran, state: Session) -> None:
     sample = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? \S+")
     for ln in ran.out.splitlines():
         assert ln.startswith(("# HELP ", "# TYPE ")) or sample.fullmatch(ln), ln
+    url = re.search(r"(\S+:\d+)/metrics", ran.line).group(1)  # type: ignore[union-attr]
+    api = state.run(ran.where, f"curl -sf {url}/v1/openapi.json", state.home)  # "for the API"
+    assert api.rc == 0 and "openapi" in json.loads(api.out), f"{url}/v1/openapi.json: {api.rc}"
 
 
 def _mode_0600(ran: Ran, state: Session) -> None:
