@@ -436,7 +436,10 @@ def test_every_fence_is_classified() -> None:
     """Every fence names its language; every sh block's mark is one the runner knows."""
     for doc in DOCS:
         for block in blocks(doc):
-            assert block.lang, f"{block.where}: a fence without a language (sh, text, json, ...)"
+            assert block.lang, (
+                f"{block.where}: a fence without a language: sh (runs, or mark it"
+                " <!-- not run: WHY -->; see this file's docstring), text, json, python, ..."
+            )
             if block.lang in ("sh", "python") and block.mark:
                 assert MARK.match(block.mark), f"{block.where}: unknown mark {block.mark!r}"
     assert any(not b.mark for b in shell_blocks()), "no block runs"
