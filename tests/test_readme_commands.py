@@ -433,7 +433,7 @@ def clone(tmp_path: Path) -> Path:
 
 
 def test_every_fence_is_classified() -> None:
-    """Every fence names its language; every sh block's mark is one the runner knows."""
+    """Every fence names its language, every mark is one the runner knows, all sh is bash."""
     for doc in DOCS:
         for block in blocks(doc):
             assert block.lang, (
@@ -442,6 +442,11 @@ def test_every_fence_is_classified() -> None:
             )
             if block.lang in ("sh", "python") and block.mark:
                 assert MARK.match(block.mark), f"{block.where}: unknown mark {block.mark!r}"
+            if block.lang == "sh" and block.mark != "<!-- synopsis -->":  # run or not: valid
+                parsed = subprocess.run(
+                    ["bash", "-n"], input=block.text.encode(), capture_output=True
+                )
+                assert parsed.returncode == 0, f"{block.where}: {parsed.stderr.decode()}"
     assert any(not b.mark for b in shell_blocks()), "no block runs"
 
 
