@@ -37,7 +37,7 @@ HUB = web.AppKey("hub", Hub)
 #: The agent's id, its key and the nonce of a request whose signature held: its answer is signed.
 _VERIFIED = web.RequestKey("hub_verified", tuple[str, FleetKey, str])
 DASHBOARD = Path(__file__).with_name("dashboard")
-#: The agents' status page folder: its base.css is the dashboard's too (one copy).
+#: The agents' status page folder: its base.css and common.js are the dashboard's too.
 STATUS_PAGE = Path(edge_agent.agent.__file__).with_name("status_page")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -143,6 +143,7 @@ async def _heartbeat(request: web.Request) -> web.Response:
     doc = parse_json_body(body)
     hb = wire.heartbeat(doc)
     hub.reevaluator.observe(agent_id, doc)  # its grid, work and move outcomes (re-evaluation)
+    hub.mesh_links.observe(agent_id, doc, hub.clock())  # its mesh peers, state and RTT
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
     reply: dict[str, Any] = {
         "ok": True,
@@ -266,9 +267,14 @@ async def _index(request: web.Request) -> web.FileResponse:
     return web.FileResponse(DASHBOARD / "index.html", headers=_PAGE_HEADERS)
 
 
-async def _base_css(request: web.Request) -> web.FileResponse:
-    """The stylesheet the dashboard shares with the agents' status page (one copy)."""
-    return web.FileResponse(STATUS_PAGE / "base.css", headers=_PAGE_HEADERS)
+def _shared(name: str) -> Handler:
+    """Serve a file the dashboard shares with the agents' status page (one copy: base.css,
+    common.js)."""
+
+    async def handler(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATUS_PAGE / name, headers=_PAGE_HEADERS)
+
+    return handler
 
 
 def make_app(
@@ -321,7 +327,8 @@ def make_app(
     r.add_get("/v1/openapi.json", _openapi)
     r.add_get("/metrics", _metrics)
     r.add_get("/", _index)
-    r.add_get("/base.css", _base_css)
+    r.add_get("/base.css", _shared("base.css"))
+    r.add_get("/common.js", _shared("common.js"))
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
     models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app
