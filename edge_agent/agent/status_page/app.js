@@ -90,7 +90,7 @@ function renderMesh(doc) {
     state.dataset.state = p.state;
     state.append(el("span", p.state, "badge peer-" + p.state));
     tr.append(el("td", p.agent_id, "mono"), state, el("td", rtt(p.rtt_ms), "num rtt"));
-    tr.append(el("td", p.address, "mono"), el("td", (p.kinds || []).join(", ")));
+    tr.append(el("td", p.address, "mono"), el("td", p.kinds || "", "mono"));
     tr.append(el("td", ago(Date.now() / 1000 - p.seen_ago_s)));
     return tr;
   }));
@@ -127,25 +127,28 @@ function renderPolicy(doc) {
 }
 
 async function poll() {
+  let doc = null;
   try {
     const resp = await fetch("/v1/status", {cache: "no-store"});
     if (!resp.ok) throw new Error("status " + resp.status);
-    const doc = await resp.json();
-    live = true;
-    renderHealth(doc);
-    renderDevices(doc);
-    renderTasks(doc);
-    renderDeferred(doc);
-    renderMesh(doc);
-    renderHub(doc);
-    renderPolicy(doc);
-    document.body.classList.remove("loading");
+    doc = await resp.json();
   } catch (err) {
-    live = false;
+    doc = null;  // the agent is not answering; keep the last data shown
   }
+  live = doc !== null;
   const conn = document.getElementById("conn");
   conn.textContent = live ? "live" : "agent not answering";
   conn.className = "conn " + (live ? "up" : "down");
+  if (!live) return;
+  // a rendering error is a page error (not "agent not answering")
+  renderHealth(doc);
+  renderDevices(doc);
+  renderTasks(doc);
+  renderDeferred(doc);
+  renderMesh(doc);
+  renderHub(doc);
+  renderPolicy(doc);
+  document.body.classList.remove("loading");
 }
 
 poll();
