@@ -111,9 +111,7 @@ def carbon_view(sites: Mapping[str, SiteReport], now: float) -> list[dict[str, A
     hour = math.floor(now / HOUR_S)
     for agent_id in sorted(sites):
         site = sites[agent_id]
-        ahead = [
-            (g, site.hour + i) for i, g in enumerate(site.forecast) if site.hour + i >= hour
-        ]
+        ahead = [(g, site.hour + i) for i, g in enumerate(site.forecast) if site.hour + i >= hour]
         now_g = ahead[0][0] if ahead and ahead[0][1] == hour else None
         clean = min(ahead) if ahead else None  # the earliest of the cleanest hours
         out.append(

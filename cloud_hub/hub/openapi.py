@@ -107,9 +107,11 @@ def document() -> dict[str, Any]:
                     params=[{**_AGENT, "name": "version", "schema": {"type": "integer"}}],
                 )
             },
-            "/v1/learning": {"get": _op(
+            "/v1/learning": {
+                "get": _op(
                     "federated runs (run_id a string: 64-bit), models and per-agent predictor error"
-                )},
+                )
+            },
             "/v1/learning/runs": {"post": _op("start a federated run now", security=_ADMIN)},
             "/v1/agents/{agent_id}/learning": {
                 "post": _op(

@@ -3,8 +3,8 @@
 It needs nothing but the agent itself, so it works with no hub configured or the hub gone:
 health, devices with live utilization, the queue (deferred tasks counted, each listed with
 its ``held_until``), recent tasks with their decision summary, the mesh peers with their
-state and round-trip time, the hub link's state and the policy in force. The page's static files are in
-``status_page/`` beside this module; it polls ``/v1/status`` once a second.
+state and round-trip time, the hub link's state and the policy in force. The page's static
+files are in ``status_page/`` beside this module; it polls ``/v1/status`` once a second.
 """
 
 from __future__ import annotations
