@@ -239,7 +239,10 @@ async def test_dashboard_shows_mesh_carbon_deferred_work_moves_and_the_true_run_
                 assert await peers.inner_text() == b
 
             # carbon: each site's intensity now and its next clean window
-            next_hour = datetime.fromtimestamp(hour0 + H, UTC).strftime("%H:%M UTC")
+            # (the page names the date too when the hour is not today, UTC)
+            clean_at = datetime.fromtimestamp(hour0 + H, UTC)
+            today = clean_at.date() == datetime.now(UTC).date()
+            next_hour = clean_at.strftime("%H:%M UTC" if today else "%Y-%m-%d %H:%M UTC")
             dirty_row = await page.locator('#carbon tr[data-site="dirty"] td').all_inner_texts()
             assert dirty_row == ["dirty", "500 g/kWh", f"400 g/kWh from {next_hour}"], dirty_row
             clean_row = await page.locator('#carbon tr[data-site="clean"] td').all_inner_texts()
@@ -249,7 +252,9 @@ async def test_dashboard_shows_mesh_carbon_deferred_work_moves_and_the_true_run_
             for task in held:
                 cells = page.locator(f'#deferred tr[data-task="{task["id"]}"] td')
                 cells_text = await cells.all_inner_texts()
-                until_hm = task["held_until"][11:16] + " UTC"
+                held_at = datetime.fromisoformat(task["held_until"])
+                same_day = held_at.date() == datetime.now(UTC).date()
+                until_hm = held_at.strftime("%H:%M UTC" if same_day else "%Y-%m-%d %H:%M UTC")
                 assert cells_text[:3] == ["dirty", task["id"][:12], until_hm], cells_text
 
             # learning: the run id exactly, as a string, and the run's node count

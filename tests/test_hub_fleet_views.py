@@ -106,3 +106,17 @@ def test_carbon_now_and_the_next_clean_window() -> None:
         ("dirty", "t1", (HOUR + 1) * H),
         ("dirty", "t2", (HOUR + 2) * H),
     ]
+
+
+def test_a_task_held_for_an_accepted_move_is_listed_as_moving() -> None:
+    moves = [
+        {"state": "accepted", "queued": False, "origin": "dirty", "task_id": "t9",
+         "start_at": 5.0, "target": "clean"},
+        {"state": "done", "queued": False, "origin": "dirty", "task_id": "t8",
+         "start_at": 1.0, "target": "clean"},
+        {"state": "accepted", "queued": True, "origin": "dirty", "task_id": "t7",
+         "start_at": 1.0, "target": "clean"},
+    ]  # fmt: skip
+    [held] = deferred_view({}, moves)  # done: ran there; queued: never held
+    assert held["task_id"] == "t9" and held["held_until"] == 5.0
+    assert held["agent_id"] == "dirty" and held["moving_to"] == "clean"

@@ -7,14 +7,15 @@
   ``mesh_id`` each heartbeat states.
 * **Carbon**: each site's intensity now and its next clean window (the cleanest hour of its
   forecast from now on), from the re-evaluator's site reports.
-* **Deferred**: the tasks each site holds for a later hour, from the same reports.
+* **Deferred**: the tasks each site holds for a later hour, from the same reports, and those
+  held until a move to a cleaner site (accepted moves).
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -127,8 +128,15 @@ def carbon_view(sites: Mapping[str, SiteReport], now: float) -> list[dict[str, A
     return out
 
 
-def deferred_view(sites: Mapping[str, SiteReport]) -> list[dict[str, Any]]:
-    """Return the tasks each site holds for a later hour, earliest release first."""
+def deferred_view(
+    sites: Mapping[str, SiteReport], moves: Iterable[Mapping[str, Any]] = ()
+) -> list[dict[str, Any]]:
+    """Return the tasks each site holds for a later hour, earliest release first.
+
+    A deferred task whose move its origin accepted is no longer in the origin's report (it
+    is never offered twice) but is still held there until the target's clean hour: it is
+    listed from the move (``moving_to`` the target, ``held_until`` the move's ``start_at``).
+    """
     out = [
         {
             "agent_id": agent_id,
@@ -137,9 +145,25 @@ def deferred_view(sites: Mapping[str, SiteReport]) -> list[dict[str, Any]]:
             "latest_start": w.latest_start,
             "deadline_at": w.deadline_at,
             "g_per_kwh": w.g_per_kwh,
+            "moving_to": None,
         }
         for agent_id, site in sites.items()
         for w in site.deferred
         if not w.queued
     ]
+    listed = {(d["agent_id"], d["task_id"]) for d in out}
+    for m in moves:
+        if m["state"] != "accepted" or m["queued"] or (m["origin"], m["task_id"]) in listed:
+            continue
+        out.append(
+            {
+                "agent_id": m["origin"],
+                "task_id": m["task_id"],
+                "held_until": m["start_at"],
+                "latest_start": None,
+                "deadline_at": None,
+                "g_per_kwh": None,
+                "moving_to": m["target"],
+            }
+        )
     return sorted(out, key=lambda d: (d["held_until"], d["agent_id"], d["task_id"]))

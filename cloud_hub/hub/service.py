@@ -150,6 +150,7 @@ class Hub:
             | r["payload"]
             for r in await self.store.records("decision", RECENT_DECISIONS)
         ]
+        moves = self.reevaluator.executed()
         return {
             "ok": True,
             "now": now,
@@ -163,8 +164,8 @@ class Hub:
             "throughput": summarize(await self.store.task_outcomes(now - WINDOW_S), WINDOW_S),
             "mesh": self.mesh_links.view(states),
             "carbon": carbon_view(self.reevaluator.sites, now),
-            "deferred": deferred_view(self.reevaluator.sites),
-            "moves": self.reevaluator.executed()[:RECENT_MOVES],
+            "deferred": deferred_view(self.reevaluator.sites, moves),
+            "moves": moves[:RECENT_MOVES],
         }
 
     async def retain(self) -> int:

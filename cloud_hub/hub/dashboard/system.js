@@ -10,6 +10,10 @@ function trustedPeers(snap, agentId) {
     .map((l) => l.to);
 }
 
+function grams(g) {
+  return (g !== 0 && Math.abs(g) < 0.01 ? g.toExponential(2) : g.toPrecision(3)) + " g";
+}
+
 function renderMesh(snap, ago) {
   fill("mesh", (snap.mesh || []).map((l) => {
     const tr = el("tr");
@@ -52,7 +56,11 @@ function renderDeferred(snap) {
     const task = el("td", d.task_id.slice(0, 12), "mono");
     task.title = d.task_id;
     tr.append(el("td", d.agent_id, "mono"), task, el("td", utc(d.held_until), "held"));
-    tr.append(el("td", utc(d.latest_start)), el("td", d.g_per_kwh.toFixed(0), "num"));
+    if (d.moving_to) {
+      tr.append(el("td", "then moves to " + d.moving_to, "why moving"), el("td", "—", "num"));
+    } else {
+      tr.append(el("td", utc(d.latest_start)), el("td", d.g_per_kwh.toFixed(0), "num"));
+    }
     return tr;
   }));
 }
@@ -68,7 +76,7 @@ function renderMoves(snap) {
       (m.state === "refused" || m.state === "failed" || m.state === "expired"
         ? ": " + (m.reason || "") : "");
     tr.append(task, el("td", m.origin + " → " + m.target, "mono"));
-    tr.append(el("td", m.saving_g.toPrecision(3) + " g", "num"));
+    tr.append(el("td", grams(m.saving_g), "num"));
     tr.append(el("td", outcome, "why outcome move-" + m.state));
     return tr;
   }));
