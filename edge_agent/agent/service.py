@@ -412,6 +412,7 @@ class Agent:
     async def _started(self, job: Job) -> bool:
         if job.cancelled or not await self.store.started(job.task_id):
             return False
+        self.placer.started(job.decision)  # its queue charge now shrinks as it runs
         device = self.fleet.device(job.decision.device_ids[0])
         if self.meters.measures(device):
             job.energy_start = await asyncio.to_thread(self.meters.read, device)
