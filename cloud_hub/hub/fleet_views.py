@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cloud_hub.hub.reevaluate import SiteReport
+from cloud_hub.hub.reevaluate import SiteReport, mesh_ids
 from edge_agent.carbon_series import HOUR_S
 from edge_agent.errors import InvalidInput
 
@@ -40,9 +40,7 @@ class Link:
 
 def parse_links(doc: Mapping[str, Any]) -> tuple[str | None, tuple[Link, ...]]:
     """Return a heartbeat's (``mesh_id``, ``peer_links``); InvalidInput names a bad field."""
-    mesh_id = doc.get("mesh_id")
-    if mesh_id is not None and (not isinstance(mesh_id, str) or not _ID.match(mesh_id)):
-        raise InvalidInput(f"body.mesh_id: expected 1-64 of A-Z a-z 0-9 . _ -, got {mesh_id!r}")
+    mesh_id = mesh_ids(doc)[0]
     items = doc.get("peer_links") or []
     if not isinstance(items, list) or len(items) > MAX_LINKS:
         raise InvalidInput(f"body.peer_links: expected a list of at most {MAX_LINKS} objects")
