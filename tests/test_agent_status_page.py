@@ -57,6 +57,8 @@ async def test_status_page_shows_devices_tasks_and_no_hub(
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     await page.goto(str(client.make_url("/")))
     await page.wait_for_selector("#conn.up", timeout=10_000)
+    assert await page.title() == "hetmesh agent"  # the head shared with the dashboard
+    assert await page.locator('meta[name="viewport"]').count() == 1
     assert await page.locator("#status").inner_text() == "ok"
     # the shared stylesheet (base.css, one copy for the status page and the dashboard) applied
     background = "getComputedStyle(document.body).backgroundColor"

@@ -122,6 +122,8 @@ async def test_dashboard_shows_fleet_and_an_agent_going_offline(
                 f'tr[data-agent="{name}"] td.state[data-state="online"]', timeout=10_000
             )
         await page.wait_for_selector("#conn.up", timeout=5_000)
+        assert await page.title() == "hetmesh fleet"  # the head shared with the status page
+        assert await page.locator('meta[name="viewport"]').count() == 1
         # the shared stylesheet (base.css, one copy for the status page and the dashboard) applied
         background = "getComputedStyle(document.body).backgroundColor"
         assert await page.evaluate(background) == "rgb(246, 247, 249)"

@@ -25,6 +25,7 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
+from edge_agent.agent.page import PAGE_HEADERS, html_page, page_handler
 from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
@@ -260,19 +261,12 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-_PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
-
-
-async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(DASHBOARD / "index.html", headers=_PAGE_HEADERS)
-
-
 def _shared(name: str) -> Handler:
     """Serve a file the dashboard shares with the agents' status page (one copy: base.css,
     common.js)."""
 
     async def handler(request: web.Request) -> web.FileResponse:
-        return web.FileResponse(STATUS_PAGE / name, headers=_PAGE_HEADERS)
+        return web.FileResponse(STATUS_PAGE / name, headers=PAGE_HEADERS)
 
     return handler
 
@@ -326,7 +320,13 @@ def make_app(
     r.add_get("/v1/reevaluation", _reevaluation)
     r.add_get("/v1/openapi.json", _openapi)
     r.add_get("/metrics", _metrics)
-    r.add_get("/", _index)
+    dashboard = html_page(
+        DASHBOARD / "body.html",
+        "hetmesh fleet",
+        ["/base.css", "/dashboard/style.css"],
+        ["/common.js", "/dashboard/system.js", "/dashboard/app.js", "/dashboard/learning.js"],
+    )
+    r.add_get("/", page_handler(dashboard))
     r.add_get("/base.css", _shared("base.css"))
     r.add_get("/common.js", _shared("common.js"))
     r.add_static("/dashboard/", DASHBOARD, append_version=False)

@@ -16,6 +16,7 @@ from aiohttp import web
 
 from edge_agent.agent.deferral import held_until
 from edge_agent.agent.hub_devices import DeviceReporter
+from edge_agent.agent.page import html_page, page_handler
 from edge_agent.agent.service import Agent
 
 STATUS_PAGE = Path(__file__).with_name("status_page")
@@ -23,7 +24,6 @@ STATUS_PAGE = Path(__file__).with_name("status_page")
 RECENT_TASKS = 15
 #: Deferred (held) tasks the page lists; the queue figure counts them all.
 DEFERRED_TASKS = 50
-_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
 _TASK_FIELDS = ("id", "state", "device", "tenant", "priority", "submitted_at", "finished_at")
 
 
@@ -73,10 +73,6 @@ def _mesh(agent: Agent) -> dict[str, Any]:
     return {"enabled": True, "agent_id": doc["agent_id"], "peers": doc["peers"]}
 
 
-async def _page(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATUS_PAGE / "index.html", headers=_HEADERS)
-
-
 def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> None:
     """Serve the status page at ``/`` (files under ``/status/``) and its data at ``/v1/status``."""
 
@@ -91,6 +87,12 @@ def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> Non
             reporters[id(agent)] = reporter
         return web.json_response(await status_document(agent, reporter))
 
-    app.router.add_get("/", _page)
+    page = html_page(
+        STATUS_PAGE / "body.html",
+        "hetmesh agent",
+        ["/status/base.css", "/status/style.css"],
+        ["/status/common.js", "/status/app.js"],
+    )
+    app.router.add_get("/", page_handler(page))
     app.router.add_get("/v1/status", status)
     app.router.add_static("/status/", STATUS_PAGE, append_version=False)
