@@ -322,7 +322,8 @@ def make_app(
     r.add_get("/metrics", _metrics)
     dashboard = html_page(
         DASHBOARD / "body.html",
-        "hetmesh fleet",
+        "fleet",
+        "agents by state",
         ["/base.css", "/dashboard/style.css"],
         ["/common.js", "/dashboard/system.js", "/dashboard/app.js", "/dashboard/learning.js"],
     )

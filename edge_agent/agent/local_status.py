@@ -89,7 +89,8 @@ def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> Non
 
     page = html_page(
         STATUS_PAGE / "body.html",
-        "hetmesh agent",
+        "agent",
+        "agent health",
         ["/status/base.css", "/status/style.css"],
         ["/status/common.js", "/status/app.js"],
     )

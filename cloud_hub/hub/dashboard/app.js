@@ -27,7 +27,7 @@ function stateOf(agent) {
 }
 
 function renderCounts(counts) {
-  const box = document.getElementById("counts");
+  const box = document.getElementById("summary");
   box.replaceChildren(...STATES.map((s) => {
     const chip = el("span", counts[s] + " " + s, "chip state-" + s);
     chip.dataset.state = s;
@@ -142,6 +142,7 @@ function render() {
   renderDecisions();
   renderPolicies();
   renderSystem(snap, ago);
+  document.body.classList.remove("loading");
 }
 
 function connect() {
@@ -152,7 +153,15 @@ function connect() {
     live = true;
     render();
   });
-  source.onerror = () => { live = false; render(); };  // EventSource reconnects by itself
+  source.onerror = () => {  // EventSource reconnects by itself
+    live = false;
+    if (!snap) {
+      const conn = document.getElementById("conn");
+      conn.textContent = "hub not answering";
+      conn.className = "conn down";
+    }
+    render();
+  };
 }
 
 connect();
