@@ -43,8 +43,23 @@ _errors = json_errors("the agent", {IdempotencyConflict: 409})
 
 
 async def _json(request: web.Request) -> Any:
-    """Return the request's JSON body; 400 naming the problem when it is not JSON."""
-    return parse_json_body(await request.read())
+    """Return the request's JSON body; 400 naming the problem when it is not JSON.
+
+    JSON has one number type: ``640.0`` is the integer 640 (as JSON Schema says too), so
+    whole floats are read as ints and an integer field given as ``640.0`` is accepted.
+    """
+    return _whole(parse_json_body(await request.read()))
+
+
+def _whole(value: Any) -> Any:
+    """Return ``value`` with every float that is a whole number as an int."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _whole(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_whole(v) for v in value]
+    return value
 
 
 def _key(request: web.Request) -> str | None:
@@ -238,7 +253,11 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _openapi(request: web.Request) -> web.Response:
-    return web.json_response(document())
+    """This agent's document: its models, its command allowlist, its mesh routes if on."""
+    intake = request.app[AGENT].intake
+    models = await asyncio.to_thread(intake.models)
+    allowed = sorted(intake.allowlist)
+    return web.json_response(document(models, allowed, request.app[CONFIG].mesh_on))
 
 
 async def _pools(request: web.Request) -> web.Response:
