@@ -22,7 +22,13 @@ from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
 from edge_agent.agent.openapi import document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
-from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_errors import (
+    ApiError,
+    json_errors,
+    missing_files,
+    parse_json_body,
+    whole_numbers,
+)
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 
@@ -48,18 +54,7 @@ async def _json(request: web.Request) -> Any:
     JSON has one number type: ``640.0`` is the integer 640 (as JSON Schema says too), so
     whole floats are read as ints and an integer field given as ``640.0`` is accepted.
     """
-    return _whole(parse_json_body(await request.read()))
-
-
-def _whole(value: Any) -> Any:
-    """Return ``value`` with every float that is a whole number as an int."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _whole(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_whole(v) for v in value]
-    return value
+    return whole_numbers(parse_json_body(await request.read()))
 
 
 def _key(request: web.Request) -> str | None:
