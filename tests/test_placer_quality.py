@@ -15,24 +15,13 @@ from edge_agent.placement import (
     Policy,
     TaskContract,
     devices_from_profiles,
-    native_available,
 )
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN, PROBE_EVERY
 from edge_agent.resources.profiles import load_profile
 from edge_agent.resources.vocab import DeviceKind, Health, ModelFormat, Precision
 from edge_agent.tasks.contract import Requirements, Semantics
 
-BACKENDS = pytest.mark.parametrize(
-    "backend",
-    [
-        pytest.param(
-            "native",
-            marks=pytest.mark.skipif(not native_available(), reason="compiled kernel not built"),
-        ),
-        "python",
-    ],
-)
-GB = 1e9
+GB = 1e9  # tests taking ``backend`` run on both kernels (the conftest fixture)
 
 
 def dev(
@@ -72,7 +61,6 @@ def placer(devices: list[Device], backend: str, policy: str = "latency-first", *
     return Placer(devices, Policy.template(policy), backend=backend, **kw)  # type: ignore[arg-type]
 
 
-@BACKENDS
 def test_64_in_flight_converge_to_the_true_slowdown_without_touching_a_clamp(backend: str) -> None:
     """64 tasks in flight on a device truly 1.8x slower, 10% noise: the factor ends at 1.8."""
     p = placer([dev("gpu", int8=1000)], backend)
@@ -103,7 +91,6 @@ def test_both_backends_learn_the_same_factor() -> None:
     assert factors[0] == factors[1]
 
 
-@BACKENDS
 def test_a_factor_pinned_at_the_ceiling_is_probed_and_recovers(backend: str) -> None:
     """A wrong 50x factor: bounded probes measure the device again and the factor comes down."""
     p = placer([dev("gpu", int8=1000), dev("npu", DeviceKind.NPU, int8=5000)], backend)
@@ -119,7 +106,6 @@ def test_a_factor_pinned_at_the_ceiling_is_probed_and_recovers(backend: str) -> 
     assert chosen[-PROBE_EVERY:].count("npu") > PROBE_EVERY // 2  # the fast NPU is used again
 
 
-@BACKENDS
 def test_probes_are_bounded_when_the_factor_is_right(backend: str) -> None:
     """A device truly 50x slow stays at its clamp except for one probe in PROBE_EVERY."""
     p = placer([dev("gpu", int8=1000), dev("npu", DeviceKind.NPU, int8=5000)], backend)
@@ -172,7 +158,6 @@ def test_an_unknown_model_starts_from_the_roofline_and_then_says_learned() -> No
     assert again.estimate_source.startswith("learned from measurements (prior: roofline")
 
 
-@BACKENDS
 def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> None:
     p = placer([dev("a", int8=5000), dev("b", int8=1000), dev("c", int8=100)], backend)
     d = p.place_one(task(), candidates={"b", "c"})
@@ -191,7 +176,6 @@ def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> No
         p.place_one(task(), candidates=["zz"])
 
 
-@BACKENDS
 def test_a_format_set_and_the_any_format_default(backend: str) -> None:
     fleet = [
         dev("hailo", DeviceKind.NPU, int8=26000, fmt=ModelFormat.HEF),
@@ -209,7 +193,6 @@ def test_a_format_set_and_the_any_format_default(backend: str) -> None:
     assert TaskContract.from_dict(doc.to_dict()) == doc
 
 
-@BACKENDS
 def test_each_device_runs_the_fastest_precision_the_contract_allows(backend: str) -> None:
     """int8 or fp32 allowed: an fp32-only CPU is costed at fp32, not rejected or as int8."""
     cpu = dev("cpu", DeviceKind.CPU_ARM, fp32=100)
@@ -223,7 +206,6 @@ def test_each_device_runs_the_fastest_precision_the_contract_allows(backend: str
     assert d.service_s == pytest.approx(10.0 / (4000 * 0.5), rel=1e-12)
 
 
-@BACKENDS
 def test_started_work_shrinks_with_time(backend: str) -> None:
     now = [100.0]
     p = placer([dev("gpu", int8=1000)], backend, clock=lambda: now[0])
@@ -241,7 +223,6 @@ def test_started_work_shrinks_with_time(backend: str) -> None:
     assert p.live("gpu")["queued_s"] == pytest.approx(0.0, abs=1e-12)
 
 
-@BACKENDS
 def test_an_impossible_deadline_is_placed_late_unless_dropped(backend: str) -> None:
     p = placer([dev("slow", int8=100), dev("fast", int8=1000)], backend, policy="slo-first")
     d = p.place_one(task(10.0, deadline_s=0.001))
@@ -252,7 +233,6 @@ def test_an_impossible_deadline_is_placed_late_unless_dropped(backend: str) -> N
     assert dropped.rejections() == {"would miss the deadline": 2}
 
 
-@BACKENDS
 def test_slo_first_keeps_the_fast_device_for_the_tight_deadline(backend: str) -> None:
     """A task with slack takes the idle slow device that finishes nearly as early; the tight
     task after it finds the fast one free. Latency-first spends the fast one and misses."""
@@ -269,7 +249,6 @@ def test_slo_first_keeps_the_fast_device_for_the_tight_deadline(backend: str) ->
     assert p.preview(task(10.0)).device_id == "fast"  # without a deadline: the latency
 
 
-@BACKENDS
 def test_balanced_queue_guard_stops_piling_on_a_slow_frugal_device(backend: str) -> None:
     fleet = [dev("frugal", DeviceKind.NPU, int8=1500, watts=1), dev("fast", int8=2000, watts=60)]
     p = placer(fleet, backend, policy="balanced")
