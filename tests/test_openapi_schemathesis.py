@@ -12,8 +12,8 @@ documents declare. Bounded: a fixed seed and a few examples per operation.
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import secrets
 import subprocess
 import sys

@@ -19,7 +19,7 @@ from edge_agent.agent.deferral import held_until
 from edge_agent.agent.intake_queue import SubmitCoalescer
 from edge_agent.agent.local_status import add_status_routes
 from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
-from edge_agent.agent.openapi import document
+from edge_agent.agent.openapi import MAX_BATCH, document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
 from edge_agent.http_errors import (
@@ -37,7 +37,6 @@ _log = logging.getLogger(__name__)
 CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
 SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
-MAX_BATCH = 1000
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
 #: The shortest id prefix taken (git's rule: short prefixes are ambiguous too often).

@@ -32,6 +32,8 @@ _KEY = {
     "description": "a retry with the same key returns the first task, never a second",
 }
 _OBJ: dict[str, Any] = {"type": "object"}
+#: Most contracts in one batch (the route's limit, edge_agent/agent/api.py).
+MAX_BATCH = 1000
 _LIST: dict[str, Any] = {"type": "array", "items": _OBJ}
 
 
@@ -94,13 +96,13 @@ def _task_paths() -> dict[str, Any]:
     contract = {"$ref": "#/components/schemas/Contract"}
     accepted = _ok("accepted and committed", {"created": {"type": "boolean"}, "task": _TASK_REF})
     accepted["links"] = _LINKS
+    tasks = {"type": "array", "items": contract, "minItems": 1, "maxItems": MAX_BATCH}
     batch = {
         "type": "object",
         "required": ["tasks"],
         "additionalProperties": False,
-        "properties": {"tasks": {"type": "array", "items": contract, "minItems": 1}},
+        "properties": {"tasks": tasks},
     }
-    batch["properties"]["tasks"]["maxItems"] = 1000
     listed = {"type": "array", "items": _TASK_REF}
     return {
         "/v1/tasks": {

@@ -119,7 +119,7 @@ def contract_schema(models: Sequence[str], allowlist: Sequence[str]) -> dict[str
         if allowlist
         else {**NEVER, "description": "command tasks are off: the command_allowlist is empty"}
     )
-    ways = [{"required": ["semantics"]}]
+    ways: list[dict[str, Any]] = [{"required": ["semantics"]}]
     if models:
         ways.append({"required": ["model"], "properties": {"model": {"enum": list(models)}}})
     if allowlist:

@@ -11,7 +11,7 @@ from typing import Any
 
 from edge_agent.http_errors import ERROR_SCHEMA
 
-_SIGNED = [{"fleetSignature": []}]
+_SIGNED: list[dict[str, list[str]]] = [{"fleetSignature": []}]
 _REFUSED = {
     "description": "not signed for this member with the fleet key (reason in `error`); "
     "the answer is not signed",
