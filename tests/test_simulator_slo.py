@@ -13,6 +13,7 @@ from cloud_hub.simulator.agents import feasibility
 from cloud_hub.simulator.arrivals import OnOff, onoff_times
 from cloud_hub.simulator.capacity_lp import mix_capacity
 from cloud_hub.simulator.engine import FleetState, Outcome, simulate
+from cloud_hub.simulator.mesh_sites import RULES, MeshSites
 from cloud_hub.simulator.models import model_info
 from cloud_hub.simulator.oracle import ClairvoyantOracle, DatasheetGreedy
 from cloud_hub.simulator.slo_agents import SloAgentChooser
@@ -197,3 +198,33 @@ def test_a_started_call_needing_more_than_the_decision_is_not_made(
     for fn, clock in ((needs_more, None), (takes_at, "at"), (plain, "")):
         monkeypatch.setattr(Placer, "started", fn, raising=False)
         assert slo_agents._started_clock() == clock
+
+
+def test_mesh_sites_alone_stays_home_and_bids_cost_two_messages_per_peer() -> None:
+    sc = published_scenario(0.5, 150, seed=6)
+    memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in sc.truth.types}
+    boxes = len(sc.fleet.boxes)
+    runs = {}
+    for rule in RULES:
+        sites = MeshSites(sc.fleet, Policy.template("latency-first"), rule, sc.feasible)
+        out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, memory), sites)
+        runs[rule] = (sites, out)
+    sites, out = runs["alone"]
+    assert sites.messages == 0
+    for task, dev in zip(sc.tasks, out.device, strict=True):
+        home = [sd.index for sd in sc.fleet.devices_of(task.origin)]
+        assert (
+            dev in home if set(home) & set(sc.feasible[(task.model, task.precision)]) else dev == -1
+        )
+    sites, out = runs["always"]
+    assert sites.messages == 2 * (boxes - 1) * len(sc.tasks)
+    # today's rule asks at least for every task its own box cannot run, and places it
+    sites, out = runs["threshold"]
+    homeless = [
+        t
+        for t in sc.tasks
+        if not {sd.index for sd in sc.fleet.devices_of(t.origin)}
+        & set(sc.feasible[(t.model, t.precision)])
+    ]
+    assert homeless and sites.messages >= 2 * (boxes - 1) * len(homeless)
+    assert all(out.device[t.index] >= 0 for t in sc.tasks)

@@ -63,6 +63,38 @@ STARTED_CLOCK = _started_clock()
 HAS_STARTED = STARTED_CLOCK is not None
 
 
+class StartEvents:
+    """Tells each Placer when its committed tasks start, on the simulated clock.
+
+    A start is reported lazily, at the first event the engine hands over at or after it
+    (before any decision or feedback that could see it), with the true start time.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, int, Placer, Decision]] = []
+        self._seq = 0  # ties in time keep commit order
+
+    def commit(self, start: float, placer: Placer, decision: Decision) -> None:
+        """Remember a committed task that starts at ``start``; a no-op without ``started``."""
+        if HAS_STARTED:
+            heapq.heappush(self._heap, (start, self._seq, placer, decision))
+            self._seq += 1
+
+    def report(self, now: float) -> None:
+        """Call ``started`` for every remembered task that has started by ``now``."""
+        while self._heap and self._heap[0][0] <= now:
+            start, _, placer, decision = heapq.heappop(self._heap)
+            started = getattr(placer, "started", None)
+            if callable(started):
+                started(decision, **({STARTED_CLOCK: start} if STARTED_CLOCK else {}))
+
+
+def report_finished(fleet: Fleet, placer: Placer, decision: Decision, job: Job) -> None:
+    """Give ``placer`` the true service time and energy of a finished job."""
+    power = fleet.devices[job.dev].device.capability.max_power_w
+    placer.feedback(decision, latency_s=job.service, energy_j=power * job.service)
+
+
 def clamp_bounds() -> tuple[float, float] | None:
     """Return the Placer's (lowest, highest) correction factor, or None if it has none."""
     low = getattr(placer_module, "CORRECTION_MIN", None)
@@ -113,7 +145,7 @@ class SloAgentChooser:
         self._health = [Health.ONLINE] * len(fleet.devices)
         self._prepared: dict[tuple[str, str, float, int, str, float], PreparedTask] = {}
         self._open: dict[int, Decision] = {}
-        self._waiting: list[tuple[float, int]] = []  # (start, task index), not yet reported
+        self._starts = StartEvents()
         self._cands: dict[TaskType, tuple[str, ...]] = {}
         self.deadline_retries = 0
         self.place_s = 0.0  # wall time inside Placer.place_one only
@@ -168,17 +200,10 @@ class SloAgentChooser:
             self.place_s += time.perf_counter() - t0
             self.decisions += 1
 
-    def _report_started(self) -> None:
-        while self._waiting and self._waiting[0][0] <= self.now:
-            start, index = heapq.heappop(self._waiting)
-            started = getattr(self.placer, "started", None)
-            if callable(started):
-                started(self._open[index], **({STARTED_CLOCK: start} if STARTED_CLOCK else {}))
-
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
         """Place ``task`` arriving at its box now; None when the Placer places nothing."""
         self.now = now
-        self._report_started()
+        self._starts.report(now)
         self._sync(task)
         deadline = self.deadline_aware and task.max_latency_s > 0
         decision = self._decide(task, self._contract(task, deadline))
@@ -195,17 +220,14 @@ class SloAgentChooser:
                 "the Placer ignored the restriction"
             )
         self._open[task.index] = decision
-        if HAS_STARTED:
-            heapq.heappush(self._waiting, (state.finish_if(task, dev, now)[0], task.index))
+        self._starts.commit(state.finish_if(task, dev, now)[0], self.placer, decision)
         return dev
 
     def finished(self, job: Job, now: float) -> None:
         """Report the start (if not yet), then the true service time and energy."""
         self.now = now
-        self._report_started()
-        decision = self._open.pop(job.task.index)
-        power = self.fleet.devices[job.dev].device.capability.max_power_w
-        self.placer.feedback(decision, latency_s=job.service, energy_j=power * job.service)
+        self._starts.report(now)
+        report_finished(self.fleet, self.placer, self._open.pop(job.task.index), job)
 
     def clamped(self) -> int | None:
         """Return the number of learned factors at a clamp at the end of the run."""

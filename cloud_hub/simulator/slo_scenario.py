@@ -2,9 +2,9 @@
 
 A task's deadline is ``k`` x the fastest time its model can have from where it arrives:
 the least, over the devices that can run it, of shipping its input there plus the
-device's *datasheet* time (the published figure, or the roofline where the scenario's
-truth has none; never the hidden slowdowns, which the operator setting deadlines does not
-know either). ``k`` is 3 (tight), 5 (medium) or 10 (loose), drawn with equal shares.
+device's *datasheet* time (the published figure, or what the scenario's truth takes for
+a pair without one; never the hidden slowdowns, which the operator setting deadlines
+does not know either). ``k`` is 3 (tight), 5 (medium) or 10 (loose), drawn with equal shares.
 
 Load is a fraction of ``capacity_lp.mix_capacity`` over the true mean service times
 (hidden slowdowns and the noise's mean included): the most a perfect router sustains.
@@ -24,7 +24,7 @@ from cloud_hub.simulator.agents import feasibility
 from cloud_hub.simulator.arrivals import OnOff, onoff_times
 from cloud_hub.simulator.capacity_lp import mix_capacity
 from cloud_hub.simulator.fleet import Fleet, load_fleet
-from cloud_hub.simulator.truth import GroundTruth, TaskType
+from cloud_hub.simulator.truth import PUBLISHED, GroundTruth, TaskType
 from cloud_hub.simulator.workload import Task, load_workload, materialize
 
 CLASSES: dict[str, float] = {"tight": 3.0, "medium": 5.0, "loose": 10.0}
@@ -128,12 +128,14 @@ def edge_scenario(
     seed: int,
     *,
     sigma: float = 0.1,
+    published_only: bool = False,
 ) -> Scenario:
     """Return a fleet file + generator workload (the edge example's) with deadlines.
 
     The fleet, mix, truth and noise draws are ``bench_sim_edge``'s; arrivals are its Poisson
     process, but at ``load`` x the LP capacity (``bench_sim_edge`` scales by the runner's
     capacity, which assumes every device serves the whole mix: about 2/3 of the LP's here).
+    ``published_only`` keeps only the pairs timed from a published or measured figure.
     """
     fleet = load_fleet(fleet_path)
     spec = dataclasses.replace(load_workload(workload_path), n_tasks=n_tasks, load=load)
@@ -143,6 +145,10 @@ def edge_scenario(
     # a truth that leaves pairs without a figure out says which (GroundTruth.available)
     available = getattr(truth, "available", None)
     feasible: dict[TaskType, list[int]] = available(kernel_ok) if callable(available) else kernel_ok
+    if published_only:
+        feasible = {
+            tt: [d for d in ds if truth.source[tt][d] in PUBLISHED] for tt, ds in feasible.items()
+        }
     mix: dict[TaskType, float] = {}
     for m in spec.mix:
         tt = (m["model"], m["precision"])
@@ -152,7 +158,7 @@ def edge_scenario(
     tasks, classes = with_deadlines(plain, truth, feasible, seed)
     offered = n_tasks / tasks[-1].t / cap if n_tasks else 0.0
     return Scenario(
-        fleet.name,
+        f"{fleet.name}-published" if published_only else fleet.name,
         fleet,
         truth,
         feasible,
