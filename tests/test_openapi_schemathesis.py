@@ -49,9 +49,12 @@ def _serve(argv: list[str], env: dict[str, str], ready: Path, log: Path) -> Iter
         proc.wait(timeout=30)
 
 
-def _schemathesis(url: str, *extra: str) -> None:
+def _schemathesis(url: str, cwd: Path, *extra: str) -> None:
+    """Run schemathesis in ``cwd`` (its cache goes there) with the repository's config."""
     argv = [
         str(BIN / "schemathesis"),
+        "--config-file",
+        str(ROOT / "schemathesis.toml"),
         "run",
         url,
         "--checks",
@@ -65,7 +68,7 @@ def _schemathesis(url: str, *extra: str) -> None:
         "--no-color",
         *extra,
     ]
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, f"schemathesis found failures:\n{done.stdout}\n{done.stderr}"
     assert re.search(r"(\d+) generated, \1 passed", done.stdout), done.stdout
 
@@ -86,16 +89,18 @@ def hub_port(tmp_path: Path) -> Iterator[int]:
     yield from _serve([*argv, "--data-dir", str(data)], env, data / "hub.json", tmp_path / "h")
 
 
-def test_agent_answers_as_its_document_says(agent_port: int) -> None:
+def test_agent_answers_as_its_document_says(agent_port: int, tmp_path: Path) -> None:
     """Every agent route, the signed mesh routes (mesh on) included, passes every check."""
-    _schemathesis(f"http://127.0.0.1:{agent_port}/v1/openapi.json")
+    _schemathesis(f"http://127.0.0.1:{agent_port}/v1/openapi.json", tmp_path)
 
 
-def test_hub_answers_as_its_document_says(hub_port: int) -> None:
+def test_hub_answers_as_its_document_says(hub_port: int, tmp_path: Path) -> None:
     """Every hub JSON route passes every check, admin routes with the admin token.
 
     ``/v1/events`` is left out: it is a server-sent event stream for the dashboard (it never
     ends, and is not JSON); the dashboard's page and stylesheet are not in the document.
     """
     url = f"http://127.0.0.1:{hub_port}/v1/openapi.json"
-    _schemathesis(url, "--header", f"Authorization: Bearer {ADMIN}", "--exclude-path", "/v1/events")
+    _schemathesis(
+        url, tmp_path, "--header", f"Authorization: Bearer {ADMIN}", "--exclude-path", "/v1/events"
+    )
