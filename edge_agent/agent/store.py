@@ -393,6 +393,9 @@ class Store:
         for key in ("devices", "components", "rejections", "why_not", "spilled_from"):
             row[key] = json.loads(row[key]) if row[key] is not None else None
         row["placed"] = bool(row["placed"])
+        row["why_not"] = store_batch.why_not_of(row)
+        for key in ("device_order", "reasons", "excluded"):  # the why-not's compact source
+            row.pop(key, None)
         return row
 
     async def counts(self) -> dict[str, int]:
