@@ -17,8 +17,8 @@ import pytest
 import sqlite_utils
 
 from edge_agent.agent.db import migrate
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.agent.scheduler import decision_row
+from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.placement import (
     Decision,
@@ -69,7 +69,8 @@ async def test_stored_reason_codes_read_back_as_the_decisions_own_text(tmp_path:
     store = await opened(tmp_path / "a.db")
     contract = TaskContract(Semantics(1.0))
     rows = [r for r, _ in await store.submit([NewTask(contract, f"h{i}") for i in range(4)])]
-    await store.placed([(r["id"], decision_row(d), False) for r, d in zip(rows, found)])
+    pairs = zip(rows, found, strict=True)
+    await store.placed([(r["id"], decision_row(d), False) for r, d in pairs])
     with sqlite3.connect(tmp_path / "a.db") as conn:  # no text stored: the codes are
         stored = conn.execute("SELECT why_not, reasons FROM decisions ORDER BY id").fetchall()
     assert all(why is None and codes for why, codes in stored)
