@@ -9,7 +9,8 @@ the simulator's agents decide), a 1,000-task x 1,024-device batch
 (``Placer.place``), and the speed-up of the native kernel over its pure-Python twin on
 the same batch. Fleets are real board profiles (firmware_profiles/) repeated as boxes;
 tasks mix published model sizes (ResNet-50, MobileNet-v2, YOLOv5s, ...) and precisions.
-Targets (issue 2): single64_p99_us <= 10, batch_1000x1024_ms <= 30, speedup_vs_python >= 100.
+Targets (issue 2): single64_p99_us <= 10, batch_1000x1024_ms <= 30, speedup_vs_python >= 100;
+(issue 13) single64_candidates_p99_us <= 10 (place_one restricted to 16 of 64 devices).
 """
 
 from __future__ import annotations
@@ -86,16 +87,20 @@ def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
 
 
 def single_latency_us(
-    n_devices: int, iterations: int, live: bool = False
+    n_devices: int, iterations: int, live: bool = False, n_candidates: int = 0
 ) -> tuple[float, float, int]:
     """Return (p50, p99, samples) microseconds of place_one over ``n_devices`` devices.
 
     ``live``: each timed decision starts with an ``update_live`` of every device's queue
     (what the simulator's agents do before each decision), included in the time.
+    ``n_candidates`` > 0: each call is restricted to that many devices (``candidates=``).
     """
     placer = Placer(fleet(n_devices), Policy.template("latency-first"))
     ids = placer.device_ids
     prepared = [placer.prepare(t) for t in workload(64)]
+    rng = random.Random(11)
+    # a caller's candidate sets (e.g. per task type), kept as tuples, cycled per call
+    sets = [tuple(rng.sample(ids, n_candidates)) for _ in range(16)] if n_candidates else [None]
     for p in prepared:  # warm: every class known, buffers touched
         placer.release(placer.place_one(p))
     samples = []
@@ -103,11 +108,12 @@ def single_latency_us(
     try:
         for i in range(iterations):
             task = prepared[i % len(prepared)]
+            candidates = sets[i % len(sets)]
             t0 = time.perf_counter_ns()
             if live:
                 for k, device_id in enumerate(ids):
                     placer.update_live(device_id, queued_s=((i + k) % 7) * 1e-3)
-            decision = placer.place_one(task)
+            decision = placer.place_one(task, candidates=candidates)
             samples.append(time.perf_counter_ns() - t0)
             if decision.placed:
                 placer.release(decision)
@@ -141,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     iters = 2000 if args.quick else 20000
     s64 = single_latency_us(64, iters)
     print(f"single task over 64 devices:    p50 {s64[0]:.2f} us  p99 {s64[1]:.2f} us")
+    c64 = single_latency_us(64, iters, n_candidates=16)
+    print(f"64 devices, 16 candidates:      p50 {c64[0]:.2f} us  p99 {c64[1]:.2f} us")
     s1k = single_latency_us(1024, iters // 4)
     print(f"single task over 1024 devices:  p50 {s1k[0]:.2f} us  p99 {s1k[1]:.2f} us")
     l64 = single_latency_us(64, iters // 4, live=True)
@@ -172,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
                 "single64_p50_us": round(s64[0], 2),
                 "single64_p99_us": round(s64[1], 2),
                 "single64_n": s64[2],
+                "single64_candidates_p50_us": round(c64[0], 2),
+                "single64_candidates_p99_us": round(c64[1], 2),
+                "single64_candidates_n": c64[2],
                 "single1024_p50_us": round(s1k[0], 2),
                 "single1024_p99_us": round(s1k[1], 2),
                 "single1024_n": s1k[2],

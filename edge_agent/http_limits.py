@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import resource
+import ssl
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -307,15 +308,17 @@ class GuardedSite(web.BaseSite):
         port: int,
         guard: ConnectionGuard,
         backlog: int = 2048,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
-        super().__init__(runner, backlog=backlog)
+        super().__init__(runner, backlog=backlog, ssl_context=ssl_context)
         self._host, self._port, self._guard = host, port, guard
 
     @property
     def name(self) -> str:
         """Return the site's URL."""
         host = f"[{self._host}]" if ":" in self._host else self._host
-        return f"http://{host}:{self._port}"
+        scheme = "https" if self._ssl_context is not None else "http"
+        return f"{scheme}://{host}:{self._port}"
 
     async def start(self) -> None:
         """Listen; every connection is admitted by the guard first."""
@@ -328,6 +331,7 @@ class GuardedSite(web.BaseSite):
             self._port,
             backlog=self._backlog,
             reuse_address=True,
+            ssl=self._ssl_context,  # the guard sees the decrypted stream (its heads and bodies)
         )
 
 

@@ -14,9 +14,11 @@
 
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
-    HM_NORM_FLOOR_3, HM_NORM_FLOOR_4, HM_NORM_FLOOR_5};
+    HM_NORM_FLOOR_3, HM_NORM_FLOOR_4, HM_NORM_FLOOR_5, HM_NORM_FLOOR_6};
 
 int hm_abi_version(void) { return HM_ABI_VERSION; }
+
+
 
 /* Validation is branch-free (bitwise &) so that a fleet is checked in a few ns a device. */
 /* x is an integer in [lo, hi] (0 <= lo, hi < 2^52): adding and removing 2^52 rounds it. */
@@ -90,10 +92,13 @@ static int task_ok(const double *r, int32_t n_classes) {
     int i;
     for (i = 0; i < HM_TASK_FIELDS; i++) {
         if (!isfinite(r[i])) return 0;
-        if (i != HM_TASK_FORMAT && r[i] < 0.0) return 0;
+        if (r[i] < 0.0) return 0;
     }
-    if (r[HM_TASK_FORMAT] != -1.0 && !small_int(r[HM_TASK_FORMAT], 0, 31)) return 0;
-    return small_int(r[HM_TASK_KINDS_MASK], 0, 2147483647.0) && small_int(r[HM_TASK_PREC], 0, 31) &&
+    return small_int(r[HM_TASK_FORMAT], 0, MASK_MAX) &&
+           small_int(r[HM_TASK_PREC_MASK], 0, (1 << HM_PREC_BITS) - 1) &&
+           small_int(r[HM_TASK_FLAGS], 0, HM_TF_DROP_IF_LATE) &&
+           small_int(r[HM_TASK_KINDS_MASK], 0, 2147483647.0) &&
+           small_int(r[HM_TASK_PREC], 0, HM_PREC_BITS - 1) &&
            small_int(r[HM_TASK_OPS_MASK], 0, 2147483647.0) &&
            small_int(r[HM_TASK_COUNT], 1, HM_MAX_GANG) &&
            small_int(r[HM_TASK_CLASS], 0, (double)n_classes - 1.0) &&
@@ -124,31 +129,64 @@ static void device_constants(const double *dev, double *scr) {
     scr[HM_SCR_INV_MEM] = mem_total > 0.0 ? 1.0 / mem_total : 0.0;
 }
 
-static int static_reason(const double *dev, const double *scr, const double *task) {
+/* The inverse peak the task runs at on this device: its precision, or, when the task allows
+ * several, the fastest of them the device offers; 0 when it offers none. */
+static double task_inv_peak(const double *dev, const double *scr, const double *task) {
+    int prec = (int)task[HM_TASK_PREC], p;
+    uint32_t want = (uint32_t)task[HM_TASK_PREC_MASK], have;
+    double best = 0.0;
+    if (want == 0u)
+        return (((uint32_t)dev[HM_DEV_PREC_MASK] >> prec) & 1u) ? scr[peak_slot(prec)] : 0.0;
+    have = (uint32_t)dev[HM_DEV_PREC_MASK] & (want | (1u << prec));
+    for (p = 0; p < HM_PREC_BITS; p++) {
+        double v;
+        if (!((have >> p) & 1u)) continue;
+        v = scr[peak_slot(p)];
+        if (v > 0.0 && (best == 0.0 || v < best)) best = v;
+    }
+    return best;
+}
+
+static int static_reason(const double *dev, const double *scr, const double *task,
+                         double *inv_pe) {
     uint32_t kind = (uint32_t)dev[HM_DEV_KIND];
-    int prec = (int)task[HM_TASK_PREC];
     uint32_t kinds = (uint32_t)task[HM_TASK_KINDS_MASK];
-    int fmt = (int)task[HM_TASK_FORMAT];
+    uint32_t fmt = (uint32_t)task[HM_TASK_FORMAT];
     if (dev[HM_DEV_HEALTH] == 2.0) return HM_R_OFFLINE;
     if (kinds != 0 && !((kinds >> kind) & 1u)) return HM_R_KIND;
-    if (!(((uint32_t)dev[HM_DEV_PREC_MASK] >> prec) & 1u) || scr[peak_slot(prec)] == 0.0)
-        return HM_R_PRECISION;
+    *inv_pe = task_inv_peak(dev, scr, task);
+    if (*inv_pe == 0.0) return HM_R_PRECISION;
     if ((uint32_t)task[HM_TASK_OPS_MASK] & ~(uint32_t)dev[HM_DEV_OPS_MASK]) return HM_R_OPERATORS;
-    if (fmt >= 0 && !(((uint32_t)dev[HM_DEV_FORMAT_MASK] >> fmt) & 1u)) return HM_R_FORMAT;
+    if (fmt != 0u && !(fmt & (uint32_t)dev[HM_DEV_FORMAT_MASK])) return HM_R_FORMAT;
     if (task[HM_TASK_CONFIG] != 0.0 && kind != HM_KIND_FPGA) return HM_R_CONFIG;
     if (task[HM_TASK_MEM] > dev[HM_DEV_MEM_FREE]) return HM_R_MEMORY;
     return HM_R_OK;
 }
 
+/* The deadline objective: for a task with a deadline, [1, 2) when it is met with the margin
+ * (lower for a slower device, so fast ones stay free for tight deadlines, and for an
+ * earlier finish), [2, 3] when met without the margin, > 3 when missed; else the latency. */
+static double deadline_cost(double deadline, double latency, double service_eff) {
+    double target;
+    if (!(deadline > 0.0)) return latency;
+    target = deadline * (1.0 - HM_DEADLINE_MARGIN);
+    if (latency <= target)
+        return 1.0 + HM_SLACK_PREF * (1.0 - service_eff / target) +
+               (1.0 - HM_SLACK_PREF) * (latency / target);
+    if (latency <= deadline) return 2.0 + (latency - target) / (deadline - target);
+    return 3.0 + latency / deadline;
+}
+
 static int estimate(const double *dev, const double *task, double work, double moved,
-                    double corr, double *scr) {
-    double compute_s = work * scr[peak_slot((int)task[HM_TASK_PREC])];
+                    double corr, double inv_pe, double *scr) {
+    double compute_s = work * inv_pe;
     double mem_s = moved * scr[HM_SCR_INV_BW];
     double roof = (mem_s > compute_s ? mem_s : compute_s) + dev[HM_DEV_DISPATCH_S];
     /* a slot holds 1/slots of the fabric: slower by that factor, and the slots drain the
      * device's queue side by side; with one slot both factors are exactly 1 */
     double slots = (double)n_slots(dev);
-    double service = roof * corr * slots;
+    double base = roof * slots;
+    double service = base * corr;
     double service_eff = service * scr[HM_SCR_INV_AVAIL];
     double cfg = task[HM_TASK_CONFIG];
     double reconf = (cfg != 0.0 && !config_loaded(dev, cfg)) ? dev[HM_DEV_RECONF_S] : 0.0;
@@ -170,11 +208,13 @@ static int estimate(const double *dev, const double *task, double work, double m
     scr[HM_OBJ_BALANCE] = scr[HM_SCR_U] + (queue + service_eff) / HM_BALANCE_HORIZON_S;
     scr[HM_OBJ_FRAGMENTATION] = frag;
     scr[HM_OBJ_CARBON] = energy / 3.6e6 * dev[HM_DEV_CARBON];
+    deadline = task[HM_TASK_DEADLINE_S];
+    scr[HM_OBJ_DEADLINE] = deadline_cost(deadline, latency, service_eff);
     scr[HM_SCR_SERVICE_EFF] = service_eff;
     scr[HM_SCR_RECONF] = reconf;
+    scr[HM_SCR_BASE] = base * scr[HM_SCR_INV_AVAIL];
     max_lat = task[HM_TASK_MAX_LAT_S];
     if (max_lat > 0.0 && latency > max_lat) return HM_R_LATENCY;
-    deadline = task[HM_TASK_DEADLINE_S];
     if (deadline > 0.0 && latency > deadline) return HM_R_DEADLINE;
     return HM_R_OK;
 }
@@ -190,6 +230,9 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
         wsum += weights[i];
     }
     if (wsum <= 0.0) return HM_ST_BAD_POLICY;
+    if (!(weights[HM_W_QUEUE_GUARD] == 0.0 ||
+          (weights[HM_W_QUEUE_GUARD] >= 1.0 && weights[HM_W_QUEUE_GUARD] <= DBL_MAX)))
+        return HM_ST_BAD_POLICY;
     if (!devices_checked) {
         if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
             for (i = 0; i < n_dev; i++) {
@@ -245,8 +288,10 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
         double *row = devices + (size_t)chosen[j] * HM_DEV_FIELDS;
         o_row[HM_OUT_ASSIGNED + j] = (double)chosen[j];
         if (scr[HM_OBJ_LATENCY] > est[HM_EST_LATENCY_S]) est[HM_EST_LATENCY_S] = scr[HM_OBJ_LATENCY];
-        if (scr[HM_SCR_SERVICE_EFF] > est[HM_EST_SERVICE_S])
+        if (scr[HM_SCR_SERVICE_EFF] > est[HM_EST_SERVICE_S]) {
             est[HM_EST_SERVICE_S] = scr[HM_SCR_SERVICE_EFF];
+            est[HM_EST_BASE_S] = scr[HM_SCR_BASE];
+        }
         est[HM_EST_ENERGY_J] += scr[HM_OBJ_ENERGY];
         est[HM_EST_CARBON_G] += scr[HM_OBJ_CARBON];
         o_row[HM_OUT_CHARGED + j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
@@ -257,10 +302,40 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
     }
 }
 
+/* Keep the k+1 best-scoring feasible devices in order (ties: lowest index); return how many
+ * were kept. guard_s > 0: skip devices whose finish is later than that. */
+static int rank(const double *devices, int32_t n_dev, double *scratch, const double *inv,
+                const double *mins, int k, double guard_s, int32_t *chosen, double *top) {
+    int32_t d;
+    int n_chosen = 0, o;
+    for (d = 0; d < n_dev; d++) {
+        double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
+        double score = 0.0;
+        int pos;
+        if (scr[HM_SCR_REASON] != 0.0) continue;
+        if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
+        for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
+        if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
+            score += HM_SUSPECT_PENALTY;
+        scr[HM_SCR_SCORE] = score;
+        if (n_chosen == k + 1 && !(score < top[k])) continue;
+        pos = n_chosen < k + 1 ? n_chosen : k;
+        if (n_chosen < k + 1) n_chosen++;
+        while (pos > 0 && score < top[pos - 1]) {
+            top[pos] = top[pos - 1];
+            chosen[pos] = chosen[pos - 1];
+            pos--;
+        }
+        top[pos] = score;
+        chosen[pos] = d;
+    }
+    return n_chosen;
+}
+
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                  const double *weights, const double *corrections, int32_t n_classes,
-                 double *scratch, double *out, uint8_t *reasons, int32_t *bad_index,
-                 int devices_checked) {
+                 double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
+                 int32_t *bad_index, int devices_checked) {
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -290,8 +365,9 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         int k = (int)task[HM_TASK_COUNT];
         double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
-        int n_chosen = 0, o, j;
-        int32_t n_ok = 0;
+        int n_chosen, o, j;
+        int32_t n_ok = 0, n_late = 0;
+        double guard_s = 0.0;
 
         for (o = 0; o < HM_OUT_FIELDS; o++) o_row[o] = 0.0;
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
@@ -300,42 +376,45 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (d = 0; d < n_dev; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            int reason = static_reason(dev, scr, task);
-            if (reason == HM_R_OK) reason = estimate(dev, task, work, moved, corr[d], scr);
+            double inv_pe = 0.0;
+            int reason = (allowed != NULL && !allowed[d]) ? HM_R_EXCLUDED
+                                                          : static_reason(dev, scr, task, &inv_pe);
+            if (reason == HM_R_OK)
+                reason = estimate(dev, task, work, moved, corr[d], inv_pe, scr);
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
                 counts[reason] += 1.0;
+                n_late += reason == HM_R_DEADLINE;
                 continue;
             }
             n_ok++;
             for (o = 0; o < HM_N_OBJECTIVES; o++)
                 if (scr[o] < mins[o]) mins[o] = scr[o];
         }
-        if (n_ok < k) continue;
-
-        for (o = 0; o < HM_N_OBJECTIVES; o++) inv[o] = weights[o] / (mins[o] + NORM_FLOOR[o]);
-        /* score every feasible device, keeping the k+1 best in order (ties: lowest index) */
-        for (d = 0; d < n_dev; d++) {
-            double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            double score = 0.0;
-            int pos;
-            if (scr[HM_SCR_REASON] != 0.0) continue;
-            for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
-            if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
-                score += HM_SUSPECT_PENALTY;
-            scr[HM_SCR_SCORE] = score;
-            if (n_chosen == k + 1 && !(score < top[k])) continue;
-            pos = n_chosen < k + 1 ? n_chosen : k;
-            if (n_chosen < k + 1) n_chosen++;
-            while (pos > 0 && score < top[pos - 1]) {
-                top[pos] = top[pos - 1];
-                chosen[pos] = chosen[pos - 1];
-                pos--;
+        if (n_ok < k) {
+            /* no k devices meet the deadline: the earliest finishes, unless told to drop */
+            if (n_ok + n_late < k || ((int)task[HM_TASK_FLAGS] & HM_TF_DROP_IF_LATE)) continue;
+            o_row[HM_OUT_FLAGS] = (double)HM_OF_LATE;
+            for (o = 0; o < HM_N_OBJECTIVES; o++) {
+                mins[o] = INFINITY;
+                inv[o] = 0.0;
             }
-            top[pos] = score;
-            chosen[pos] = d;
+            for (d = 0; d < n_dev; d++) {
+                double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
+                if (scr[HM_SCR_REASON] == (double)HM_R_DEADLINE) scr[HM_SCR_REASON] = 0.0;
+                if (scr[HM_SCR_REASON] != 0.0) continue;
+                for (o = 0; o < HM_N_OBJECTIVES; o++)
+                    if (scr[o] < mins[o]) mins[o] = scr[o];
+            }
+            inv[HM_OBJ_LATENCY] = 1.0 / (mins[HM_OBJ_LATENCY] + NORM_FLOOR[HM_OBJ_LATENCY]);
+        } else {
+            for (o = 0; o < HM_N_OBJECTIVES; o++)
+                inv[o] = weights[o] / (mins[o] + NORM_FLOOR[o]);
+            if (k == 1 && weights[HM_W_QUEUE_GUARD] > 0.0)
+                guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
         }
+        n_chosen = rank(devices, n_dev, scratch, inv, mins, k, guard_s, chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
@@ -350,14 +429,15 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
-                 reasons, bad_index, 0);
+                 reasons, NULL, bad_index, 0);
 }
 
 int hm_place_bound(hm_call *c, int32_t n_task) {
     int st;
     if (c == NULL) return HM_ST_BAD_SHAPE;
     st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
-               c->scratch, c->out, c->reasons, &c->bad_index, c->devices_checked != 0);
+               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
+               c->devices_checked != 0);
     c->devices_checked = st == HM_ST_OK;
     return st;
 }

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 1
+#define HM_ABI_VERSION 2
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -46,7 +46,7 @@
 #define HM_TASK_KINDS_MASK 0
 #define HM_TASK_PREC 1
 #define HM_TASK_OPS_MASK 2
-#define HM_TASK_FORMAT 3
+#define HM_TASK_FORMAT 3 /* mask of accepted model formats, 0 = any */
 #define HM_TASK_MEM 4
 #define HM_TASK_COUNT 5
 #define HM_TASK_MAX_LAT_S 6
@@ -56,7 +56,13 @@
 #define HM_TASK_IN_BYTES 10
 #define HM_TASK_CLASS 11
 #define HM_TASK_CONFIG 12
-#define HM_TASK_FIELDS 13
+#define HM_TASK_PREC_MASK 13 /* further precisions the task may run at, 0 = only TASK_PREC */
+#define HM_TASK_FLAGS 14 /* HM_TF_* bits */
+#define HM_TASK_FIELDS 15
+
+/* task flags */
+#define HM_TF_DROP_IF_LATE 1 /* leave unplaced when no device meets the deadline */
+#define HM_PREC_BITS 5       /* precisions a task's PREC_MASK may name */
 
 /* objectives (costs) */
 #define HM_OBJ_LATENCY 0
@@ -65,7 +71,12 @@
 #define HM_OBJ_BALANCE 3
 #define HM_OBJ_FRAGMENTATION 4
 #define HM_OBJ_CARBON 5
-#define HM_N_OBJECTIVES 6
+#define HM_OBJ_DEADLINE 6 /* slack-aware deadline cost; the latency for a task without one */
+#define HM_N_OBJECTIVES 7
+/* the weights buffer: the objective weights, then the queue guard (0 = off, else >= 1: no
+ * device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks) */
+#define HM_W_QUEUE_GUARD 7
+#define HM_N_WEIGHTS 8
 
 /* estimate columns */
 #define HM_EST_LATENCY_S 0
@@ -74,16 +85,21 @@
 #define HM_EST_CARBON_G 3
 #define HM_EST_SCORE 4
 #define HM_EST_RUNNER_UP_SCORE 5
-#define HM_N_EST 6
+#define HM_EST_BASE_S 6 /* the service estimate without the learned correction */
+#define HM_N_EST 7
 
 /* the output row of one task */
 #define HM_OUT_ASSIGNED 0
 #define HM_OUT_CHARGED 8
 #define HM_OUT_RUNNER_UP 16
 #define HM_OUT_EST 17
-#define HM_OUT_COMP 23
-#define HM_OUT_COUNTS 29
-#define HM_OUT_FIELDS 39
+#define HM_OUT_COMP 24
+#define HM_OUT_COUNTS 31
+#define HM_OUT_FLAGS 42 /* HM_OF_* bits */
+#define HM_OUT_FIELDS 43
+
+/* output flags */
+#define HM_OF_LATE 1 /* no device meets the deadline: placed on the earliest finish */
 
 /* rejection reasons */
 #define HM_R_OK 0
@@ -96,22 +112,24 @@
 #define HM_R_LATENCY 7
 #define HM_R_DEADLINE 8
 #define HM_R_CONFIG 9
-#define HM_N_REASONS 10
+#define HM_R_EXCLUDED 10 /* not among the call's candidates */
+#define HM_N_REASONS 11
 #define HM_KIND_FPGA 5
 
-/* scratch columns (0..5 are the objective costs) */
-#define HM_SCR_SERVICE_EFF 6
-#define HM_SCR_RECONF 7
-#define HM_SCR_SCORE 8
-#define HM_SCR_REASON 9
-#define HM_SCR_INV_PE_INT8 10
-#define HM_SCR_INV_PE_FP16 11
-#define HM_SCR_INV_PE_FP32 12
-#define HM_SCR_INV_BW 13
-#define HM_SCR_U 14
-#define HM_SCR_INV_AVAIL 15
-#define HM_SCR_INV_MEM 16
-#define HM_SCR_FIELDS 17
+/* scratch columns (0..6 are the objective costs) */
+#define HM_SCR_SERVICE_EFF 7
+#define HM_SCR_RECONF 8
+#define HM_SCR_SCORE 9
+#define HM_SCR_REASON 10
+#define HM_SCR_INV_PE_INT8 11
+#define HM_SCR_INV_PE_FP16 12
+#define HM_SCR_INV_PE_FP32 13
+#define HM_SCR_INV_BW 14
+#define HM_SCR_U 15
+#define HM_SCR_INV_AVAIL 16
+#define HM_SCR_INV_MEM 17
+#define HM_SCR_BASE 18 /* service without the correction */
+#define HM_SCR_FIELDS 19
 
 /* cost-model constants (mirrored in layout.py) */
 #define HM_BALANCE_HORIZON_S 1.0
@@ -123,7 +141,9 @@
 #define HM_NORM_FLOOR_3 0.05
 #define HM_NORM_FLOOR_4 0.05
 #define HM_NORM_FLOOR_5 1e-9
-
+#define HM_NORM_FLOOR_6 1e-6
+#define HM_DEADLINE_MARGIN 0.5 /* a deadline is met "with a margin" within (1 - margin) of it */
+#define HM_SLACK_PREF 0.2 /* within the margin: weight of a slower device vs an earlier finish */
 #define HM_MAX_GANG 8
 #define HM_NO_DEVICE (-1)
 
@@ -143,7 +163,8 @@ int hm_abi_version(void);
  * devices       n_dev * HM_DEV_FIELDS; live columns QUEUE_S, MEM_FREE, CONFIG are
  *               updated as tasks are committed (never on a non-OK status).
  * tasks         n_task * HM_TASK_FIELDS
- * weights       HM_N_OBJECTIVES policy weights (finite, >= 0, not all zero)
+ * weights       HM_N_WEIGHTS: the objective weights (finite, >= 0, not all zero) and the
+ *               queue guard (0 or a finite number >= 1)
  * corrections   n_classes * n_dev factors (> 0), row = task class
  * scratch       n_dev * HM_SCR_FIELDS, caller-provided work space
  * out           n_task * HM_OUT_FIELDS results, one row per task (see HM_OUT_*): chosen
@@ -173,6 +194,7 @@ typedef struct {
     double *scratch;
     double *out;
     uint8_t *reasons;
+    const uint8_t *allowed; /* n_dev flags, nonzero = a candidate; NULL = every device */
     int32_t bad_index;
     int32_t devices_checked;
 } hm_call;

@@ -65,6 +65,7 @@ import pytest_asyncio
 from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.config import AgentConfig
 from edge_agent.mesh.netns import NetnsUnavailable, start_fleet
+from edge_agent.placement import native_available
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -127,6 +128,20 @@ async def chromium() -> AsyncIterator[Any]:
             yield browser
         finally:
             await browser.close()
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(
+            "native",
+            marks=pytest.mark.skipif(not native_available(), reason="compiled kernel not built"),
+        ),
+        "python",
+    ]
+)
+def backend(request: pytest.FixtureRequest) -> str:
+    """Each placement kernel backend in turn: the compiled kernel, then its Python twin."""
+    return str(request.param)
 
 
 @pytest.fixture

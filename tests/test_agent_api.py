@@ -297,3 +297,21 @@ async def test_a_nul_byte_in_a_header_is_refused_and_logged_as_one_info_line(
     assert all("\n" not in r.getMessage() for r in records)
     ok = await client.get("/v1/health")  # and the agent still answers
     assert ok.status == 200
+
+
+async def test_a_deadline_no_device_can_meet_is_placed_late_and_explained(
+    aiohttp_client: Any, tmp_path: Path
+):
+    """The agent places it on the earliest finish and records why (issue 13)."""
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    body = {"semantics": {"gflops": 0.1}, "requirements": {"deadline_s": 1e-9}}
+    doc = await submit(client, body)
+    task = await wait_for(client, doc["task"]["id"], {"done", "failed"})
+    assert task["state"] == "done", task
+    explain = await (await client.get(f"/v1/tasks/{task['id']}/explain")).json()
+    assert explain["placed"] and explain["devices"] == [task["device"]]
+    assert "deadline cannot be met" in explain["why_here"]
+    assert "(roofline)" in explain["why_here"]  # no model named: the estimate's source
+    dropped = {**body, "requirements": {"deadline_s": 1e-9, "drop_if_late": True}}
+    failed = await wait_for(client, (await submit(client, dropped))["task"]["id"], {"failed"})
+    assert failed["state"] == "failed"

@@ -90,7 +90,7 @@ def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise()
     service = low[0].service_s
     before = {d: placer.live(d) for d in placer.device_ids}
     urgent = contract(priority=10, deadline_s=3.5 * service)
-    assert not placer.place_one(urgent).placed  # 8 tasks ahead: it would miss its deadline
+    assert placer.preview(urgent).late  # 8 tasks ahead: it would miss its deadline
     assert {d: placer.live(d) for d in placer.device_ids} == before
     found = preempt_for(placer, urgent, queued)
     assert found is not None

@@ -59,7 +59,9 @@ def task_rows(draw: st.DrawFn, n_classes: int) -> list[float]:
     r[L.TASK_KINDS_MASK] = draw(st.one_of(st.just(0), st.integers(0, 127)))
     r[L.TASK_PREC] = draw(st.integers(0, 4))
     r[L.TASK_OPS_MASK] = draw(st.one_of(st.just(0), st.integers(0, 1023)))
-    r[L.TASK_FORMAT] = draw(st.integers(-1, 11))
+    r[L.TASK_FORMAT] = draw(st.one_of(st.just(0), st.integers(0, 4095)))
+    r[L.TASK_PREC_MASK] = draw(st.one_of(st.just(0), st.integers(0, 31)))
+    r[L.TASK_FLAGS] = draw(st.integers(0, L.TF_DROP_IF_LATE))
     r[L.TASK_MEM] = draw(st.sampled_from([0.0, 1e6, 5e8, 4e9]))
     r[L.TASK_COUNT] = draw(st.integers(1, 3))
     r[L.TASK_MAX_LAT_S] = draw(st.one_of(st.just(0.0), st.floats(1e-4, 1.0)))
@@ -73,8 +75,10 @@ def task_rows(draw: st.DrawFn, n_classes: int) -> list[float]:
 
 
 @st.composite
-def problems(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]:
-    """Draw a fleet, a batch, a correction matrix and policy weights."""
+def problems(
+    draw: st.DrawFn,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float], list[int] | None]:
+    """Draw a fleet, a batch, a correction matrix, policy weights and a candidate set."""
     n_dev = draw(st.integers(0, 24))
     n_classes = draw(st.integers(1, 3))
     devices = np.array([draw(device_rows()) for _ in range(n_dev)]).reshape(n_dev, L.DEV_FIELDS)
@@ -90,18 +94,23 @@ def problems(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[
             lambda w: sum(w) > 0
         )
     )
-    return devices, tasks.reshape(n_task, L.TASK_FIELDS), corr, weights
+    weights = [*weights, draw(st.sampled_from([0.0, 1.0, 1.5, 3.0]))]  # the queue guard
+    allowed = draw(
+        st.one_of(st.none(), st.lists(st.integers(0, 1), min_size=n_dev, max_size=n_dev))
+    )
+    return devices, tasks.reshape(n_task, L.TASK_FIELDS), corr, weights, allowed
 
 
-def _run(
-    backend: kernel.Backend, problem: tuple[np.ndarray, np.ndarray, np.ndarray, list[float]]
-) -> tuple[tuple[int, int], Workspace]:
-    devices, tasks, corr, weights = problem
+def _run(backend: kernel.Backend, problem: tuple) -> tuple[tuple[int, int], Workspace]:
+    devices, tasks, corr, weights, allowed = problem
     ws = Workspace(devices.copy(), corr.copy(), max(len(tasks), 1), keep_reasons=True)
     ws.weights[:] = weights
     ws.tasks[: len(tasks)] = tasks
-    status = kernel.bind(ws, backend)(len(tasks))
-    return status, ws
+    call = kernel.bind(ws, backend)
+    if allowed is None:
+        return call(len(tasks)), ws
+    ws.allowed[: len(allowed)] = allowed
+    return call.restricted(len(tasks)), ws
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -154,14 +163,14 @@ def _fits(dev: np.ndarray, task: np.ndarray, free: float) -> bool:
     """Return True when ``task`` meets every hard constraint of ``dev`` with ``free`` bytes."""
     kind, prec = int(dev[L.DEV_KIND]), int(task[L.TASK_PREC])
     kinds, fmt = int(task[L.TASK_KINDS_MASK]), int(task[L.TASK_FORMAT])
-    peak = dev[PEAK_OF[prec]]
+    allowed = (int(task[L.TASK_PREC_MASK]) | (1 << prec)) & int(dev[L.DEV_PREC_MASK])
+    runs = any((allowed >> p) & 1 and dev[PEAK_OF[p]] > 0.0 for p in range(L.PREC_BITS))
     return (
         dev[L.DEV_HEALTH] != 2.0  # not offline
         and (kinds == 0 or (kinds >> kind) & 1 == 1)
-        and (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 == 1
-        and peak > 0.0
+        and runs  # some precision the task allows, with a peak
         and int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]) == 0
-        and (fmt < 0 or (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1 == 1)
+        and (fmt == 0 or fmt & int(dev[L.DEV_FORMAT_MASK]) != 0)  # a format mask, 0 = any
         and (task[L.TASK_CONFIG] == 0.0 or kind == int(DeviceKind.FPGA))
         and task[L.TASK_MEM] <= free
     )

@@ -48,6 +48,8 @@ def test_superlink_argv_and_cli_connection(tmp_path: Path) -> None:
     tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
     link = SuperLink(SuperLinkConfig(tmp_path / "hub", port=9555, tls=tls, supernode_auth=True))
     argv = link.cfg.argv()
+    assert argv[argv.index("--host") + 1] == "127.0.0.1"  # the Control API stays on this host
+    assert "--health-server-address" not in argv
     assert argv[argv.index("--ssl-certfile") + 1] == str(tls.server_cert)
     assert "--insecure" not in argv and "--enable-supernode-auth" in argv
     assert "--disable-runtime-dependency-installation" in argv  # boxes are offline

@@ -367,7 +367,10 @@ def test_feedback_correction_follows_the_measured_ratio(backend: str) -> None:
     half = placer([dev("only", int8=2000)], backend, learning_rate=0.5)
     d = half.place_one(task(cls="a"))
     half.feedback(d, latency_s=4.0 * d.service_s)
-    assert half.correction("a", "only") == pytest.approx(2.0)  # 4 ** 0.5
+    assert half.correction("a", "only") == pytest.approx(4.0)  # the first sample replaces
+    d = half.place_one(task(cls="a"))
+    half.feedback(d, latency_s=d.base_s)  # measured = the uncorrected model (ratio 1)
+    assert half.correction("a", "only") == pytest.approx(2.0)  # halfway in log space
 
 
 @BACKENDS
@@ -700,7 +703,7 @@ def test_decision_to_dict_is_json_and_explains(backend: str) -> None:
     assert set(doc["estimate"]) >= {"latency_s", "service_s", "energy_j", "carbon_g"}
     assert doc["estimate"]["latency_s"] == d.latency_s > 0
     assert list(doc["components"]) == list(OBJECTIVE_NAMES)
-    assert len(doc["components"]) == 6
+    assert len(doc["components"]) == len(OBJECTIVE_NAMES) == 7
     assert all(math.isfinite(v) and v >= 0 for v in doc["components"].values())
     assert sum(doc["components"].values()) == pytest.approx(d.score)
     assert doc["runner_up"] == "cpu"

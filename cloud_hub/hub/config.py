@@ -56,8 +56,8 @@ class HubConfig:
     canary_timeout_s: float = 900.0  # a canary not through the health gate by then rolls back
     record_retention_s: float = 7 * 86400.0  # synced records are kept this long after receipt
     reevaluate_s: float = 300.0  # fleet-wide re-evaluation of deferred/queued work this often
-    learning_port: int = 0  # the Flower SuperLink's port; 0: no federated learning
-    learning_host: str = "127.0.0.1"  # where the SuperLink listens, as agents reach it
+    learning_port: int = 0  # where agents reach the Fleet API; 0: no federated learning
+    learning_host: str = "127.0.0.1"  # its address, as agents reach it (the LAN, if any)
     learning_every_s: float = 3600.0  # one training run this often
     learning_rounds: int = 3
     learning_min_nodes: int = 2  # a run with fewer SuperNodes is stopped, not left waiting

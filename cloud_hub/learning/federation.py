@@ -1,10 +1,12 @@
 """The hub's side of federated learning: model registry, SuperLink, scheduled runs, agent reports.
 
 One ``Federation`` per hub. The registry is always there (agents pull models from it). With a
-learning port configured it also starts a TLS SuperLink with SuperNode authentication, and
-every ``every_s`` it runs one training run: while a run is wanted, agents that ask (their
-signed learning poll) are told to start their SuperNode; their public keys are registered
-first. A run that cannot start (too few nodes by its ``start-timeout-s``) ends failed and is
+learning port configured it also starts a TLS SuperLink with SuperNode authentication on
+127.0.0.1 (its Control API is the hub's alone) and, on the learning host and port, the
+``FleetGateway`` that lets agents' SuperNodes reach its Fleet API and nothing else. Every
+``every_s`` it runs one training run: while a run is wanted, agents that ask (their signed
+learning poll) are told to start their SuperNode; the hub registers their public keys first.
+A run that cannot start (too few nodes by its ``start-timeout-s``) ends failed and is
 recorded; a run past its deadline is stopped (``flwr stop``). Either way, agents are then told
 to stop their SuperNodes.
 """
@@ -21,10 +23,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.registry import ModelRegistry, ModelVersion
-from cloud_hub.learning.superlink import FederationError, SuperLink, SuperLinkConfig
+from cloud_hub.learning.superlink import LOOPBACK, FederationError, SuperLink, SuperLinkConfig
 from edge_agent.errors import InvalidInput
-from edge_agent.predictor.supernode import ConfigValue, parse_config_arg
+from edge_agent.predictor.supernode import ConfigValue, free_loopback_port, parse_config_arg
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +74,7 @@ def parse_run_config(text: str) -> dict[str, ConfigValue]:
 
 @dataclass(frozen=True)
 class LearningSettings:
-    """Where the SuperLink listens (port 0: no federated learning) and how runs go.
+    """Where agents reach the Fleet API (port 0: no federated learning) and how runs go.
 
     ``run_config`` is the Flower run config every run gets (``num-rounds``, ``min-nodes``,
     ``start-timeout-s``, ``round-timeout-s`` and any of TUNABLE; RUN_DEFAULTS fill the rest).
@@ -127,10 +130,12 @@ class Federation:
         self.runs: list[RunRecord] = self._load_runs()
         self.reports: dict[str, dict[str, Any]] = {}  # agent id -> its last learning report
         self.superlink: SuperLink | None = None
+        self.gateway: FleetGateway | None = None
         self.ca_pem: str | None = None
         self.wanted = False
         self._registered: dict[str, str] = {}  # agent id -> public key registered
-        self._keys_lock = threading.Lock()
+        self._keys_locks: dict[str, threading.Lock] = {}  # one per agent: agents register at once
+        self._locks_lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -158,19 +163,28 @@ class Federation:
             return
         from cloud_hub.learning.pki import make_tls  # cryptography: the `learning` extra
 
-        tls = await asyncio.to_thread(make_tls, s.state_dir / "pki", [s.host])
+        hosts = list(dict.fromkeys([s.host, LOOPBACK]))  # the gateway's name, then the link's
+        tls = await asyncio.to_thread(make_tls, s.state_dir / "pki", hosts)
         self.ca_pem = tls.ca_cert.read_text()
         cfg = SuperLinkConfig(
             s.state_dir / "superlink",
-            host=s.host,
-            port=s.port,
+            port=free_loopback_port(),
             tls=tls,
             supernode_auth=True,
             superexec_poll_s=s.superexec_poll_s,
         )
         self.superlink = SuperLink(cfg)
         await asyncio.to_thread(self.superlink.start)
-        log.info("SuperLink listening on %s (TLS, SuperNode auth)", cfg.address)
+        self.gateway = FleetGateway(s.host, s.port, cfg.port, tls)
+        try:
+            await self.gateway.start()
+        except OSError as err:
+            await asyncio.to_thread(self.superlink.stop)
+            raise FederationError(f"learning port {s.host}:{s.port}: {err}") from err
+        log.info(
+            "SuperLink on %s (TLS, SuperNode auth); its Fleet API alone on %s",
+            cfg.address, self.gateway.address,
+        )  # fmt: skip
         self._task = asyncio.create_task(self._schedule(), name="hub-learning")
 
     async def stop(self) -> None:
@@ -180,6 +194,8 @@ class Federation:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self.gateway is not None:
+            await self.gateway.stop()
         if self.superlink is not None:
             await asyncio.to_thread(self.superlink.stop)
 
@@ -236,11 +252,11 @@ class Federation:
         answer: dict[str, Any] = {"latest": None if latest is None else model_entry(latest)}
         run: dict[str, Any] = {"active": False}
         key = doc.get("supernode_public_key")
-        if self.wanted and self.superlink is not None and isinstance(key, str):
+        if self.wanted and self.gateway is not None and isinstance(key, str):
             await asyncio.to_thread(self._register, agent_id, key)
             run = {
                 "active": True,
-                "superlink": self.superlink.cfg.address,
+                "superlink": self.gateway.address,
                 "root_certificates": self.ca_pem,
             }
         answer["run"] = run
@@ -250,7 +266,9 @@ class Federation:
         """Register an agent's SuperNode public key with the SuperLink once (blocking CLI)."""
         if not public_key.startswith("ecdsa-sha2-") or "\n" in public_key.strip():
             raise InvalidInput("supernode_public_key: expected one OpenSSH ecdsa public key line")
-        with self._keys_lock:
+        with self._locks_lock:
+            lock = self._keys_locks.setdefault(agent_id, threading.Lock())
+        with lock:
             if self._registered.get(agent_id) == public_key:
                 return
             assert self.superlink is not None
@@ -270,7 +288,8 @@ class Federation:
         """What the dashboard shows: runs, models with their metrics, each agent's predictor."""
         return {
             "enabled": self.settings.enabled,
-            "superlink": None if self.superlink is None else self.superlink.cfg.address,
+            "superlink": None if self.gateway is None else self.gateway.address,
+            "refused_requests": 0 if self.gateway is None else self.gateway.refused,
             "active": self.wanted,
             "runs": [asdict(r) for r in self.runs[-RUN_HISTORY:]],
             "models": [model_entry(v) for v in self.registry.versions()],

@@ -7,28 +7,25 @@ its own telemetry database and FLWR_HOME. Nothing is started here: ``start()`` d
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import random
-import socket
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import sqlite_utils
 
+from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.pki import make_node_key, make_tls
 from cloud_hub.learning.superlink import SuperLink, SuperLinkConfig
 from edge_agent.agent.db import migrate
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.supernode import FlowerProcess, SuperNodeConfig, supernode_process
+from edge_agent.predictor.supernode import free_loopback_port as free_port
 
 T0 = 1_700_000_000.0
-
-
-def free_port() -> int:
-    """An ephemeral loopback port that is free now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def telemetry_db(path: Path, seed: int, minutes: int = 1500) -> Path:
@@ -103,3 +100,18 @@ def local_federation(
         if key is not None:
             keys.append(key.public)
     return LocalFederation(link, nodes, dbs, keys)
+
+
+@contextlib.asynccontextmanager
+async def gated_superlink(tmp: Path) -> AsyncIterator[tuple[SuperLink, FleetGateway]]:
+    """A TLS SuperLink with node authentication and its Fleet gateway, both on loopback."""
+    tls = make_tls(tmp / "pki", ["127.0.0.1"])
+    link = SuperLink(SuperLinkConfig(tmp / "hub", port=free_port(), tls=tls, supernode_auth=True))
+    await asyncio.to_thread(link.start)
+    gateway = FleetGateway("127.0.0.1", free_port(), link.cfg.port, tls)
+    try:
+        await gateway.start()
+        yield link, gateway
+    finally:
+        await gateway.stop()
+        await asyncio.to_thread(link.stop)

@@ -1,4 +1,10 @@
-"""The hub's Flower SuperLink: start it, register SuperNodes, submit runs, wait for them."""
+"""The hub's Flower SuperLink: start it, register SuperNodes, submit runs, wait for them.
+
+The SuperLink listens on 127.0.0.1 only: Flower 1.42 serves its Fleet, Control and ServerAppIo
+APIs on one port and the Control API has no authentication, so only this host may reach it
+(the LAN reaches the Fleet API through ``fleet_gateway``). ``start()`` checks that no process
+of the SuperLink's listens anywhere else.
+"""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ APP_DIR = Path(__file__).with_name("flower_app")  # the FAB: pyproject naming bo
 CONNECTION = "hetmesh"
 READY_TIMEOUT_S = 30.0
 CLI_TIMEOUT_S = 60.0
+LOOPBACK = "127.0.0.1"
 
 
 class FederationError(HetmeshError):
@@ -44,10 +51,9 @@ class RunFailed(FederationError):
 
 @dataclass(frozen=True)
 class SuperLinkConfig:
-    """Where the SuperLink listens, its TLS files (None: insecure), and node authentication."""
+    """The SuperLink's port (on 127.0.0.1), its TLS files (None: insecure), node authentication."""
 
     state_dir: Path
-    host: str = "127.0.0.1"
     port: int = 9093
     tls: TlsFiles | None = None
     supernode_auth: bool = False
@@ -55,12 +61,12 @@ class SuperLinkConfig:
 
     @property
     def address(self) -> str:
-        """host:port of the one HTTP endpoint (Fleet, Control and Runtime APIs)."""
-        return f"{self.host}:{self.port}"
+        """host:port of the one HTTP endpoint (Fleet, Control and Runtime APIs), on loopback."""
+        return f"{LOOPBACK}:{self.port}"
 
     def argv(self) -> list[str]:
-        """The flower-superlink command line (runtime dependency installation off)."""
-        args = [flower_script("flower-superlink"), "--host", self.host, "--port", str(self.port)]
+        """The flower-superlink command line (loopback only; runtime dependency install off)."""
+        args = [flower_script("flower-superlink"), "--host", LOOPBACK, "--port", str(self.port)]
         if self.tls is None:
             args.append("--insecure")
         else:
@@ -103,14 +109,15 @@ class SuperLink:
         )
 
     def start(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """Start the SuperLink and return once its port accepts connections."""
+        """Start the SuperLink; return once its port accepts connections, loopback only."""
         self.process.start()
         deadline = time.monotonic() + timeout_s
         while True:
             if not self.process.alive():
                 raise FederationError(f"SuperLink exited at start:\n{self.process.log_tail()}")
             try:
-                socket.create_connection((self.cfg.host, self.cfg.port), timeout=0.5).close()
+                socket.create_connection((LOOPBACK, self.cfg.port), timeout=0.5).close()
+                self.check_loopback_only()
                 return
             except OSError:
                 if time.monotonic() >= deadline:
@@ -119,6 +126,20 @@ class SuperLink:
                         f"SuperLink not listening on {self.cfg.address} after {timeout_s:.0f} s"
                     ) from None
                 time.sleep(0.1)  # a port poll, not synchronisation: the daemon has no ready signal
+
+    def exposed(self) -> set[tuple[str, int]]:
+        """Sockets the SuperLink or a process it started listens on other than loopback."""
+        return {(a, p) for a, p in self.process.listening() if a not in (LOOPBACK, "::1")}
+
+    def check_loopback_only(self) -> None:
+        """Stop the SuperLink and raise FederationError if it listens beyond loopback."""
+        exposed = self.exposed()
+        if exposed:
+            self.process.stop()
+            raise FederationError(
+                f"SuperLink listened on {sorted(exposed)}; its Control API must stay on "
+                f"{LOOPBACK} (unset FLWR_INTERNAL_GRPC_* and --health-server-address)"
+            )
 
     def stop(self) -> int | None:
         """SIGTERM the SuperLink (and its SuperExec); the exit code."""

@@ -23,8 +23,8 @@ MAX_VICTIMS = 256
 
 
 def wants_preemption(decision: Decision) -> bool:
-    """Whether some device refused the unplaced task only on timing that queued work fills."""
-    return not decision.placed and not URGENT.isdisjoint(decision.rejections())
+    """Whether the task misses its deadline (placed late, or refused on timing) for queued work."""
+    return decision.late or (not decision.placed and not URGENT.isdisjoint(decision.rejections()))
 
 
 def preempt_for(
@@ -52,8 +52,10 @@ def preempt_for(
             placer.release(job.decision)
             released.append(job)
             decision = tiers.place_one(placer, contract, rules)
-            if decision.placed:
+            if decision.placed and not decision.late:
                 return decision, released
+            if decision.placed:
+                placer.release(decision)
         _restore(placer, snapshot)
     return None
 

@@ -338,8 +338,12 @@ class Scheduler:
         for i, decision in enumerate(decisions):
             if not wants_preemption(decision):
                 continue
+            if decision.placed:  # late: try to meet the deadline by preempting first
+                self.placer.release(decision)
             found = preempt_for(self.placer, contracts[i], self._queued())
             if found is None:
+                if decision.placed:  # nothing to preempt: late, on the earliest finish
+                    decisions[i] = tiers.place_one(self.placer, contracts[i])
                 continue
             decisions[i], displaced = found
             for job in displaced:

@@ -435,6 +435,7 @@ class Agent:
             return False
         job.started = self.store.started(job.task_id)
         job.started.add_done_callback(self._start_recorded)
+        self.placer.started(job.decision)  # its queue charge now shrinks as it runs
         device = self.fleet.device(job.decision.device_ids[0])
         if self.meters.measures(device):
             job.energy_start = await asyncio.to_thread(self.meters.read, device)

@@ -9,7 +9,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 1
+    AVAILABLE = lib.hm_abi_version() == 2
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -19,31 +19,47 @@ def _ptr(ctype: str, array: Any) -> Any:
     return ffi.cast(ctype, ffi.from_buffer(array))
 
 
+def _bind(ws: Workspace, restricted: bool) -> Any:
+    c = ffi.new("hm_call *")
+    c.devices = _ptr("double *", ws.devices)
+    c.n_dev = ws.n_dev
+    c.tasks = _ptr("double *", ws.tasks)
+    c.weights = _ptr("double *", ws.weights)
+    c.corrections = _ptr("double *", ws.corrections)
+    c.n_classes = ws.n_classes
+    c.scratch = _ptr("double *", ws.scratch)
+    c.out = _ptr("double *", ws.out)
+    c.reasons = _ptr("uint8_t *", ws.reasons) if ws.keep_reasons else ffi.NULL
+    c.allowed = _ptr("uint8_t *", ws.allowed) if restricted else ffi.NULL
+    return c
+
+
 class NativeCall:
-    """A kernel call with its pointers bound once, in an ``hm_call`` struct, to a workspace."""
+    """A kernel call with its pointers bound once, in ``hm_call`` structs, to a workspace.
+
+    Two structs share the buffers: one over every device, one restricted to the devices
+    flagged in ``ws.allowed`` (so that an unrestricted call pays nothing for the option).
+    """
 
     def __init__(self, ws: Workspace) -> None:
         if not AVAILABLE:
             raise RuntimeError("the compiled placement kernel is not installed")
-        self.ws = ws  # keeps the arrays the struct points into alive
-        c = ffi.new("hm_call *")
-        c.devices = _ptr("double *", ws.devices)
-        c.n_dev = ws.n_dev
-        c.tasks = _ptr("double *", ws.tasks)
-        c.weights = _ptr("double *", ws.weights)
-        c.corrections = _ptr("double *", ws.corrections)
-        c.n_classes = ws.n_classes
-        c.scratch = _ptr("double *", ws.scratch)
-        c.out = _ptr("double *", ws.out)
-        c.reasons = _ptr("uint8_t *", ws.reasons) if ws.keep_reasons else ffi.NULL
-        self._c = c
+        self.ws = ws  # keeps the arrays the structs point into alive
+        self._c = _bind(ws, False)
+        self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
         self._c.devices_checked = 0
+        self._r.devices_checked = 0
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
         status = self._place(self._c, n_task)
         return status, self._c.bad_index
+
+    def restricted(self, n_task: int) -> tuple[int, int]:
+        """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
+        status = self._place(self._r, n_task)
+        return status, self._r.bad_index

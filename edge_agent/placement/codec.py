@@ -10,7 +10,7 @@ import numpy.typing as npt
 from edge_agent.errors import ContractError
 from edge_agent.placement import layout as L
 from edge_agent.resources.device import Device
-from edge_agent.resources.vocab import ModelFormat, OperatorFamily, mask_of, parse_name
+from edge_agent.resources.vocab import ModelFormat, OperatorFamily, mask_of
 from edge_agent.tasks.contract import TaskContract, kinds_mask
 
 
@@ -67,14 +67,11 @@ def prepare(contract: TaskContract) -> PreparedTask:
             if req.operator_families is not None
             else sem.operator_mask()
         )
-        fmt = (
-            -1
-            if req.model_format is None
-            else int(parse_name(ModelFormat, req.model_format, what="model format"))
-        )
+        fmt = mask_of(ModelFormat, req.formats(), what="model format")
+        precisions = contract.precisions()
         row = [0.0] * L.TASK_FIELDS
         row[L.TASK_KINDS_MASK] = float(kinds_mask(list(req.kinds)))
-        row[L.TASK_PREC] = float(contract.precision())
+        row[L.TASK_PREC] = float(precisions[0])
     except ValueError as err:
         raise ContractError(str(err)) from None
     row[L.TASK_OPS_MASK] = float(ops)
@@ -87,4 +84,7 @@ def prepare(contract: TaskContract) -> PreparedTask:
     row[L.TASK_BYTES] = sem.param_bytes + sem.activation_bytes
     row[L.TASK_IN_BYTES] = sem.input_bytes
     row[L.TASK_CONFIG] = float(req.config_id)
+    if len(precisions) > 1:
+        row[L.TASK_PREC_MASK] = float(sum({1 << int(p) for p in precisions}))
+    row[L.TASK_FLAGS] = float(L.TF_DROP_IF_LATE if req.drop_if_late else 0)
     return PreparedTask(contract, tuple(row))

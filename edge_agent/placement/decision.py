@@ -33,7 +33,9 @@ class Decision:
         "_ctx",
         "_row",
         "excluded",
+        "probe",
         "reasons",
+        "sources",
         "spilled_from",
         "task",
         "task_class_index",
@@ -47,8 +49,13 @@ class Decision:
         ctx: DecisionContext,
         reasons: bytes | None = None,
         task_class_index: int = 0,
+        sources: tuple[str, ...] | None = None,
+        *,
+        probe: bool = False,
     ) -> None:
         self.task = task
+        self.sources = sources  # each device's estimate source when decided (None: roofline)
+        self.probe = probe  # decided with clamped corrections reset (bounded exploration)
         self._row = row
         self._ctx = ctx
         self.reasons = reasons  # reason code per device in device_order, if kept
@@ -91,6 +98,27 @@ class Decision:
     def service_s(self) -> float:
         """Return the estimated time on the device (the longest, for a gang)."""
         return self._row[L.OUT_EST + L.EST_SERVICE_S]
+
+    @property
+    def base_s(self) -> float:
+        """Return the service estimate without the learned correction (what learning divides)."""
+        return self._row[L.OUT_EST + L.EST_BASE_S]
+
+    @property
+    def late(self) -> bool:
+        """Return True when no device could meet the deadline: placed on the earliest finish."""
+        return bool(int(self._row[L.OUT_FLAGS]) & L.OF_LATE)
+
+    @property
+    def estimate_source(self) -> str | None:
+        """Return where the chosen device's estimate came from (None when not placed).
+
+        "roofline" (datasheet model), "published ... (status)" (the profile's per-model
+        figure, see ``priors``), or "learned from measurements (prior: ...)".
+        """
+        if not self.placed:
+            return None
+        return "roofline" if self.sources is None else self.sources[self.device_indices[0]]
 
     @property
     def energy_j(self) -> float:
@@ -159,7 +187,7 @@ class Decision:
     def rejections(self) -> dict[str, int]:
         """Return how many devices each hard constraint rejected."""
         counts = list(self.reject_counts)
-        counts[L.R_OFFLINE] -= len(self.excluded)  # left out of the call (shown as offline)
+        counts[L.R_EXCLUDED] -= len(self.excluded)  # left out of the call, named below
         found = {
             L.REASON_NAMES[code]: count
             for code, count in enumerate(counts)
@@ -183,13 +211,21 @@ class Decision:
         if not self.placed:
             why = ", ".join(f"{n} {r}" for r, n in self.rejections().items()) or "no devices"
             return f"not placed: no feasible device ({why})"
+        if self.late:
+            extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
+            return (
+                f"{', '.join(self.device_ids)}: deadline cannot be met "
+                f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
+                f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
+            )
         main = max(range(L.N_OBJECTIVES), key=lambda o: self.components[o])
         extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
         if self.tier is not None:
             spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
             extra += f"; tier {self.tier}{spill}"
         return (
-            f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms, "
+            f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms "
+            f"({self.estimate_source}), "
             f"{self.energy_j * 1e3:.3f} mJ, score {self.score:.3f} "
             f"(largest term {L.OBJECTIVE_NAMES[main]}){extra}"
         )
@@ -215,6 +251,9 @@ class Decision:
             "task_class": self.task.task_class,
             "tier": self.tier,
             "spilled": self.spilled,
+            "deadline_cannot_be_met": self.late,
+            "estimate_source": self.estimate_source,
+            "probe": self.probe,
             "summary": self.summary(),
         }
 

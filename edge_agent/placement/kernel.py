@@ -23,6 +23,8 @@ class KernelCall(Protocol):
 
     def __call__(self, n_task: int) -> tuple[int, int]: ...
 
+    def restricted(self, n_task: int) -> tuple[int, int]: ...
+
     def devices_changed(self) -> None: ...
 
 
@@ -50,6 +52,13 @@ class PythonCall:
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
+        return self._place(n_task, None)
+
+    def restricted(self, n_task: int) -> tuple[int, int]:
+        """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
+        return self._place(n_task, self.ws.allowed.tolist())
+
+    def _place(self, n_task: int, allowed: list[int] | None) -> tuple[int, int]:
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         out = [0.0] * (n_task * L.OUT_FIELDS)
@@ -64,6 +73,7 @@ class PythonCall:
             ws.n_classes,
             out,
             reasons,
+            allowed,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)

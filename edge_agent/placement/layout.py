@@ -56,7 +56,7 @@ LIVE_NAMES = {
 TASK_KINDS_MASK = 0  # 0 = any kind
 TASK_PREC = 1  # Precision value
 TASK_OPS_MASK = 2
-TASK_FORMAT = 3  # ModelFormat value, -1 = any
+TASK_FORMAT = 3  # mask of accepted ModelFormat bits, 0 = any
 TASK_MEM = 4  # bytes per device
 TASK_COUNT = 5  # devices wanted, 1..MAX_GANG
 TASK_MAX_LAT_S = 6  # 0 = no bound
@@ -66,7 +66,11 @@ TASK_BYTES = 9  # bytes moved through memory per run (params + activations)
 TASK_IN_BYTES = 10  # bytes shipped over a link to a remote device
 TASK_CLASS = 11  # row of the correction matrix
 TASK_CONFIG = 12  # required configuration id, 0 = none
-TASK_FIELDS = 13
+TASK_PREC_MASK = 13  # further precisions the task may run at, 0 = only TASK_PREC
+TASK_FLAGS = 14  # TF_* bits
+TASK_FIELDS = 15
+
+TF_DROP_IF_LATE = 1  # leave unplaced when no device meets the deadline
 
 # --- policy weights (objectives; all costs, lower is better) -------------------------
 OBJ_LATENCY = 0
@@ -75,8 +79,21 @@ OBJ_THROUGHPUT = 2
 OBJ_BALANCE = 3
 OBJ_FRAGMENTATION = 4
 OBJ_CARBON = 5
-N_OBJECTIVES = 6
-OBJECTIVE_NAMES = ("latency", "energy", "throughput", "balance", "fragmentation", "carbon")
+OBJ_DEADLINE = 6  # slack-aware deadline cost; the latency for a task without a deadline
+N_OBJECTIVES = 7
+OBJECTIVE_NAMES = (
+    "latency",
+    "energy",
+    "throughput",
+    "balance",
+    "fragmentation",
+    "carbon",
+    "deadline",
+)
+# The weights buffer: the objective weights, then the queue guard (0 = off, else >= 1: no
+# device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks).
+W_QUEUE_GUARD = 7
+N_WEIGHTS = 8
 
 # --- estimate columns per task -------------------------------------------------------
 EST_LATENCY_S = 0
@@ -85,16 +102,20 @@ EST_ENERGY_J = 2
 EST_CARBON_G = 3
 EST_SCORE = 4
 EST_RUNNER_UP_SCORE = 5
-N_EST = 6
+EST_BASE_S = 6  # the service estimate without the learned correction
+N_EST = 7
 
 # --- the output row of one task: every result in one row of doubles ------------------
 OUT_ASSIGNED = 0  # MAX_GANG device indices, NO_DEVICE when unused / unplaced
 OUT_CHARGED = 8  # MAX_GANG queue seconds charged to each chosen device
 OUT_RUNNER_UP = 16  # best device not chosen, or NO_DEVICE
 OUT_EST = 17  # N_EST estimate columns (EST_*)
-OUT_COMP = 23  # N_OBJECTIVES weighted score terms of the first chosen device
-OUT_COUNTS = 29  # N_REASONS devices rejected per reason
-OUT_FIELDS = 39
+OUT_COMP = 24  # N_OBJECTIVES weighted score terms of the first chosen device
+OUT_COUNTS = 31  # N_REASONS devices rejected per reason
+OUT_FLAGS = 42  # OF_* bits
+OUT_FIELDS = 43
+
+OF_LATE = 1  # no device meets the deadline: placed on the earliest finish
 
 # --- rejection reasons (first failing check wins) ------------------------------------
 R_OK = 0
@@ -107,7 +128,8 @@ R_MEMORY = 6
 R_LATENCY = 7
 R_DEADLINE = 8
 R_CONFIG = 9
-N_REASONS = 10
+R_EXCLUDED = 10  # not among the call's candidates
+N_REASONS = 11
 REASON_NAMES = (
     "ok",
     "offline",
@@ -119,24 +141,26 @@ REASON_NAMES = (
     "estimated latency over max_latency",
     "would miss the deadline",
     "cannot load a configuration (not an FPGA)",
+    "not among the call's candidates",
 )
 KIND_FPGA = 5  # DeviceKind.FPGA: the only kind that loads configurations
 
 # --- per-device scratch columns (caller-provided; no allocation in the kernel) -------
-# Columns 0..5 hold the device's cost for each objective, in objective order.
-SCR_SERVICE_EFF = 6  # service time stretched by current/predicted utilization
-SCR_RECONF = 7
-SCR_SCORE = 8
-SCR_REASON = 9
+# Columns 0..6 hold the device's cost for each objective, in objective order.
+SCR_SERVICE_EFF = 7  # service time stretched by current/predicted utilization
+SCR_RECONF = 8
+SCR_SCORE = 9
+SCR_REASON = 10
 # Per-batch device constants, computed once per call so the task loop only multiplies.
-SCR_INV_PE_INT8 = 10  # 1 / (peak * efficiency) per peak slot, 0 when the peak is 0
-SCR_INV_PE_FP16 = 11
-SCR_INV_PE_FP32 = 12
-SCR_INV_BW = 13  # 1 / (bandwidth in bytes/s), 0 when not modelled
-SCR_U = 14  # max(utilization, predicted), capped at UTIL_CAP
-SCR_INV_AVAIL = 15  # 1 / (1 - u)
-SCR_INV_MEM = 16  # 1 / memory_total, 0 when the device reports none
-SCR_FIELDS = 17
+SCR_INV_PE_INT8 = 11  # 1 / (peak * efficiency) per peak slot, 0 when the peak is 0
+SCR_INV_PE_FP16 = 12
+SCR_INV_PE_FP32 = 13
+SCR_INV_BW = 14  # 1 / (bandwidth in bytes/s), 0 when not modelled
+SCR_U = 15  # max(utilization, predicted), capped at UTIL_CAP
+SCR_INV_AVAIL = 16  # 1 / (1 - u)
+SCR_INV_MEM = 17  # 1 / memory_total, 0 when the device reports none
+SCR_BASE = 18  # the service estimate without the correction
+SCR_FIELDS = 19
 
 MAX_GANG = 8  # most devices one task may take
 
@@ -162,4 +186,7 @@ NO_DEVICE = -1
 BALANCE_HORIZON_S = 1.0  # balance cost: utilization plus backlog over this horizon
 UTIL_CAP = 0.95  # a device is never modelled as more than 95% busy
 SUSPECT_PENALTY = 1.0  # added to the score of a device whose health is suspect
-NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9)  # per objective, keeps ratios finite
+NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9, 1e-6)  # per objective, keeps ratios finite
+DEADLINE_MARGIN = 0.5  # a deadline is met "with a margin" within (1 - margin) of it
+SLACK_PREF = 0.2  # within the margin: weight of a slower device vs an earlier finish
+PREC_BITS = 5  # precisions a task's PREC_MASK may name

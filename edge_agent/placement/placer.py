@@ -3,26 +3,32 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import kernel
+from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
+from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
+from edge_agent.placement.priors import ROOFLINE, priors
+from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
-from edge_agent.resources.vocab import Health
 from edge_agent.tasks.contract import TaskContract
 
-CORRECTION_MIN = 0.02
-CORRECTION_MAX = 50.0
+__all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
+
+_MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer:
+class Placer(LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -30,7 +36,8 @@ class Placer:
     queue, free memory and active power within valid bounds, which needs no new check.
 
     Committed work is charged to each chosen device's queue and free memory until
-    ``feedback`` (or ``release``) reports the task finished.
+    ``feedback`` (or ``release``) reports the task finished; after ``started`` its
+    remaining work shrinks with ``clock`` (seconds; a simulator passes its own).
     """
 
     def __init__(
@@ -41,6 +48,7 @@ class Placer:
         backend: kernel.Backend | None = None,
         keep_reasons: bool = True,
         learning_rate: float = 0.3,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -55,6 +63,14 @@ class Placer:
             raise InvalidInput("the native kernel is not installed; use backend='python'")
         self._lr = learning_rate
         self._classes: dict[str, int] = {"default": 0}  # append-only: indices never change
+        # per class: each device's estimate source (None: all roofline), replaced on change
+        self._sources: list[tuple[str, ...] | None] = [None]
+        self._running = RunningWork(clock)
+        self._started = self._running.entries  # the same dict: empty when nothing runs
+        self._probe_tick = 0
+        self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
+        self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
+        self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
@@ -75,15 +91,32 @@ class Placer:
         self._ctx = DecisionContext(
             self.device_ids, f"{policy.name}@{policy.version}", self.backend
         )
-        self._ws.weights[:] = policy.weight_vector()
+        self._ws.weights[: L.N_OBJECTIVES] = policy.weight_vector()
+        self._ws.weights[L.W_QUEUE_GUARD] = policy.queue_guard()
 
     def prepare(self, contract: TaskContract) -> PreparedTask:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
         plain = prepare(contract)
         row = np.array(plain.row, dtype=np.float64)
-        cls = self.class_index(contract.task_class)
+        cls = self._class_of(plain)
         row[L.TASK_CLASS] = cls
         return PreparedTask(contract, plain.row, (self._token, row, cls))
+
+    def _class_of(self, prepared: PreparedTask) -> int:
+        """Return the task's class row; a new class named after a model starts from priors."""
+        name = prepared.contract.task_class
+        idx = self._classes.get(name)
+        if idx is not None:
+            return idx
+        idx = self.class_index(name)
+        found = priors(self.devices, self._ws.devices.tolist(), prepared.contract, prepared.row)
+        if any(found):
+            row = self._ws.corrections[idx]
+            for d, prior in enumerate(found):
+                if prior is not None:
+                    row[d] = learning.clamp(prior[0])
+            self._sources[idx] = tuple(p[1] if p else ROOFLINE for p in found)
+        return idx
 
     def class_index(self, task_class: str) -> int:
         """Return the correction row for ``task_class``, adding one when new."""
@@ -91,6 +124,7 @@ class Placer:
         if idx is None:
             idx = len(self._classes)
             self._classes[task_class] = idx
+            self._sources.append(None)
             if idx >= self._ws.n_classes:
                 grown = np.ones((self._ws.n_classes * 2, len(self.device_ids)))
                 grown[: self._ws.n_classes] = self._ws.corrections
@@ -108,10 +142,20 @@ class Placer:
         ws.weights[:] = old.weights
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
+        self._restricted_to = None
+        self._masks.clear()
 
     # --- placing ---------------------------------------------------------------------
-    def place_one(self, task: TaskContract | PreparedTask) -> Decision:
-        """Place one task now and commit it to its device(s)."""
+    def place_one(
+        self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
+    ) -> Decision:
+        """Place one task now and commit it to its device(s).
+
+        ``candidates``: device ids this call may choose from (the others are rejected as
+        "not among the call's candidates"); their health and live state are untouched.
+        """
+        if self._started:  # a dict: tested without a call
+            self._running.credit(self._ws.devices)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
@@ -119,39 +163,124 @@ class Placer:
             ws.task0[:] = bound[1]
             cls = bound[2]
         else:
-            cls = self.class_index(prepared.contract.task_class)  # may grow the workspace
+            cls = self._class_of(prepared)  # may grow the workspace
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
-        status, bad = self._call(1)
+        self._probe_tick += 1
+        if self._probe_tick >= learning.PROBE_EVERY:
+            self._probe_tick = 0
+            probe = self._probe(cls, candidates)
+            if probe is not None:
+                return Decision(
+                    prepared.contract,
+                    probe[0],
+                    self._ctx,
+                    probe[1],
+                    cls,
+                    self._sources[cls],
+                    probe=True,
+                )
+        if candidates is None:  # the hot path, inlined
+            status, bad = self._call(1)
+            if status:
+                kernel.check(status, bad)
+            reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
+            row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
+        else:
+            row, reasons = self._decide(1, candidates)
+        return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
+
+    def _decide(
+        self, n_task: int, candidates: Collection[str] | None
+    ) -> tuple[Sequence[float], bytes | None]:
+        """Run the kernel on the first ``n_task`` task rows; return task 0's row and reasons."""
+        ws = self._ws
+        if candidates is None:
+            status, bad = self._call(n_task)
+        else:
+            self._restrict(candidates)
+            status, bad = self._call.restricted(n_task)
         if status:
             kernel.check(status, bad)
         reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-        row = memoryview(ws.out0.tobytes()).cast("d")  # a copy: the slot is reused
-        return Decision(prepared.contract, row, self._ctx, reasons, cls)
+        return memoryview(ws.out0.tobytes()).cast("d"), reasons  # a copy: the slot is reused
 
-    def place(self, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
+    def _restrict(self, candidates: Collection[str]) -> None:
+        """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown).
+
+        A tuple or frozenset is immutable: its flags are kept (up to ``_MASKS_KEPT`` of
+        them), so a caller reusing its candidate sets pays one row copy per call.
+        """
+        if candidates is self._restricted_to:  # the same set as the last call: in place
+            return
+        keep = isinstance(candidates, (tuple, frozenset))
+        kept = self._masks.get(id(candidates)) if keep else None
+        allowed = self._ws.allowed
+        if kept is not None and kept[0] is candidates:
+            allowed[:] = kept[1]
+        else:
+            index = self._index
+            try:
+                found = [index[device_id] for device_id in candidates]
+            except (KeyError, TypeError):
+                bad = [c for c in candidates if not isinstance(c, str) or c not in index]
+                raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
+            allowed.fill(0)
+            allowed[found] = 1
+            if keep:
+                if len(self._masks) >= _MASKS_KEPT:
+                    self._masks.clear()
+                self._masks[id(candidates)] = (candidates, allowed.copy())
+        self._restricted_to = candidates if keep else None
+
+    def _probe(
+        self, cls: int, candidates: Collection[str] | None
+    ) -> tuple[Sequence[float], bytes | None] | None:
+        """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
+        row = self._ws.corrections[cls]
+        stuck = learning.clamped(row)
+        if not stuck.any():
+            return None
+        saved = row[stuck].copy()
+        row[stuck] = 1.0
+        try:
+            return self._decide(1, candidates)
+        finally:
+            row[stuck] = saved
+
+    def place(
+        self,
+        tasks: Sequence[TaskContract | PreparedTask],
+        *,
+        candidates: Collection[str] | None = None,
+    ) -> list[Decision]:
         """Place a batch in priority order (higher first, then earlier deadline).
 
         Returns decisions aligned with ``tasks``. One batch never overbooks a device.
+        ``candidates`` restricts every task of the batch as in ``place_one``.
         """
+        if self._started:
+            self._running.credit(self._ws.devices)
         prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
         order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
-        ws = self._ws
-        classes = [self.class_index(p.contract.task_class) for p in prepared]
-        ws = self._ws  # class_index may have grown the workspace
+        classes = [self._class_of(p) for p in prepared]
+        ws = self._ws  # a new class may have grown the workspace
         if order:
             ws.tasks[: len(order)] = [prepared[i].row for i in order]
             ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
-        kernel.check(*self._call(len(order)))
+        self._decide(len(order), candidates)
         rows = ws.out[: len(order)].tolist()
         out: list[Decision | None] = [None] * len(order)
         keep = ws.keep_reasons
         for slot, i in enumerate(order):
             reasons = ws.reasons[slot].tobytes() if keep else None
-            out[i] = Decision(prepared[i].contract, rows[slot], self._ctx, reasons, classes[i])
+            cls = classes[i]
+            out[i] = Decision(
+                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
+            )
         return [d for d in out if d is not None]
 
     # --- feedback --------------------------------------------------------------------
@@ -160,8 +289,9 @@ class Placer:
     ) -> None:
         """Record a finished task's measured service time (and energy); release its devices.
 
-        The (task class, device) correction factor moves toward measured / estimated, so
-        a device slower than its datasheet stops being chosen.
+        The (task class, device) correction moves, in log space, toward measured / the
+        uncorrected estimate made at decision time (see ``learning``): stable with any
+        number of tasks in flight, so a device slower than its datasheet stops being chosen.
         """
         if not decision.placed:
             raise InvalidInput("feedback: the decision placed nothing")
@@ -170,22 +300,53 @@ class Placer:
         if energy_j is not None and not (math.isfinite(energy_j) and energy_j >= 0):
             raise InvalidInput("feedback: energy_j must be a finite number >= 0")
         ws = self._ws
-        ratio = latency_s / max(decision.service_s, 1e-12)
+        target = latency_s / max(decision.base_s, 1e-12)
+        cls = decision.task_class_index
+        row = ws.corrections[cls]
         for d in decision.device_indices:
-            row = ws.corrections[decision.task_class_index]
-            row[d] = min(CORRECTION_MAX, max(CORRECTION_MIN, row[d] * ratio**self._lr))
+            n = self._samples.get((cls, d), 0)
+            self._samples[(cls, d)] = n + 1
+            # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
+            rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
+            row[d] = learning.toward(float(row[d]), target, rate)
+            self._mark_learned(cls, d)
             if energy_j is not None:
                 power = energy_j / len(decision.device_indices) / latency_s
                 dev = ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
         self.release(decision)
 
+    def _mark_learned(self, cls: int, d: int) -> None:
+        sources = self._sources[cls] or (ROOFLINE,) * len(self.device_ids)
+        if not sources[d].startswith("learned"):
+            self._sources[cls] = (
+                *sources[:d],
+                f"learned from measurements (prior: {sources[d]})",
+                *sources[d + 1 :],
+            )
+
+    def started(self, decision: Decision, *, now: float | None = None) -> None:
+        """Record that a placed task began running (at ``now`` on the clock, default now).
+
+        From then on its remaining work, not its full charge, counts in its devices'
+        queues: the queue shrinks with the run time until ``feedback``/``release``.
+        """
+        if not decision.placed:
+            raise InvalidInput("started: the decision placed nothing")
+        if now is not None and not math.isfinite(now):
+            raise InvalidInput("started: now must be a finite clock reading")
+        self._running.start(decision, now)
+
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         mem = decision.task.memory_needed()
-        for d, charge in zip(decision.device_indices, decision.charges, strict=True):
+        credited = self._running.finish(decision) if self._started else None
+        for j, (d, charge) in enumerate(
+            zip(decision.device_indices, decision.charges, strict=True)
+        ):
             dev = self._ws.devices[d]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - charge)
+            left = charge if credited is None else charge - credited[j]
+            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
     def export_corrections(self) -> dict[str, dict[str, float]]:
@@ -212,18 +373,20 @@ class Placer:
                 if not (math.isfinite(factor) and factor > 0):
                     raise InvalidInput(f"import_corrections: {cls}/{device_id}: must be > 0")
                 if device_id in self._index:
-                    clamped = min(CORRECTION_MAX, max(CORRECTION_MIN, float(factor)))
+                    clamped = learning.clamp(float(factor))
                     updates.append((cls, self._index[device_id], clamped))
         for cls, d, factor in updates:
             idx = self.class_index(cls)
             self._ws.corrections[idx, d] = factor
         return len(updates)
 
-    def preview(self, task: TaskContract | PreparedTask) -> Decision:
+    def preview(
+        self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
+    ) -> Decision:
         """Return what ``place_one`` would decide now, committing nothing."""
         saved = self._ws.devices.copy()
         try:
-            return self.place_one(task)
+            return self.place_one(task, candidates=candidates)
         finally:
             self._ws.devices[:] = saved
 
@@ -241,106 +404,6 @@ class Placer:
         """Return the learned factor (measured / roofline) for a class on a device."""
         idx = self._classes.get(task_class)
         return 1.0 if idx is None else float(self._ws.corrections[idx, self._device(device_id)])
-
-    # --- live state ------------------------------------------------------------------
-    def _device(self, device_id: str) -> int:
-        try:
-            return self._index[device_id]
-        except KeyError:
-            raise InvalidInput(f"unknown device {device_id!r}") from None
-
-    def update_live(
-        self,
-        device_id: str,
-        *,
-        utilization: float | None = None,
-        predicted_utilization: float | None = None,
-        queued_s: float | None = None,
-        memory_free_bytes: float | None = None,
-        health: Health | None = None,
-        link_latency_s: float | None = None,
-        link_bw_gbs: float | None = None,
-        carbon_g_per_kwh: float | None = None,
-        loaded_config: int | None = None,
-        slots: int | None = None,
-        loaded_configs: Sequence[int] | None = None,
-    ) -> None:
-        """Overwrite a device's live state; a bad value raises and changes nothing.
-
-        ``link_latency_s`` / ``link_bw_gbs`` re-home a device relative to the origin of
-        the next placements (0 latency = local), e.g. when one Placer serves many boxes;
-        ``carbon_g_per_kwh`` follows the site's grid intensity; ``loaded_config`` records an
-        FPGA configuration loaded outside this Placer's own commits (slot 0);
-        ``slots`` sets an FPGA's partial-reconfiguration slots (1..4; each holds a
-        configuration and 1/slots of the fabric) and ``loaded_configs`` what each holds.
-        """
-        dev_index = self._device(device_id)
-        if slots is not None and (
-            isinstance(slots, bool) or slots not in range(1, L.MAX_SLOTS + 1)
-        ):
-            raise InvalidInput(f"update_live: slots must be an integer 1..{L.MAX_SLOTS}")
-        if loaded_configs is not None:
-            n = slots or max(1, int(self._ws.devices[dev_index, L.DEV_SLOTS]))
-            if len(loaded_configs) > n or not all(
-                isinstance(c, int) and 0 <= c <= 2**31 - 1 for c in loaded_configs
-            ):
-                raise InvalidInput(
-                    f"update_live: loaded_configs must be at most {n} configuration ids >= 0"
-                )
-        dev = self._ws.devices[self._device(device_id)]
-        updates = (
-            (L.DEV_UTIL, utilization, 1.0),
-            (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
-            (L.DEV_QUEUE_S, queued_s, math.inf),
-            (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
-            (L.DEV_HEALTH, None if health is None else float(health), 2.0),
-            (L.DEV_LINK_S, link_latency_s, math.inf),
-            (L.DEV_LINK_BW, link_bw_gbs, math.inf),
-            (L.DEV_CARBON, carbon_g_per_kwh, math.inf),
-            (L.DEV_CONFIG, None if loaded_config is None else float(loaded_config), 2**31 - 1),
-        )
-        for col, value, top in updates:
-            bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)
-            if bad_health or (
-                value is not None and not (math.isfinite(value) and 0 <= value <= top)
-            ):
-                name = L.LIVE_NAMES[col]
-                raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
-        for col, value, _ in updates:
-            if value is not None:
-                dev[col] = value
-        if slots is not None:
-            dev[L.DEV_SLOTS] = float(slots)
-            dev[L.DEV_SLOT_NEXT] = 0.0
-        if loaded_configs is not None:
-            for k, col in enumerate(L.SLOT_COLS):
-                dev[col] = float(loaded_configs[k]) if k < len(loaded_configs) else 0.0
-        self._call.devices_changed()
-
-    def advance(self, seconds: float) -> None:
-        """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time.
-
-        For callers that model time without releasing tasks (a simulator clock). Do not mix
-        it with ``feedback``/``release`` for the same work: both would drain one charge.
-        """
-        if not (math.isfinite(seconds) and seconds >= 0):
-            raise InvalidInput("advance: seconds must be a finite number >= 0")
-        q = self._ws.devices[:, L.DEV_QUEUE_S]
-        np.maximum(q - seconds, 0.0, out=q)
-
-    def live(self, device_id: str) -> dict[str, float]:
-        """Return a device's live columns as the kernel sees them."""
-        dev = self._ws.devices[self._device(device_id)]
-        return {
-            "utilization": float(dev[L.DEV_UTIL]),
-            "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
-            "queued_s": float(dev[L.DEV_QUEUE_S]),
-            "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
-            "health": float(dev[L.DEV_HEALTH]),
-            "loaded_config": float(dev[L.DEV_CONFIG]),
-            "slots": max(1.0, float(dev[L.DEV_SLOTS])),
-            "active_power_w": float(dev[L.DEV_MAX_W]),
-        }
 
 
 def _urgency(contract: TaskContract) -> tuple[int, float]:

@@ -14,7 +14,9 @@ SCHEMA = "hetmesh.policy/1"
 
 #: Built-in templates: objective weights (normalized to sum 1 when a policy is built).
 TEMPLATES: dict[str, dict[str, float]] = {
-    "latency-first": {"latency": 0.8, "balance": 0.1, "energy": 0.05, "throughput": 0.05},
+    # earliest finish; a light balance term spreads equal finishes (energy or throughput
+    # terms here cost 1.2x the mean latency of pure earliest-finish in bench_sim_slo)
+    "latency-first": {"latency": 0.9, "balance": 0.1},
     # energy first, with a latency guard: a weaker guard piles work onto the most frugal
     # device whatever its queue (4x the latency of latency-first in docs/simulator.md)
     "energy-first": {"energy": 0.5, "latency": 0.45, "carbon": 0.05},
@@ -27,7 +29,18 @@ TEMPLATES: dict[str, dict[str, float]] = {
         "fragmentation": 0.05,
         "carbon": 0.05,
     },
+    # deadlines met first: a task with slack goes to the slowest device that still meets
+    # its deadline with a margin, so fast devices stay free for tight ones (the "deadline"
+    # objective, see hetmesh_kernel.c deadline_cost); energy breaks near-ties; without a
+    # deadline the same term is the latency. When no device can meet a deadline the
+    # kernel places on the earliest finish and the decision says so.
+    "slo-first": {"deadline": 0.9999, "energy": 0.0001},
 }
+
+#: Queue guard per template: no device whose estimated finish exceeds this many times the
+#: earliest finish is chosen (0 = no guard). It keeps an energy-weighted policy from
+#: building queues on slow, frugal devices.
+QUEUE_GUARDS: dict[str, float] = {"balanced": 1.5, "energy-first": 3.0}
 
 #: Rules a policy may carry, with their types and defaults.
 RULE_DEFAULTS: dict[str, Any] = {
@@ -37,6 +50,7 @@ RULE_DEFAULTS: dict[str, Any] = {
     "tenant_shares": {},  # tenant -> weight for fair share
     "pools": {},  # tenant -> resource pool (edge_agent/agent/pools.py)
     "tiers": {},  # task class -> ordered device tiers (edge_agent/placement/tiers.py)
+    "queue_guard": None,  # >= 1, or 0 = off; None = the template's (QUEUE_GUARDS)
 }
 
 
@@ -48,6 +62,13 @@ class Policy:
     weights: Mapping[str, float]
     version: int = 1
     rules: Mapping[str, Any] = field(default_factory=lambda: dict(RULE_DEFAULTS))
+
+    def queue_guard(self) -> float:
+        """Return the queue guard: the rule when set, else the template's, else 0 (off)."""
+        rule = self.rules.get("queue_guard")
+        if rule is not None:
+            return float(rule)
+        return QUEUE_GUARDS.get(self.name, 0.0)
 
     def weight_vector(self) -> list[float]:
         """Return the weights in the kernel's objective order."""
@@ -85,15 +106,22 @@ class Policy:
             raise PolicyError("blend: give at least one (policy, fraction) pair")
         mixed = dict.fromkeys(OBJECTIVE_NAMES, 0.0)
         labels = []
+        guards = []
         for part, fraction in items:
             policy = part if isinstance(part, Policy) else cls.template(part)
+            if fraction and policy.queue_guard() > 0:
+                guards.append(policy.queue_guard())
             if not _is_weight(fraction):
                 raise PolicyError(f"blend: fraction for {policy.name!r} must be a number >= 0")
             for obj in OBJECTIVE_NAMES:
                 mixed[obj] += float(fraction) * float(policy.weights.get(obj, 0.0))
             labels.append(f"{policy.name}:{fraction:g}")
+        rules = dict(RULE_DEFAULTS)
+        rules["queue_guard"] = min(guards) if guards else 0.0  # the strictest part's guard
         return cls(
-            name=name or "blend(" + ",".join(labels) + ")", weights=_normalized(mixed, "blend")
+            name=name or "blend(" + ",".join(labels) + ")",
+            weights=_normalized(mixed, "blend"),
+            rules=rules,
         )
 
     @classmethod
@@ -127,9 +155,10 @@ class Policy:
         name = doc.get("name", base.name)
         if not isinstance(name, str) or not name:
             raise PolicyError("policy.name: expected a non-empty string")
-        return cls(
-            name=name, weights=base.weights, version=version, rules=_rules(doc.get("rules", {}))
-        )
+        rules = doc.get("rules", {})
+        if isinstance(rules, Mapping) and rules.get("queue_guard") is None and base.queue_guard():
+            rules = {**rules, "queue_guard": base.queue_guard()}  # a renamed template keeps it
+        return cls(name=name, weights=base.weights, version=version, rules=_rules(rules))
 
 
 def _is_weight(x: object) -> bool:
@@ -166,6 +195,9 @@ def _rules(rules: object) -> dict[str, Any]:
     margin = merged["offload_margin"]
     if not _is_weight(margin) or margin >= 1:
         raise PolicyError("policy.rules.offload_margin: expected a number in [0, 1)")
+    guard = merged["queue_guard"]
+    if guard is not None and not (_is_weight(guard) and (guard == 0 or guard >= 1)):
+        raise PolicyError("policy.rules.queue_guard: expected 0 (off) or a number >= 1")
     peers = merged["allowed_peers"]
     if peers is not None and not (
         isinstance(peers, list) and all(isinstance(p, str) for p in peers)

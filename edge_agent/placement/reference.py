@@ -10,46 +10,7 @@ import math
 from collections.abc import MutableSequence, Sequence
 
 from edge_agent.placement import layout as L
-
-
-def _bad_rows(
-    devices: Sequence[float], n_dev: int, tasks: Sequence[float], n_task: int, n_classes: int
-) -> tuple[int, int]:
-    """Return (status, bad row) for the first invalid device or task row, or (OK, -1)."""
-    for d in range(n_dev):
-        row = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
-        if not _device_ok(row):
-            return L.ST_BAD_DEVICE, d
-    for t in range(n_task):
-        row = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        if not _task_ok(row, n_classes):
-            return L.ST_BAD_TASK, t
-    return L.ST_OK, -1
-
-
-def _is_small_int(x: float, lo: float, hi: float) -> bool:
-    return lo <= x <= hi and x == math.floor(x)
-
-
-MASK_MAX = 2147483647.0
-
-
-def _device_ok(r: Sequence[float]) -> bool:
-    """Mirror of the kernel's device checks; kind and masks are read truncated by int()."""
-    if not all(math.isfinite(x) and x >= 0.0 for x in r):
-        return False
-    return (
-        r[L.DEV_KIND] <= 31.0
-        and r[L.DEV_PREC_MASK] <= MASK_MAX
-        and r[L.DEV_OPS_MASK] <= MASK_MAX
-        and r[L.DEV_FORMAT_MASK] <= MASK_MAX
-        and 0.0 < r[L.DEV_EFFICIENCY] <= 1.0
-        and r[L.DEV_UTIL] <= 1.0
-        and r[L.DEV_PRED_UTIL] <= 1.0
-        and r[L.DEV_HEALTH] in (0.0, 1.0, 2.0)
-        and _is_small_int(r[L.DEV_SLOTS], 0, L.MAX_SLOTS)
-        and _is_small_int(r[L.DEV_SLOT_NEXT], 0, L.MAX_SLOTS - 1)
-    )
+from edge_agent.placement.reference_checks import MAX_DOUBLE, bad_rows
 
 
 def _n_slots(dev: Sequence[float]) -> int:
@@ -71,23 +32,6 @@ def _load_config(devices: MutableSequence[float], base: int, cfg: float) -> None
     victim = int(devices[base + L.DEV_SLOT_NEXT]) % s
     devices[base + L.SLOT_COLS[victim]] = cfg
     devices[base + L.DEV_SLOT_NEXT] = float((victim + 1) % s)
-
-
-def _task_ok(r: Sequence[float], n_classes: int) -> bool:
-    if not all(math.isfinite(x) for x in r):
-        return False
-    if r[L.TASK_FORMAT] != -1.0 and not _is_small_int(r[L.TASK_FORMAT], 0, 31):
-        return False
-    others = [x for i, x in enumerate(r) if i != L.TASK_FORMAT]
-    return (
-        all(x >= 0.0 for x in others)
-        and _is_small_int(r[L.TASK_KINDS_MASK], 0, 2147483647)
-        and _is_small_int(r[L.TASK_PREC], 0, 31)
-        and _is_small_int(r[L.TASK_OPS_MASK], 0, 2147483647)
-        and _is_small_int(r[L.TASK_COUNT], 1, L.MAX_GANG)
-        and _is_small_int(r[L.TASK_CLASS], 0, n_classes - 1)
-        and _is_small_int(r[L.TASK_CONFIG], 0, 2147483647)
-    )
 
 
 def _peak_slot(prec: int) -> int:
@@ -119,27 +63,62 @@ def _device_constants(dev: Sequence[float], scr: MutableSequence[float]) -> None
     scr[L.SCR_INV_MEM] = 1.0 / mem_total if mem_total > 0.0 else 0.0
 
 
-def _static_reason(dev: Sequence[float], scr: Sequence[float], task: Sequence[float]) -> int:
-    """Return the first hard constraint ``dev`` fails for ``task`` that needs no estimate."""
-    kind = int(dev[L.DEV_KIND])
+def _task_inv_peak(dev: Sequence[float], scr: Sequence[float], task: Sequence[float]) -> float:
+    """Return the inverse peak ``task`` runs at on ``dev`` (the fastest it allows), or 0."""
     prec = int(task[L.TASK_PREC])
+    want = int(task[L.TASK_PREC_MASK])
+    if want == 0:
+        return scr[_peak_slot(prec)] if (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 else 0.0
+    have = int(dev[L.DEV_PREC_MASK]) & (want | (1 << prec))
+    best = 0.0
+    for p in range(L.PREC_BITS):
+        if not (have >> p) & 1:
+            continue
+        v = scr[_peak_slot(p)]
+        if v > 0.0 and (best == 0.0 or v < best):
+            best = v
+    return best
+
+
+def _static_reason(
+    dev: Sequence[float], scr: Sequence[float], task: Sequence[float]
+) -> tuple[int, float]:
+    """Return (the first hard constraint ``dev`` fails that needs no estimate, inverse peak)."""
+    kind = int(dev[L.DEV_KIND])
     kinds = int(task[L.TASK_KINDS_MASK])
     fmt = int(task[L.TASK_FORMAT])
     if dev[L.DEV_HEALTH] == 2.0:
-        return L.R_OFFLINE
+        return L.R_OFFLINE, 0.0
     if kinds != 0 and not (kinds >> kind) & 1:
-        return L.R_KIND
-    if not (int(dev[L.DEV_PREC_MASK]) >> prec) & 1 or scr[_peak_slot(prec)] == 0.0:
-        return L.R_PRECISION
+        return L.R_KIND, 0.0
+    inv_pe = _task_inv_peak(dev, scr, task)
+    if inv_pe == 0.0:
+        return L.R_PRECISION, inv_pe
     if int(task[L.TASK_OPS_MASK]) & ~int(dev[L.DEV_OPS_MASK]):
-        return L.R_OPERATORS
-    if fmt >= 0 and not (int(dev[L.DEV_FORMAT_MASK]) >> fmt) & 1:
-        return L.R_FORMAT
+        return L.R_OPERATORS, inv_pe
+    if fmt != 0 and not fmt & int(dev[L.DEV_FORMAT_MASK]):
+        return L.R_FORMAT, inv_pe
     if task[L.TASK_CONFIG] != 0.0 and kind != L.KIND_FPGA:
-        return L.R_CONFIG
+        return L.R_CONFIG, inv_pe
     if task[L.TASK_MEM] > dev[L.DEV_MEM_FREE]:
-        return L.R_MEMORY
-    return L.R_OK
+        return L.R_MEMORY, inv_pe
+    return L.R_OK, inv_pe
+
+
+def _deadline_cost(deadline: float, latency: float, service_eff: float) -> float:
+    """Return the deadline objective (see hetmesh_kernel.c: deadline_cost)."""
+    if not deadline > 0.0:
+        return latency
+    target = deadline * (1.0 - L.DEADLINE_MARGIN)
+    if latency <= target:
+        return (
+            1.0
+            + L.SLACK_PREF * (1.0 - service_eff / target)
+            + (1.0 - L.SLACK_PREF) * (latency / target)
+        )
+    if latency <= deadline:
+        return 2.0 + (latency - target) / (deadline - target)
+    return 3.0 + latency / deadline
 
 
 def _estimate(
@@ -148,16 +127,18 @@ def _estimate(
     work: float,
     moved: float,
     corr: float,
+    inv_pe: float,
     scr: MutableSequence[float],
 ) -> int:
     """Fill one device's scratch row with its costs for ``task``; return its reason code."""
-    compute_s = work * scr[_peak_slot(int(task[L.TASK_PREC]))]
+    compute_s = work * inv_pe
     mem_s = moved * scr[L.SCR_INV_BW]
     roof = (mem_s if mem_s > compute_s else compute_s) + dev[L.DEV_DISPATCH_S]
     # a slot holds 1/slots of the fabric: slower by that factor, and the slots drain the
     # device's queue side by side; with one slot both factors are exactly 1
     slots = float(_n_slots(dev))
-    service = roof * corr * slots
+    base = roof * slots
+    service = base * corr
     service_eff = service * scr[L.SCR_INV_AVAIL]
     cfg = task[L.TASK_CONFIG]
     reconf = dev[L.DEV_RECONF_S] if cfg != 0.0 and not _config_loaded(dev, cfg) else 0.0
@@ -177,12 +158,14 @@ def _estimate(
     scr[L.OBJ_BALANCE] = scr[L.SCR_U] + (queue + service_eff) / L.BALANCE_HORIZON_S
     scr[L.OBJ_FRAGMENTATION] = frag
     scr[L.OBJ_CARBON] = energy / 3.6e6 * dev[L.DEV_CARBON]
+    deadline = task[L.TASK_DEADLINE_S]
+    scr[L.OBJ_DEADLINE] = _deadline_cost(deadline, latency, service_eff)
     scr[L.SCR_SERVICE_EFF] = service_eff
     scr[L.SCR_RECONF] = reconf
+    scr[L.SCR_BASE] = base * scr[L.SCR_INV_AVAIL]
     max_lat = task[L.TASK_MAX_LAT_S]
     if max_lat > 0.0 and latency > max_lat:
         return L.R_LATENCY
-    deadline = task[L.TASK_DEADLINE_S]
     if deadline > 0.0 and latency > deadline:
         return L.R_DEADLINE
     return L.R_OK
@@ -198,12 +181,14 @@ def place_batch(
     n_classes: int,
     out: MutableSequence[float],
     reasons: MutableSequence[int] | None = None,
+    allowed: Sequence[int] | None = None,
 ) -> tuple[int, int]:
     """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
 
     Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
     are committed, and fills ``out`` (one OUT_FIELDS row per task) and ``reasons`` exactly
-    as ``hm_place_batch`` does. Nothing is changed when the status is not OK.
+    as ``hm_place_batch`` does; ``allowed`` (nonzero per candidate device, None = all)
+    is the ``hm_call.allowed`` restriction. Nothing is changed when the status is not OK.
     """
     if (
         n_dev < 0
@@ -215,13 +200,17 @@ def place_batch(
         or len(out) < n_task * L.OUT_FIELDS
     ):
         return L.ST_BAD_SHAPE, -1
-    if len(weights) < L.N_OBJECTIVES or not all(
+    if len(weights) < L.N_WEIGHTS or not all(
         math.isfinite(w) and w >= 0.0 for w in weights[: L.N_OBJECTIVES]
     ):
         return L.ST_BAD_POLICY, -1
-    if sum(weights[: L.N_OBJECTIVES]) <= 0.0:
+    wsum = 0.0
+    for w in weights[: L.N_OBJECTIVES]:
+        wsum += w
+    guard = weights[L.W_QUEUE_GUARD]
+    if wsum <= 0.0 or not (guard == 0.0 or 1.0 <= guard <= MAX_DOUBLE):
         return L.ST_BAD_POLICY, -1
-    status, bad = _bad_rows(devices, n_dev, tasks, n_task, n_classes)
+    status, bad = bad_rows(devices, n_dev, tasks, n_task, n_classes)
     if status != L.ST_OK:
         return status, bad
     checked: set[int] = set()
@@ -240,7 +229,7 @@ def place_batch(
         _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        row = _place_one(devices, n_dev, task, t, weights, corrections, scratch, reasons)
+        row = _place_one(devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed)
         out[t * L.OUT_FIELDS : (t + 1) * L.OUT_FIELDS] = row
     return L.ST_OK, -1
 
@@ -254,6 +243,7 @@ def _place_one(
     corrections: Sequence[float],
     scratch: list[list[float]],
     reasons: MutableSequence[int] | None,
+    allowed: Sequence[int] | None,
 ) -> list[float]:
     """Estimate, score, choose and commit one task; return its output row."""
     cls = int(task[L.TASK_CLASS])
@@ -265,32 +255,75 @@ def _place_one(
         row[L.OUT_ASSIGNED + j] = float(L.NO_DEVICE)
     row[L.OUT_RUNNER_UP] = float(L.NO_DEVICE)
     mins = [math.inf] * L.N_OBJECTIVES
-    n_ok = 0
+    n_ok = n_late = 0
     for d in range(n_dev):
         dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
         scr = scratch[d]
-        reason = _static_reason(dev, scr, task)
+        if allowed is not None and not allowed[d]:
+            reason, inv_pe = L.R_EXCLUDED, 0.0
+        else:
+            reason, inv_pe = _static_reason(dev, scr, task)
         if reason == L.R_OK:
-            reason = _estimate(dev, task, work, moved, corrections[cls * n_dev + d], scr)
+            corr = corrections[cls * n_dev + d]
+            reason = _estimate(dev, task, work, moved, corr, inv_pe, scr)
         scr[L.SCR_REASON] = float(reason)
         if reasons is not None:
             reasons[t * n_dev + d] = reason
         if reason != L.R_OK:
             row[L.OUT_COUNTS + reason] += 1.0
+            n_late += reason == L.R_DEADLINE
             continue
         n_ok += 1
         for o in range(L.N_OBJECTIVES):
             if scr[o] < mins[o]:
                 mins[o] = scr[o]
+    guard_s = 0.0
     if n_ok < k:
-        return row
-    inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
-    # score every feasible device, keeping the k+1 best in order (ties: lowest index)
+        # no k devices meet the deadline: the earliest finishes, unless told to drop
+        if n_ok + n_late < k or int(task[L.TASK_FLAGS]) & L.TF_DROP_IF_LATE:
+            return row
+        row[L.OUT_FLAGS] = float(L.OF_LATE)
+        mins = [math.inf] * L.N_OBJECTIVES
+        inv = [0.0] * L.N_OBJECTIVES
+        for d in range(n_dev):
+            scr = scratch[d]
+            if scr[L.SCR_REASON] == float(L.R_DEADLINE):
+                scr[L.SCR_REASON] = 0.0
+            if scr[L.SCR_REASON] != 0.0:
+                continue
+            for o in range(L.N_OBJECTIVES):
+                if scr[o] < mins[o]:
+                    mins[o] = scr[o]
+        inv[L.OBJ_LATENCY] = 1.0 / (mins[L.OBJ_LATENCY] + L.NORM_FLOOR[L.OBJ_LATENCY])
+    else:
+        inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
+        if k == 1 and weights[L.W_QUEUE_GUARD] > 0.0:
+            guard_s = weights[L.W_QUEUE_GUARD] * mins[L.OBJ_LATENCY]
+    chosen, top = _rank(devices, n_dev, scratch, inv, mins, k, guard_s)
+    if len(chosen) > k:
+        row[L.OUT_RUNNER_UP] = float(chosen.pop())
+        row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
+    _commit(devices, task, chosen, scratch, inv, mins, row)
+    return row
+
+
+def _rank(
+    devices: Sequence[float],
+    n_dev: int,
+    scratch: list[list[float]],
+    inv: list[float],
+    mins: list[float],
+    k: int,
+    guard_s: float,
+) -> tuple[list[int], list[float]]:
+    """Return the k+1 best-scoring feasible devices in order (ties: lowest index), scores."""
     chosen: list[int] = []
     top: list[float] = []
     for d in range(n_dev):
         scr = scratch[d]
         if scr[L.SCR_REASON] != 0.0:
+            continue
+        if guard_s > 0.0 and scr[L.OBJ_LATENCY] > guard_s:
             continue
         score = 0.0
         for o in range(L.N_OBJECTIVES):
@@ -306,11 +339,7 @@ def _place_one(
         chosen.insert(pos, d)
         top.insert(pos, score)
         del chosen[k + 1 :], top[k + 1 :]
-    if len(chosen) > k:
-        row[L.OUT_RUNNER_UP] = float(chosen.pop())
-        row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
-    _commit(devices, task, chosen, scratch, inv, mins, row)
-    return row
+    return chosen, top
 
 
 def _commit(
@@ -335,6 +364,7 @@ def _commit(
             row[est + L.EST_LATENCY_S] = scr[L.OBJ_LATENCY]
         if scr[L.SCR_SERVICE_EFF] > row[est + L.EST_SERVICE_S]:
             row[est + L.EST_SERVICE_S] = scr[L.SCR_SERVICE_EFF]
+            row[est + L.EST_BASE_S] = scr[L.SCR_BASE]
         row[est + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
         row[est + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
         base = d * L.DEV_FIELDS

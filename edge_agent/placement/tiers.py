@@ -14,8 +14,8 @@ tier's ``max_queue_s``. The task then spills to the next tier; when every tier i
 only by ``max_queue_s``, it goes to the first tier that could take it. A decision records
 its tier and the tiers it spilled from. Classes not listed are placed on any device.
 
-The kernel is not changed for this: devices outside the tier are left out of the call
-(held offline for it, then restored), and the decision names them as outside its tiers.
+Devices outside the tier are left out of the call (``place_one(..., candidates=...)``:
+their health is untouched), and the decision names them as outside its tiers.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from edge_agent.placement.codec import PreparedTask
 from edge_agent.placement.decision import Decision
 from edge_agent.placement.placer import Placer
 from edge_agent.placement.policy import Policy
-from edge_agent.resources.vocab import Health, Tier
+from edge_agent.resources.vocab import Tier
 from edge_agent.tasks.contract import TaskContract
 
 TIER_NAMES: tuple[str, ...] = tuple(t.name.lower() for t in Tier)
@@ -148,16 +148,8 @@ def place_within(
     placer: Placer, task: TaskContract | PreparedTask, allowed: Collection[int]
 ) -> Decision:
     """Place ``task`` on the devices at ``allowed`` indices only (the others left out)."""
-    left_out = [i for i in range(len(placer.devices)) if i not in set(allowed)]
     ids = placer.device_ids
-    saved = [placer.live(ids[i])["health"] for i in left_out]
-    try:
-        for i in left_out:
-            placer.update_live(ids[i], health=Health.OFFLINE)
-        return placer.place_one(task)
-    finally:
-        for i, health in zip(left_out, saved, strict=True):
-            placer.update_live(ids[i], health=Health(int(health)))
+    return placer.place_one(task, candidates=[ids[i] for i in allowed])
 
 
 def _labelled(

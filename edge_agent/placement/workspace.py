@@ -23,11 +23,12 @@ class Workspace:
         self.keep_reasons = keep_reasons
         self.devices = np.ascontiguousarray(devices, dtype=np.float64)
         self.corrections = np.ascontiguousarray(corrections, dtype=np.float64)
-        self.weights: F64 = np.zeros(L.N_OBJECTIVES, dtype=np.float64)
+        self.weights: F64 = np.zeros(L.N_WEIGHTS, dtype=np.float64)  # objectives, queue guard
         self.tasks: F64 = np.zeros((capacity, L.TASK_FIELDS), dtype=np.float64)
         self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
         self.out: F64 = np.zeros((capacity, L.OUT_FIELDS), dtype=np.float64)
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
+        self.allowed: U8 = np.ones(max(n_dev, 1), np.uint8)  # candidates of a restricted call
         self.task0, self.out0, self.reasons0 = self.tasks[0], self.out[0], self.reasons[0]
 
     @property

@@ -25,6 +25,10 @@ log = logging.getLogger(__name__)
 
 STOP_GRACE_S = 15.0  # SIGTERM, then this long before SIGKILL
 SUPEREXEC_POLL_ENV = "FLWR_SUPEREXEC_TASK_POLL_INTERVAL"  # Flower's own knob (default 1 s)
+#: Flower 1.42 switches on its legacy gRPC Fleet/Control servers (bound to 0.0.0.0) when these
+#: are "1"; a Flower daemon started here never inherits them.
+LEGACY_GRPC_ENV = ("FLWR_INTERNAL_GRPC_CONTROL_API", "FLWR_INTERNAL_GRPC_FLEET_API")
+LISTEN = "0A"  # the TCP state LISTEN in /proc/<pid>/net/tcp
 ConfigValue = str | int | float | bool
 
 
@@ -66,7 +70,7 @@ def parse_config_arg(text: str) -> dict[str, ConfigValue]:
 
 def flower_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """Environment for Flower daemons: this interpreter's scripts and hetmesh importable."""
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in LEGACY_GRPC_ENV}
     bindir = str(Path(sys.executable).parent)
     env["PATH"] = os.pathsep.join([bindir, env.get("PATH", "")])
     root = str(Path(edge_agent.__file__).resolve().parents[1])
@@ -128,6 +132,10 @@ class FlowerProcess:
             return [root, *root.children(recursive=True)]
         except psutil.NoSuchProcess:
             return []
+
+    def listening(self) -> set[tuple[str, int]]:
+        """(address, port) of every TCP socket the daemon and its descendants listen on now."""
+        return {sock for pid in self.pids() for sock in listening_sockets(pid)}
 
     def terminate(self) -> None:
         """Send SIGTERM (a planned stop); wait_stopped() then reaps the daemon and its children."""
@@ -315,7 +323,7 @@ class SuperNodeSupervisor:
             node_config={"telemetry-db": str(self.telemetry_db)},
             root_certificates=root,
             auth_private_key=self.private_key if root is not None else None,
-            runtime_port=_free_port(),
+            runtime_port=free_loopback_port(),
             superexec_poll_s=self.superexec_poll_s,
             flwr_home=self.state_dir / "flwr-home",
         )
@@ -342,8 +350,40 @@ class SuperNodeSupervisor:
         }
 
 
-def _free_port() -> int:
-    """A loopback port free now, for the SuperNode's own ClientAppIo API."""
+def free_loopback_port() -> int:
+    """A loopback port free now (a SuperNode's ClientAppIo API, the SuperLink's own port)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def listening_sockets(pid: int) -> set[tuple[str, int]]:
+    """(address, port) of the TCP sockets process ``pid`` listens on (Linux /proc).
+
+    Read from ``/proc/PID/net/tcp{,6}``, the tables of the process's own network namespace
+    (psutil reads the caller's), matched against the socket inodes among its open files.
+    """
+    proc = Path("/proc") / str(pid)
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in (proc / "fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+    found: set[tuple[str, int]] = set()
+    for table, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        try:
+            rows = (proc / "net" / table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            cols = row.split()
+            if cols[3] != LISTEN or cols[9] not in inodes:
+                continue
+            hexaddr, hexport = cols[1].split(":")
+            raw = bytes.fromhex(hexaddr)  # printed as 32-bit words in host byte order
+            if sys.byteorder == "little":
+                raw = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+            found.add((socket.inet_ntop(family, raw), int(hexport, 16)))
+    return found

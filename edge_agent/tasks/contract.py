@@ -73,14 +73,22 @@ class Requirements:
     """Hard requirements; a device that fails one is rejected with its reason."""
 
     kinds: tuple[str, ...] = ()  # empty = any kind
-    precision: str | None = None  # None = the semantics' precision
+    # None = the semantics' precision; several = each device runs the fastest it offers
+    precision: str | tuple[str, ...] | None = None
     operator_families: tuple[str, ...] | None = None  # None = the semantics' families
-    model_format: str | None = "onnx"  # None = any (opaque tasks)
+    # the formats the task is compiled for (onnx, rknn, hef, xmodel, engine, ...); None = any
+    model_format: str | tuple[str, ...] | None = None
     min_memory_bytes: float = 0.0  # per device
     device_count: int = 1
     max_latency_s: float = 0.0  # 0 = no bound
     deadline_s: float = 0.0  # relative to placement time; 0 = none
     config_id: int = 0  # required FPGA configuration; 0 = none
+    drop_if_late: bool = False  # leave unplaced (not late) when no device meets the deadline
+
+    def formats(self) -> tuple[str, ...]:
+        """Return the accepted model formats (empty = any)."""
+        fmt = self.model_format
+        return () if fmt is None else (fmt,) if isinstance(fmt, str) else tuple(fmt)
 
 
 @dataclass(frozen=True)
@@ -101,14 +109,22 @@ class TaskContract:
         return max(self.requirements.min_memory_bytes, sem.param_bytes + sem.activation_bytes)
 
     def precision(self) -> Precision:
-        """Return the precision the task runs at."""
-        name = self.requirements.precision or self.semantics.precision
-        return Precision(parse_name(Precision, name, what="precision"))
+        """Return the precision the task runs at (the first, when several are allowed)."""
+        return self.precisions()[0]
+
+    def precisions(self) -> tuple[Precision, ...]:
+        """Return the precisions the task may run at, the preferred first."""
+        req = self.requirements.precision or self.semantics.precision
+        names = (req,) if isinstance(req, str) else req
+        return tuple(Precision(parse_name(Precision, n, what="precision")) for n in names)
 
     def to_dict(self) -> dict[str, Any]:
         """Return the contract as a JSON-ready document (the inverse of ``from_dict``)."""
         doc = asdict(self)
         doc["requirements"]["kinds"] = list(self.requirements.kinds)
+        for key in ("precision", "model_format"):
+            if isinstance(doc["requirements"][key], tuple):
+                doc["requirements"][key] = list(doc["requirements"][key])
         if self.requirements.operator_families is not None:
             doc["requirements"]["operator_families"] = list(self.requirements.operator_families)
         return doc
@@ -151,6 +167,16 @@ def _string_list(doc: Mapping[str, Any], key: str, where: str) -> tuple[str, ...
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise ContractError(f"{where}.{key}: expected a list of strings, got {value!r}")
     return tuple(value)
+
+
+def _names(doc: Mapping[str, Any], key: str, where: str) -> str | tuple[str, ...] | None:
+    """Return a name, a non-empty list of names (as a tuple), or None."""
+    value = doc.get(key)
+    if isinstance(value, list):
+        if not value or not all(isinstance(v, str) for v in value):
+            raise ContractError(f"{where}.{key}: expected a name or a non-empty list of names")
+        return tuple(value)
+    return _optional_str(doc, key, where)
 
 
 def _optional_str(doc: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -201,6 +227,13 @@ def _parse_semantics(doc: Mapping[str, Any]) -> Semantics:
     return sem
 
 
+def _flag(doc: Mapping[str, Any], key: str, where: str) -> bool:
+    value = doc.get(key, False)
+    if not isinstance(value, bool):
+        raise ContractError(f"{where}.{key}: expected true or false, got {value!r}")
+    return value
+
+
 def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
     where = "requirements"
     _check_keys(doc, {f for f in Requirements.__dataclass_fields__}, where)
@@ -212,23 +245,24 @@ def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
         raise ContractError(f"{where}.config_id: expected an integer 0..{MAX_CONFIG_ID}")
     req = Requirements(
         kinds=_string_list(doc, "kinds", where) or (),
-        precision=_optional_str(doc, "precision", where),
+        precision=_names(doc, "precision", where),
         operator_families=_string_list(doc, "operator_families", where),
-        model_format=_optional_str(doc, "model_format", where) if "model_format" in doc else "onnx",
+        model_format=_names(doc, "model_format", where),
         min_memory_bytes=_number(doc, "min_memory_bytes", where),
         device_count=count,
         max_latency_s=_number(doc, "max_latency_s", where, top=MAX_SECONDS),
         deadline_s=_number(doc, "deadline_s", where, top=MAX_SECONDS),
         config_id=config,
+        drop_if_late=_flag(doc, "drop_if_late", where),
     )
     try:
         kinds_mask(list(req.kinds))
         if req.precision is not None:
-            parse_name(Precision, req.precision, what="precision")
+            names = (req.precision,) if isinstance(req.precision, str) else req.precision
+            mask_of(Precision, names, what="precision")
         if req.operator_families is not None:
             mask_of(OperatorFamily, req.operator_families, what="operator family")
-        if req.model_format is not None:
-            parse_name(ModelFormat, req.model_format, what="model format")
+        mask_of(ModelFormat, req.formats(), what="model format")
     except ValueError as err:
         raise ContractError(f"{where}: {err}") from None
     return req

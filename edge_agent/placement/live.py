@@ -1,0 +1,121 @@
+"""A Placer's live device state: overwrite it, drain it, read it (the ``LiveState`` mixin)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from edge_agent.errors import InvalidInput
+from edge_agent.placement import layout as L
+from edge_agent.placement.kernel import KernelCall
+from edge_agent.placement.workspace import Workspace
+from edge_agent.resources.vocab import Health
+
+
+class LiveState:
+    """The live-state methods of ``Placer``, over its workspace's device rows."""
+
+    _ws: Workspace
+    _call: KernelCall
+    _index: dict[str, int]
+
+    def _device(self, device_id: str) -> int:
+        try:
+            return self._index[device_id]
+        except KeyError:
+            raise InvalidInput(f"unknown device {device_id!r}") from None
+
+    def update_live(
+        self,
+        device_id: str,
+        *,
+        utilization: float | None = None,
+        predicted_utilization: float | None = None,
+        queued_s: float | None = None,
+        memory_free_bytes: float | None = None,
+        health: Health | None = None,
+        link_latency_s: float | None = None,
+        link_bw_gbs: float | None = None,
+        carbon_g_per_kwh: float | None = None,
+        loaded_config: int | None = None,
+        slots: int | None = None,
+        loaded_configs: Sequence[int] | None = None,
+    ) -> None:
+        """Overwrite a device's live state; a bad value raises and changes nothing.
+
+        ``link_latency_s`` / ``link_bw_gbs`` re-home a device relative to the origin of
+        the next placements (0 latency = local), e.g. when one Placer serves many boxes;
+        ``carbon_g_per_kwh`` follows the site's grid intensity; ``loaded_config`` records an
+        FPGA configuration loaded outside this Placer's own commits (slot 0);
+        ``slots`` sets an FPGA's partial-reconfiguration slots (1..4; each holds a
+        configuration and 1/slots of the fabric) and ``loaded_configs`` what each holds.
+        """
+        dev_index = self._device(device_id)
+        if slots is not None and (
+            isinstance(slots, bool) or slots not in range(1, L.MAX_SLOTS + 1)
+        ):
+            raise InvalidInput(f"update_live: slots must be an integer 1..{L.MAX_SLOTS}")
+        if loaded_configs is not None:
+            n = slots or max(1, int(self._ws.devices[dev_index, L.DEV_SLOTS]))
+            if len(loaded_configs) > n or not all(
+                isinstance(c, int) and 0 <= c <= 2**31 - 1 for c in loaded_configs
+            ):
+                raise InvalidInput(
+                    f"update_live: loaded_configs must be at most {n} configuration ids >= 0"
+                )
+        dev = self._ws.devices[self._device(device_id)]
+        updates = (
+            (L.DEV_UTIL, utilization, 1.0),
+            (L.DEV_PRED_UTIL, predicted_utilization, 1.0),
+            (L.DEV_QUEUE_S, queued_s, math.inf),
+            (L.DEV_MEM_FREE, memory_free_bytes, math.inf),
+            (L.DEV_HEALTH, None if health is None else float(health), 2.0),
+            (L.DEV_LINK_S, link_latency_s, math.inf),
+            (L.DEV_LINK_BW, link_bw_gbs, math.inf),
+            (L.DEV_CARBON, carbon_g_per_kwh, math.inf),
+            (L.DEV_CONFIG, None if loaded_config is None else float(loaded_config), 2**31 - 1),
+        )
+        for col, value, top in updates:
+            bad_health = col == L.DEV_HEALTH and value not in (None, 0.0, 1.0, 2.0)
+            if bad_health or (
+                value is not None and not (math.isfinite(value) and 0 <= value <= top)
+            ):
+                name = L.LIVE_NAMES[col]
+                raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
+        for col, value, _ in updates:
+            if value is not None:
+                dev[col] = value
+        if slots is not None:
+            dev[L.DEV_SLOTS] = float(slots)
+            dev[L.DEV_SLOT_NEXT] = 0.0
+        if loaded_configs is not None:
+            for k, col in enumerate(L.SLOT_COLS):
+                dev[col] = float(loaded_configs[k]) if k < len(loaded_configs) else 0.0
+        self._call.devices_changed()
+
+    def advance(self, seconds: float) -> None:
+        """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time.
+
+        For callers that model time without releasing tasks (a simulator clock). Do not mix
+        it with ``feedback``/``release`` for the same work: both would drain one charge.
+        """
+        if not (math.isfinite(seconds) and seconds >= 0):
+            raise InvalidInput("advance: seconds must be a finite number >= 0")
+        q = self._ws.devices[:, L.DEV_QUEUE_S]
+        np.maximum(q - seconds, 0.0, out=q)
+
+    def live(self, device_id: str) -> dict[str, float]:
+        """Return a device's live columns as the kernel sees them."""
+        dev = self._ws.devices[self._device(device_id)]
+        return {
+            "utilization": float(dev[L.DEV_UTIL]),
+            "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
+            "queued_s": float(dev[L.DEV_QUEUE_S]),
+            "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
+            "health": float(dev[L.DEV_HEALTH]),
+            "loaded_config": float(dev[L.DEV_CONFIG]),
+            "slots": max(1.0, float(dev[L.DEV_SLOTS])),
+            "active_power_w": float(dev[L.DEV_MAX_W]),
+        }
