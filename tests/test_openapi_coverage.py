@@ -15,7 +15,7 @@ from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.openapi import document as agent_document
 
 #: Routes that serve files for a browser, not an API (the dashboard and the status page).
-PAGES = {"/", "/base.css", "/dashboard", "/status"}
+PAGES = {"/", "/base.css", "/common.js", "/dashboard", "/status"}
 
 
 def served(app: web.Application) -> set[tuple[str, str]]:

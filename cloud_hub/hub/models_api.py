@@ -88,7 +88,13 @@ async def _upload(request: web.Request) -> web.Response:
 
 
 async def _learning(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True, **request.app[FEDERATION].summary()})
+    doc = request.app[FEDERATION].summary()
+    # ids are strings in every JSON document: a Flower run id is a 64-bit integer, which a
+    # JavaScript number (a double) would round past 2**53
+    doc["runs"] = [
+        r | {"run_id": None if r["run_id"] is None else str(r["run_id"])} for r in doc["runs"]
+    ]
+    return web.json_response({"ok": True, **doc})
 
 
 async def _run_now(request: web.Request) -> web.Response:

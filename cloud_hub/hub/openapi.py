@@ -66,7 +66,10 @@ def document() -> dict[str, Any]:
                 ),
             },
             "/v1/fleet": {
-                "get": _op("agents with liveness, devices, decisions, policies, throughput")
+                "get": _op(
+                    "agents with liveness, devices, decisions, policies, throughput, mesh "
+                    "links (state, RTT), each site's carbon, deferred work and moves"
+                )
             },
             "/v1/agents": {"get": _op("agents with liveness state and last seen")},
             "/v1/devices": {"get": _op("devices with live utilization (null when stale)")},
@@ -104,7 +107,11 @@ def document() -> dict[str, Any]:
                     params=[{**_AGENT, "name": "version", "schema": {"type": "integer"}}],
                 )
             },
-            "/v1/learning": {"get": _op("federated runs, models and per-agent predictor error")},
+            "/v1/learning": {
+                "get": _op(
+                    "federated runs (run_id a string: 64-bit), models and per-agent predictor error"
+                )
+            },
             "/v1/learning/runs": {"post": _op("start a federated run now", security=_ADMIN)},
             "/v1/agents/{agent_id}/learning": {
                 "post": _op(

@@ -208,7 +208,8 @@ def document() -> dict[str, Any]:
             "/v1/health": {"get": _op("health", {"200": _ok("health")})},
             "/v1/status": {
                 "get": _op(
-                    "status page data: health, devices, recent tasks, hub link, policy",
+                    "status page data: health, devices, queue, deferred tasks (held_until), recent "
+                    "tasks, mesh peers (state, RTT), hub link, policy",
                     {"200": _ok("status")},
                 )
             },

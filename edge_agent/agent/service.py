@@ -352,6 +352,7 @@ class Agent:
             # hub re-evaluation: carbon forecast, deferred and queued work, moves' outcomes
             **self.deferrer.report(self._movable()),
             "mesh_id": None if self.mesh is None else self.mesh.agent_id,
+            "peer_links": [] if self.mesh is None else self.mesh.peer_links(),  # state, RTT
             "move_outcomes": [] if self.mesh is None else self.mesh.move_report(),
         }
 
