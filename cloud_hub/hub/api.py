@@ -26,7 +26,13 @@ from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
 from edge_agent.agent.page import PAGE_HEADERS, html_page, page_handler
-from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_errors import (
+    ApiError,
+    json_errors,
+    missing_files,
+    parse_json_body,
+    whole_numbers,
+)
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.mesh.credential import FleetKey
@@ -215,7 +221,7 @@ async def _history(request: web.Request) -> web.Response:
 
 async def _start_rollout(request: web.Request) -> web.Response:
     _admin(request)
-    doc = parse_json_body(await request.read())
+    doc = whole_numbers(parse_json_body(await request.read()))  # version 3.0 is 3
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
     version, selector = doc.get("version"), doc.get("selector", {})

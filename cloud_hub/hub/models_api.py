@@ -102,6 +102,13 @@ async def _run_now(request: web.Request) -> web.Response:
     fed = request.app[FEDERATION]
     if not fed.settings.enabled:
         raise ApiError(409, "learning is off: set the hub's [learning] learning_port")
+    busy = fed.busy()
+    if busy is not None:  # one run at a time: say which, never start a second
+        state, run_id = busy
+        raise ApiError(
+            409, f"a learning run is already {state}; GET /v1/learning follows it",
+            run_id=run_id, state=state,
+        )  # fmt: skip
     fed.run_now()
     return web.json_response({"ok": True, "queued": True}, status=202)
 
