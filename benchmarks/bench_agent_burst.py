@@ -18,7 +18,9 @@ Per task, "submit -> placed and persisted" is the ``placed_at`` the server store
 agent: with its placement decision; the null server: its commit) minus the time the client
 sent the request (same clock), read from each server's SQLite file. Each percentile has its
 sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the null server's
-in the same run (the machine is shared: compare ratios, not absolute figures).
+in the same run (the machine is shared: compare ratios, not absolute figures), and
+``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
+request to the last ``placed_at`` (less sensitive to a loaded box than wall time).
 Targets (issue 15): batch_1000_p99_ms <= 100, keepalive_1000_p99_ms <= 200,
 burst_vs_floor <= 1.3, sustained_tasks_per_s >= 3000 with sustained_p99_ms <= 100.
 """
@@ -39,6 +41,7 @@ from typing import Any
 from bench_agent_harness import (
     batch,
     burst,
+    cpu_s,
     keepalive,
     latencies_ms,
     percentile,
@@ -112,13 +115,16 @@ def main() -> None:
                 asyncio.run(keepalive(port, 16, 4))  # warm: code paths, connections, pages
             for mode, load in modes:
                 for who in ("null", "agent"):
-                    _, port, data = servers[who]
-                    start_t = time.monotonic()
+                    proc, port, data = servers[who]
+                    start_t, start_cpu = time.monotonic(), cpu_s(proc.pid)
                     acked = asyncio.run(load(port))
                     elapsed = time.monotonic() - start_t
                     lat = settle(data, acked)
                     prefix = mode if who == "agent" else f"null_{mode}"
                     result |= figures(prefix, lat, len(acked))
+                    if acked:  # the server's own CPU per task, submit to placed: load-proof
+                        used = cpu_s(proc.pid) - start_cpu
+                        result[f"{prefix}_cpu_ms_per_task"] = round(used / len(acked) * 1e3, 3)
                     if mode == "sustained":
                         result[f"{prefix}_tasks_per_s"] = round(len(acked) / elapsed, 1)
                 agent_p99 = result.get(f"{mode}_p99_ms")

@@ -66,6 +66,12 @@ def _start(cmd: list[str], data_dir: Path) -> tuple[subprocess.Popen[bytes], int
     raise RuntimeError("the agent did not start within 60 s")
 
 
+def cpu_s(pid: int) -> float:
+    """Return the CPU seconds (user + system, every thread) process ``pid`` has used (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def workdir() -> tempfile.TemporaryDirectory[str]:
     """Return a temporary directory for one benchmark's agent data."""
     return tempfile.TemporaryDirectory(prefix="hetmesh-bench-")

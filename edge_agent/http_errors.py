@@ -67,6 +67,21 @@ def parse_json_body(body: bytes) -> Any:
         raise ApiError(400, "malformed JSON: body is nested too deeply") from None
 
 
+def whole_numbers(value: Any) -> Any:
+    """Return ``value`` with every float that is a whole number as an int.
+
+    JSON has one number type: ``640.0`` is the integer 640 (JSON Schema says so too), so a
+    handler that wants an integer accepts it written either way.
+    """
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
 def _no_constant(name: str) -> Any:
     raise ApiError(400, f"malformed JSON: {name} is not a JSON number")
 

@@ -235,6 +235,51 @@ def agent_daemon() -> Callable[[AgentConfig], AbstractAsyncContextManager[str]]:
     return _serve_agent
 
 
+#: The mesh fleet key of ``site_agent``'s agents.
+SITE_KEY = "hub-moves-test-fleet-key-0000000"
+
+
+@pytest.fixture
+def site_agent(joined_agent: Callable[..., AgentConfig]) -> Callable[..., AgentConfig]:
+    """Return ``site_agent(name, hub_url, **changes)``: a ``joined_agent`` (hub id ``name``;
+    ``hub_url`` "" joins no hub) in the mesh of SITE_KEY as ``mesh-NAME``: its mesh id
+    differs from its hub id on purpose."""
+
+    def make(name: str, hub_url: str, **changes: Any) -> AgentConfig:
+        mesh = {
+            "mesh_fleet_key": SITE_KEY,
+            "mesh_agent_id": f"mesh-{name}",
+            "mesh_heartbeat_s": 0.3,
+        }
+        return joined_agent(hub_url, name, **mesh).replace(**changes)
+
+    return make
+
+
+@pytest.fixture
+def hub_running(
+    hub_config: Callable[..., HubConfig],
+) -> Callable[[], AbstractAsyncContextManager[tuple[Any, str]]]:
+    """Return ``hub_running()``: serve a hub (heartbeats every 0.2 s, re-evaluation only when
+    forced with ``?fresh=1``) on loopback; yield (its aiohttp app, its URL)."""
+    from aiohttp import web
+
+    from cloud_hub.hub.api import make_app
+
+    @contextlib.asynccontextmanager
+    async def serve() -> AsyncIterator[tuple[web.Application, str]]:
+        app = make_app(hub_config(heartbeat_interval_s=0.2, reevaluate_s=3600.0))
+        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, "127.0.0.1", 0).start()
+            yield app, f"http://127.0.0.1:{runner.addresses[0][1]}"
+        finally:
+            await runner.cleanup()
+
+    return serve
+
+
 def _write_series(path: Path, start: float, values: list[float]) -> Path:
     rows = ["timestamp,avg_ci_g_per_kwh"]
     for i, v in enumerate(values):

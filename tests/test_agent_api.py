@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,32 @@ async def test_cancel_placed_task_and_refuse_running(aiohttp_client: Any, tmp_pa
     assert resp.status == 409 and "running" in (await resp.json())["error"]
     resp = await client.post(f"/v1/tasks/{'0' * 32}:cancel")
     assert resp.status == 404
+
+
+async def test_a_job_whose_cancel_is_committing_is_not_started(aiohttp_client: Any, tmp_path: Path):
+    """Starts are recorded without the slot waiting for their commit, so a cancel holds its
+    job back before its own commit: the device freeing meanwhile does not start it."""
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    agent = client.app[AGENT]
+    body = {"semantics": {"gflops": 50.0}, "requirements": {"kinds": ["cpu"]}}  # ~1.3 s each
+    first = (await submit(client, body))["task"]["id"]
+    await wait_for(client, first, {"running"})
+    second = (await submit(client, body))["task"]["id"]
+    await wait_for(client, second, {"placed"})  # queued behind the first
+    gate = threading.Event()
+    stalled = agent.store.db.write(lambda db: gate.wait(10))  # nothing commits meanwhile
+    cancel = asyncio.ensure_future(agent.cancel(second))
+    async with asyncio.timeout(5):
+        while agent.executor.running():  # the first run ends: its slot is free
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)
+    assert agent.executor.running() == [] and not cancel.done()
+    gate.set()
+    await stalled
+    found = await cancel
+    assert found is not None and found[1] == "placed" and found[0]["state"] == "cancelled"
+    assert (await wait_for(client, first, {"done"}))["state"] == "done"
+    assert (await wait_for(client, second, {"cancelled"}))["state"] == "cancelled"
 
 
 BAD = [

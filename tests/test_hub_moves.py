@@ -21,15 +21,13 @@ import pytest
 from aiohttp import web
 
 from cloud_hub.hub.api import HUB
-from cloud_hub.hub.api import make_app as hub_app
-from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.reevaluate import Move
 from edge_agent.agent.config import AgentConfig
 
 pytestmark = pytest.mark.asyncio
-KEY = "hub-moves-test-fleet-key-0000000"
 H = 3600.0
-#: The conftest fixtures: agent_daemon, until, get_json, final_task, peer_online, ...
+#: The conftest fixtures: agent_daemon, until, get_json, final_task, peer_online, site_agent,
+#: hub_running, ...
 Serve = Callable[[AgentConfig], AbstractAsyncContextManager[str]]
 Until = Callable[..., Awaitable[Any]]
 GetJson = Callable[[aiohttp.ClientSession, str], Awaitable[Any]]
@@ -40,37 +38,6 @@ Sites = Callable[..., AbstractAsyncContextManager[tuple[aiohttp.ClientSession, s
 #: ``site_agent(name, hub_url, **changes)`` and ``hub_running()`` (below).
 SiteAgent = Callable[..., AgentConfig]
 HubRunning = Callable[[], AbstractAsyncContextManager[tuple[web.Application, str]]]
-
-
-@pytest.fixture
-def site_agent(joined_agent: Callable[..., AgentConfig]) -> SiteAgent:
-    """Return ``site_agent(name, hub_url, **changes)``: a ``joined_agent`` (hub id ``name``)
-    in the mesh of KEY as ``mesh-NAME``: its mesh id differs from its hub id on purpose."""
-
-    def make(name: str, hub_url: str, **changes: Any) -> AgentConfig:
-        mesh = {"mesh_fleet_key": KEY, "mesh_agent_id": f"mesh-{name}", "mesh_heartbeat_s": 0.3}
-        return joined_agent(hub_url, name, **mesh).replace(**changes)
-
-    return make
-
-
-@pytest.fixture
-def hub_running(hub_config: Callable[..., HubConfig]) -> HubRunning:
-    """Return ``hub_running()``: serve a hub on loopback; yield (its app, its URL)."""
-
-    @contextlib.asynccontextmanager
-    async def serve() -> AsyncIterator[tuple[web.Application, str]]:
-        # only the forced evaluations (?fresh=1) run
-        app = hub_app(hub_config(heartbeat_interval_s=0.2, reevaluate_s=3600.0))
-        runner = web.AppRunner(app, handle_signals=False, access_log=None, shutdown_timeout=0.5)
-        await runner.setup()
-        try:
-            await web.TCPSite(runner, "127.0.0.1", 0).start()
-            yield app, f"http://127.0.0.1:{runner.addresses[0][1]}"
-        finally:
-            await runner.cleanup()
-
-    return serve
 
 
 @pytest.fixture

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -145,6 +146,18 @@ def test_a_published_latency_is_the_initial_estimate_with_its_source() -> None:
     assert d.estimate_source is not None and d.estimate_source.startswith("published")
     assert "(measured)" in d.estimate_source and d.estimate_source in d.summary()
     assert d.to_dict()["estimate_source"] == d.estimate_source
+
+
+def test_a_job_far_from_one_run_of_the_published_network_starts_from_the_roofline() -> None:
+    """A resnet50-class job with 2,000x one inference's work is not the published figure."""
+    one = _hailo_resnet()
+    job = dataclasses.replace(
+        one, semantics=dataclasses.replace(one.semantics, gflops=one.semantics.gflops * 2000)
+    )
+    p = Placer(devices_from_profiles(["hailo8_host"]), Policy.template("latency-first"))
+    d = p.preview(job)
+    assert d.estimate_source == "roofline"
+    assert d.service_s > 100 * p.preview(one).service_s  # scales with the work
 
 
 def test_an_unknown_model_starts_from_the_roofline_and_then_says_learned() -> None:

@@ -25,7 +25,14 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
 from edge_agent.agent.hub_auth import hub_proof, sign_answer
 from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
-from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.agent.page import PAGE_HEADERS, html_page, page_handler
+from edge_agent.http_errors import (
+    ApiError,
+    json_errors,
+    missing_files,
+    parse_json_body,
+    whole_numbers,
+)
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.mesh.credential import FleetKey
@@ -37,7 +44,7 @@ HUB = web.AppKey("hub", Hub)
 #: The agent's id, its key and the nonce of a request whose signature held: its answer is signed.
 _VERIFIED = web.RequestKey("hub_verified", tuple[str, FleetKey, str])
 DASHBOARD = Path(__file__).with_name("dashboard")
-#: The agents' status page folder: its base.css is the dashboard's too (one copy).
+#: The agents' status page folder: its base.css and common.js are the dashboard's too.
 STATUS_PAGE = Path(edge_agent.agent.__file__).with_name("status_page")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -143,6 +150,7 @@ async def _heartbeat(request: web.Request) -> web.Response:
     doc = parse_json_body(body)
     hb = wire.heartbeat(doc)
     hub.reevaluator.observe(agent_id, doc)  # its grid, work and move outcomes (re-evaluation)
+    hub.mesh_links.observe(agent_id, doc, hub.clock())  # its mesh peers, state and RTT
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
     reply: dict[str, Any] = {
         "ok": True,
@@ -213,7 +221,7 @@ async def _history(request: web.Request) -> web.Response:
 
 async def _start_rollout(request: web.Request) -> web.Response:
     _admin(request)
-    doc = parse_json_body(await request.read())
+    doc = whole_numbers(parse_json_body(await request.read()))  # version 3.0 is 3
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
     version, selector = doc.get("version"), doc.get("selector", {})
@@ -259,16 +267,14 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-_PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
+def _shared(name: str) -> Handler:
+    """Serve a file the dashboard shares with the agents' status page (one copy: base.css,
+    common.js)."""
 
+    async def handler(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(STATUS_PAGE / name, headers=PAGE_HEADERS)
 
-async def _index(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(DASHBOARD / "index.html", headers=_PAGE_HEADERS)
-
-
-async def _base_css(request: web.Request) -> web.FileResponse:
-    """The stylesheet the dashboard shares with the agents' status page (one copy)."""
-    return web.FileResponse(STATUS_PAGE / "base.css", headers=_PAGE_HEADERS)
+    return handler
 
 
 def make_app(
@@ -320,8 +326,16 @@ def make_app(
     r.add_get("/v1/reevaluation", _reevaluation)
     r.add_get("/v1/openapi.json", _openapi)
     r.add_get("/metrics", _metrics)
-    r.add_get("/", _index)
-    r.add_get("/base.css", _base_css)
+    dashboard = html_page(
+        DASHBOARD / "body.html",
+        "fleet",
+        "agents by state",
+        ["/base.css", "/dashboard/style.css"],
+        ["/common.js", "/dashboard/system.js", "/dashboard/app.js", "/dashboard/learning.js"],
+    )
+    r.add_get("/", page_handler(dashboard))
+    r.add_get("/base.css", _shared("base.css"))
+    r.add_get("/common.js", _shared("common.js"))
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
     models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app

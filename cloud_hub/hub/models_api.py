@@ -88,7 +88,13 @@ async def _upload(request: web.Request) -> web.Response:
 
 
 async def _learning(request: web.Request) -> web.Response:
-    return web.json_response({"ok": True, **request.app[FEDERATION].summary()})
+    doc = request.app[FEDERATION].summary()
+    # ids are strings in every JSON document: a Flower run id is a 64-bit integer, which a
+    # JavaScript number (a double) would round past 2**53
+    doc["runs"] = [
+        r | {"run_id": None if r["run_id"] is None else str(r["run_id"])} for r in doc["runs"]
+    ]
+    return web.json_response({"ok": True, **doc})
 
 
 async def _run_now(request: web.Request) -> web.Response:
@@ -96,6 +102,13 @@ async def _run_now(request: web.Request) -> web.Response:
     fed = request.app[FEDERATION]
     if not fed.settings.enabled:
         raise ApiError(409, "learning is off: set the hub's [learning] learning_port")
+    busy = fed.busy()
+    if busy is not None:  # one run at a time: say which, never start a second
+        state, run_id = busy
+        raise ApiError(
+            409, f"a learning run is already {state}; GET /v1/learning follows it",
+            run_id=run_id, state=state,
+        )  # fmt: skip
     fed.run_now()
     return web.json_response({"ok": True, "queued": True}, status=202)
 

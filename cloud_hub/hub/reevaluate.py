@@ -147,7 +147,8 @@ def _work(items: Any, where: str, most: int, now: float, queued: bool) -> list[W
     return work
 
 
-def _mesh_id(doc: Mapping[str, Any]) -> tuple[str | None, frozenset[str]]:
+def mesh_ids(doc: Mapping[str, Any]) -> tuple[str | None, frozenset[str]]:
+    """Return a heartbeat's (``mesh_id``, trusted online ``peers``); a bad id raises."""
     mesh_id = doc.get("mesh_id")
     if mesh_id is not None and (not isinstance(mesh_id, str) or not _ID.match(mesh_id)):
         raise InvalidInput(f"body.mesh_id: expected 1-64 of A-Z a-z 0-9 . _ -, got {mesh_id!r}")
@@ -178,7 +179,7 @@ def parse_report(doc: Mapping[str, Any], now: float) -> SiteReport | None:
     work = _work(doc.get("deferred"), "body.deferred", MAX_DEFERRED, now, False)
     work += _work(doc.get("queued"), "body.queued", MAX_QUEUED, now, True)
     util = sum(utils) / len(utils) if utils else 0.0
-    mesh_id, peers = _mesh_id(doc)
+    mesh_id, peers = mesh_ids(doc)
     return SiteReport(hour, values, min(1.0, max(0.0, util)), tuple(work), now, mesh_id, peers)
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from cloud_hub.hub import liveness
 from cloud_hub.hub.clock import Clock
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.fleet_views import MeshLinks, carbon_view, deferred_view
 from cloud_hub.hub.metrics import HubMetrics
 from cloud_hub.hub.policies import PolicyBook
 from cloud_hub.hub.reevaluate import Reevaluator
@@ -28,6 +29,8 @@ _log = logging.getLogger(__name__)
 
 #: Recent decisions the snapshot carries.
 RECENT_DECISIONS = 25
+#: Moves the fleet snapshot lists (newest first; ``GET /v1/reevaluation`` has them all).
+RECENT_MOVES = 25
 #: Most seconds between two passes of record retention.
 RETENTION_EVERY_S = 60.0
 
@@ -85,6 +88,7 @@ class Hub:
         self.forgotten = 0  # synced records deleted by retention since start
         # deferred and queued work across sites, every [hub] reevaluate_s (5 min)
         self.reevaluator = Reevaluator(clock, interval_s=config.reevaluate_s)
+        self.mesh_links = MeshLinks()  # who trusts whom, with state and RTT (heartbeats)
 
     async def start(self) -> None:
         """Open the store, load secrets, start watching liveness."""
@@ -146,6 +150,7 @@ class Hub:
             | r["payload"]
             for r in await self.store.records("decision", RECENT_DECISIONS)
         ]
+        moves = self.reevaluator.executed()
         return {
             "ok": True,
             "now": now,
@@ -157,6 +162,10 @@ class Hub:
             "decisions": decisions,
             "policies": await self.policies.heads(),
             "throughput": summarize(await self.store.task_outcomes(now - WINDOW_S), WINDOW_S),
+            "mesh": self.mesh_links.view(states),
+            "carbon": carbon_view(self.reevaluator.sites, now),
+            "deferred": deferred_view(self.reevaluator.sites, moves),
+            "moves": moves[:RECENT_MOVES],
         }
 
     async def retain(self) -> int:

@@ -203,6 +203,16 @@ class Federation:
         """Start the next run at once instead of waiting for the schedule."""
         self._kick.set()
 
+    def busy(self) -> tuple[str, str | None] | None:
+        """Return ("queued" or "running", the run's Flower id as a string, None until it has
+        one) while a run is asked for or under way; None when a new one may start."""
+        if self._kick.is_set():
+            return "queued", None
+        last = self.runs[-1] if self.runs else None
+        if self.wanted and last is not None and last.status == "running":
+            return "running", None if last.run_id is None else str(last.run_id)
+        return None
+
     async def _schedule(self) -> None:
         while True:
             with contextlib.suppress(TimeoutError):

@@ -19,10 +19,16 @@ from edge_agent.agent.deferral import held_until
 from edge_agent.agent.intake_queue import SubmitCoalescer
 from edge_agent.agent.local_status import add_status_routes
 from edge_agent.agent.mesh_link import MESH, PREFIX, MeshLink
-from edge_agent.agent.openapi import document
+from edge_agent.agent.openapi import MAX_BATCH, document
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import STATES, IdempotencyConflict
-from edge_agent.http_errors import ApiError, json_errors, missing_files, parse_json_body
+from edge_agent.http_errors import (
+    ApiError,
+    json_errors,
+    missing_files,
+    parse_json_body,
+    whole_numbers,
+)
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 
@@ -31,7 +37,6 @@ _log = logging.getLogger(__name__)
 CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
 SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
-MAX_BATCH = 1000
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
 #: The shortest id prefix taken (git's rule: short prefixes are ambiguous too often).
@@ -43,8 +48,12 @@ _errors = json_errors("the agent", {IdempotencyConflict: 409})
 
 
 async def _json(request: web.Request) -> Any:
-    """Return the request's JSON body; 400 naming the problem when it is not JSON."""
-    return parse_json_body(await request.read())
+    """Return the request's JSON body; 400 naming the problem when it is not JSON.
+
+    JSON has one number type: ``640.0`` is the integer 640 (as JSON Schema says too), so
+    whole floats are read as ints and an integer field given as ``640.0`` is accepted.
+    """
+    return whole_numbers(parse_json_body(await request.read()))
 
 
 def _key(request: web.Request) -> str | None:
@@ -238,7 +247,11 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _openapi(request: web.Request) -> web.Response:
-    return web.json_response(document())
+    """This agent's document: its models, its command allowlist, its mesh routes if on."""
+    intake = request.app[AGENT].intake
+    models = await asyncio.to_thread(intake.models)
+    allowed = sorted(intake.allowlist)
+    return web.json_response(document(models, allowed, request.app[CONFIG].mesh_on))
 
 
 async def _pools(request: web.Request) -> web.Response:

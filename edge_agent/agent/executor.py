@@ -66,6 +66,9 @@ class Job:
     cancelled: bool = False
     submitted_at: float = 0.0
     energy_start: Any = None  # power.Reading at start, where a meter covers the device
+    # the store's record of the start (True once committed; False: the task was no longer
+    # placed); None until started. Its finish is recorded only after it.
+    started: asyncio.Future[bool] | None = None
     seq: int = field(default_factory=itertools.count().__next__)
 
 
@@ -172,7 +175,9 @@ def profile_slots(fleet: Fleet, device_id: str) -> int:
 class Executor:
     """Per-device job queues and slots; reports starts and outcomes through hooks.
 
-    ``on_start`` returns False when the job must not run after all (it was cancelled).
+    ``on_start`` returns False when the job must not run after all (it was cancelled); it
+    decides from memory (``Job.cancelled``), not from a commit. ``on_done`` runs after the
+    slot is freed.
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
@@ -353,22 +358,45 @@ class Executor:
         return device.capability.reconfig_s
 
     async def _run(self, device_id: str, k: int, job: Job, reconfig: float) -> None:
-        """Run ``job`` in slot ``k``; report its start and outcome; free the slot."""
+        """Run ``job`` in slot ``k``; report its start and outcome.
+
+        The slot is held for the run only: the hooks record the start and the outcome
+        through the store's group commit without the slot waiting for either commit, so the
+        device serves its next job while this one's outcome becomes durable.
+        """
         device = self._devices[device_id]
         start = time.perf_counter()
+        held = True
         try:
             if not await self._on_start(job):  # cancelled meanwhile
                 return
             outcome = await self._execute(job, device.slots[k], reconfig)
             self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
+            held = self._free(device, k)
             await self._on_done(job, outcome)
         except asyncio.CancelledError:
             raise
         except Exception:  # a hook failed: log it, keep the device serving
             _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
         finally:
-            device.slots[k].job = None
+            if held:
+                self._free(device, k)
+
+    @staticmethod
+    def _free(device: _Device, k: int) -> bool:
+        """Free slot ``k`` of ``device`` for its next job; return False (no longer held)."""
+        device.slots[k].job = None
+        device.wake.set()
+        return False
+
+    def resume(self, job: Job) -> None:
+        """Let a job held back (``cancelled`` while its cancel was decided) start after all."""
+        job.cancelled = False
+        device = self._devices[job.decision.device_ids[0]]
+        if any(entry[3] is job for entry in device.heap):
             device.wake.set()
+        else:  # _pick dropped it meanwhile
+            self.submit(job)
 
     async def _execute(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
         """Run ``job`` and return its outcome; an error of the task is an outcome, not raised."""

@@ -1,9 +1,10 @@
 """The agent's own status page: ``GET /`` (HTML) and ``GET /v1/status`` (what it shows).
 
 It needs nothing but the agent itself, so it works with no hub configured or the hub gone:
-health, devices with live utilization, the queue, recent tasks with their decision summary,
-the hub link's state and the policy in force. The page's static files are in
-``status_page/`` beside this module; it polls ``/v1/status`` once a second.
+health, devices with live utilization, the queue (deferred tasks counted, each listed with
+its ``held_until``), recent tasks with their decision summary, the mesh peers with their
+state and round-trip time, the hub link's state and the policy in force. The page's static
+files are in ``status_page/`` beside this module; it polls ``/v1/status`` once a second.
 """
 
 from __future__ import annotations
@@ -13,13 +14,16 @@ from typing import Any
 
 from aiohttp import web
 
+from edge_agent.agent.deferral import held_until
 from edge_agent.agent.hub_devices import DeviceReporter
+from edge_agent.agent.page import html_page, page_handler
 from edge_agent.agent.service import Agent
 
 STATUS_PAGE = Path(__file__).with_name("status_page")
 #: Recent tasks the page lists.
 RECENT_TASKS = 15
-_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
+#: Deferred (held) tasks the page lists; the queue figure counts them all.
+DEFERRED_TASKS = 50
 _TASK_FIELDS = ("id", "state", "device", "tenant", "priority", "submitted_at", "finished_at")
 
 
@@ -39,18 +43,34 @@ async def status_document(agent: Agent, reporter: DeviceReporter) -> dict[str, A
         decision = await agent.store.decision(row["id"])
         doc["why_here"] = None if decision is None else decision.get("summary")
         tasks.append(doc)
+    counts = await agent.store.counts()
+    deferred = [
+        {"id": row["id"], "held_until": held_until(row), "submitted_at": row.get("submitted_at")}
+        for row in await agent.store.list("deferred", DEFERRED_TASKS)
+    ]
     return {
         "ok": True,
         "health": agent.health(),
         "devices": devices,
         "tasks": tasks,
-        "counts": await agent.store.counts(),
+        "counts": counts,
+        "queue": {  # waiting for a device now, held for a later hour, running on a device
+            "waiting": agent.scheduler.depth(),
+            "deferred": counts.get("deferred", 0),
+            "running": counts.get("running", 0),
+        },
+        "deferred": deferred,
+        "mesh": _mesh(agent),
         "policy": agent.policy.to_dict(),
     }
 
 
-async def _page(request: web.Request) -> web.FileResponse:
-    return web.FileResponse(STATUS_PAGE / "index.html", headers=_HEADERS)
+def _mesh(agent: Agent) -> dict[str, Any]:
+    """Return the mesh as ``GET /v1/peers`` shows it (``enabled: false`` without a mesh)."""
+    if agent.mesh is None:
+        return {"enabled": False, "agent_id": None, "peers": []}
+    doc = agent.mesh.peers_doc()
+    return {"enabled": True, "agent_id": doc["agent_id"], "peers": doc["peers"]}
 
 
 def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> None:
@@ -67,6 +87,13 @@ def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> Non
             reporters[id(agent)] = reporter
         return web.json_response(await status_document(agent, reporter))
 
-    app.router.add_get("/", _page)
+    page = html_page(
+        STATUS_PAGE / "body.html",
+        "agent",
+        "agent health",
+        ["/status/base.css", "/status/style.css"],
+        ["/status/common.js", "/status/app.js"],
+    )
+    app.router.add_get("/", page_handler(page))
     app.router.add_get("/v1/status", status)
     app.router.add_static("/status/", STATUS_PAGE, append_version=False)

@@ -181,6 +181,12 @@ class MeshLink:
             return []
         return sorted(p.agent_id for p in self._node.peers.online())
 
+    def peer_links(self) -> list[dict[str, Any]]:
+        """Return every peer in the table (the hub heartbeat's ``peer_links``): its mesh id,
+        state and last heartbeat round-trip time (ms, None before the first)."""
+        rows = [] if self._node is None else self._node.peers.rows()
+        return [{"id": r["agent_id"], "state": r["state"], "rtt_ms": r["rtt_ms"]} for r in rows]
+
     def peer_states(self) -> Mapping[str, int]:
         """Return the number of peers in each state."""
         counts = {ONLINE: 0, SUSPECT: 0, OFFLINE: 0}

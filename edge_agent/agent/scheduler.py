@@ -100,7 +100,12 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "runner_up_score": d.runner_up_score if runner_up else None,
         "components": json.dumps(components),
         "rejections": _json_counts(tuple(d.rejections().items())),
-        "why_not": json.dumps({dev: d.why_not(dev) for dev in d.device_order}),
+        # why not each other device: the kernel's reason codes are kept and the text is
+        # composed when asked (store_batch.why_not_of), not for every task placed
+        "why_not": None,
+        "device_order": _json_list(d.device_order),
+        "reasons": None if d.reasons is None else d.reasons.hex(),
+        "excluded": json.dumps(dict(d.excluded)) if d.excluded else None,
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),

@@ -122,10 +122,21 @@ def _v5(db: sqlite_utils.Database) -> None:
     db.execute("ALTER TABLE decisions ADD COLUMN spilled_from TEXT")  # JSON list of tiers
 
 
+def _v6(db: sqlite_utils.Database) -> None:
+    """Decisions keep the kernel's per-device reason codes; why-not text composed on demand.
+
+    Rows written before keep their ``why_not`` text and are read as they are.
+    """
+    db.execute("ALTER TABLE decisions ADD COLUMN device_order TEXT")  # JSON list of ids
+    db.execute("ALTER TABLE decisions ADD COLUMN reasons TEXT")  # hex, a code per device
+    db.execute("ALTER TABLE decisions ADD COLUMN excluded TEXT")  # JSON {index: why}
+
+
 MIGRATIONS: list[Migration] = [
     (1, "tasks, decisions, telemetry, outbox, versions", _v1),
     (2, "hub sync state, policy source", _v2),
     (3, "mesh offload: ran_on, decision chain, origin", _v3),
     (4, "deferrable tasks, carbon per decision and task", _v4),
     (5, "tiers: decision tier and spilled-from tiers", _v5),
+    (6, "decisions keep reason codes; why-not composed when read", _v6),
 ]

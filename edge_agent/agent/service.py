@@ -191,6 +191,7 @@ class Agent:
         if self.learning is not None:
             await self.learning.stop()  # SIGTERM the SuperNode
         await self.executor.stop(self.config.shutdown_grace_s)
+        await self.store.runs.drain(self.config.shutdown_grace_s)  # recorded before the close
         if self.link is not None:
             await self.link.close()
         await asyncio.to_thread(self.store.close)
@@ -223,18 +224,37 @@ class Agent:
 
     async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:
         """Cancel a task that has not started; return (row, state before) or None if unknown."""
-        found = await self.store.cancel(task_id, CANCELLABLE)
+        # A dispatched job is held back (cancelled in memory) while the store decides: the
+        # executor records starts without waiting for their commit, so it must not start a
+        # job whose cancel may commit first. A job already in its slot has started, whatever
+        # the store reads yet.
+        job = self._jobs.get(task_id)
+        running = job is not None and self.executor.is_running(job)
+        held = job if job is not None and not running and not job.cancelled else None
+        states = tuple(s for s in CANCELLABLE if s != "placed") if running else CANCELLABLE
+        if held is not None:
+            held.cancelled = True
+        try:
+            found = await self.store.cancel(task_id, states)
+        except BaseException:
+            if held is not None:
+                self.executor.resume(held)
+            raise
+        cancelled = found is not None and found[1] in states
+        if held is not None and not cancelled:
+            self.executor.resume(held)
         if found is None:
             return None
         row, before = found
-        if before in CANCELLABLE:
+        if running and before == "placed":  # its start is not committed yet
+            row, before = {**row, "state": "running"}, "running"
+        if cancelled:
             self.metrics.move(before, "cancelled")
             self.deferrer.cancel(task_id)
             self.scheduler.remove(task_id)
-            job = self._jobs.pop(task_id, None)
-            if job is not None and not job.cancelled:
-                job.cancelled = True
-                self.placer.release(job.decision)
+            if held is not None:
+                self._jobs.pop(task_id, None)
+                self.placer.release(held.decision)
         return row, before
 
     def problems(self) -> list[str]:
@@ -332,6 +352,7 @@ class Agent:
             # hub re-evaluation: carbon forecast, deferred and queued work, moves' outcomes
             **self.deferrer.report(self._movable()),
             "mesh_id": None if self.mesh is None else self.mesh.agent_id,
+            "peer_links": [] if self.mesh is None else self.mesh.peer_links(),  # state, RTT
             "move_outcomes": [] if self.mesh is None else self.mesh.move_report(),
         }
 
@@ -409,17 +430,29 @@ class Agent:
         self.executor.submit(job)
 
     async def _started(self, job: Job) -> bool:
-        if job.cancelled or not await self.store.started(job.task_id):
+        """Start ``job`` unless cancelled (in memory: ``cancel`` marks it before its commit);
+        its start is recorded through the store's group commit, not waited for here."""
+        if job.cancelled:
             return False
+        job.started = self.store.started(job.task_id)
+        job.started.add_done_callback(self._start_recorded)
         self.placer.started(job.decision)  # its queue charge now shrinks as it runs
         device = self.fleet.device(job.decision.device_ids[0])
         if self.meters.measures(device):
             job.energy_start = await asyncio.to_thread(self.meters.read, device)
-        self.metrics.move("placed", "running")
         return True
+
+    def _start_recorded(self, started: asyncio.Future[bool]) -> None:
+        if not started.cancelled() and started.exception() is None and started.result():
+            self.metrics.move("placed", "running")
 
     async def _finished(self, job: Job, outcome: Outcome) -> None:
         self._jobs.pop(job.task_id, None)
+        if job.started is not None and not await job.started:  # never expected: cancel and
+            # preemption take a job back before their commit; whoever moved the task owns it
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            self.placer.release(job.decision)
+            return
         self.overrun.finished(job)
         d = job.decision
         energy = None

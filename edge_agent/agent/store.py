@@ -9,6 +9,7 @@ listing (logged, counted in ``bad_rows``) rather than failing the whole listing.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ from typing import Any
 
 import sqlite_utils
 
-from edge_agent.agent import outbox, store_batch
+from edge_agent.agent import outbox, store_batch, store_runs
 from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
@@ -119,6 +120,7 @@ class Store:
         self.db = Database(path, MIGRATIONS, repair=f"edge-agent repair --data-dir {path.parent}")
         self.outbox = outbox.Outbox(self.db)
         self.outbox_limit = outbox_limit
+        self.runs = store_runs.RunLog(self.db, outbox_limit)  # starts and finishes, grouped
         self.bad_rows = 0  # task rows skipped in listings because they cannot be decoded
 
     def _decoded(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -201,18 +203,9 @@ class Store:
 
         await self.db.persist(op)
 
-    async def started(self, task_id: str) -> bool:
-        """Mark a placed task running; False if it is no longer placed (cancelled)."""
-
-        def op(db: sqlite_utils.Database) -> bool:
-            cur = db.execute(
-                "UPDATE tasks SET state = 'running', started_at = ? "
-                "WHERE id = ? AND state = 'placed'",
-                (time.time(), task_id),
-            )
-            return cur.rowcount == 1
-
-        return await self.db.persist(op)
+    def started(self, task_id: str) -> asyncio.Future[bool]:
+        """Mark a placed task running (group-committed); False if it is no longer placed."""
+        return self.runs.started(task_id)
 
     async def finished(
         self,
@@ -222,21 +215,11 @@ class Store:
         error: str | None,
         telemetry: dict[str, Any] | None,
     ) -> None:
-        """Record a task's outcome, its telemetry sample and an outbox entry for the hub."""
+        """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
-        def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            db.execute(
-                "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? WHERE id = ?",
-                (state, now, None if result is None else json.dumps(result), error, task_id),
-            )
-            if telemetry is not None:
-                _insert(db, "telemetry", {"ts": now, "task_id": task_id, **telemetry})
-            measured = {k: v for k, v in (telemetry or {}).items() if k != "kind"}
-            record = {"id": task_id, "state": state, "result": result, "error": error}
-            self._outbox(db, "task", {**record, **measured}, now)
-
-        await self.db.persist(op)
+        Group-committed with the other finishes of the moment; returns once durable.
+        """
+        await self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
@@ -410,6 +393,9 @@ class Store:
         for key in ("devices", "components", "rejections", "why_not", "spilled_from"):
             row[key] = json.loads(row[key]) if row[key] is not None else None
         row["placed"] = bool(row["placed"])
+        row["why_not"] = store_batch.why_not_of(row)
+        for key in ("device_order", "reasons", "excluded"):  # the why-not's compact source
+            row.pop(key, None)
         return row
 
     async def counts(self) -> dict[str, int]:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from edge_agent.agent import outbox
+from edge_agent.placement.decision import why_not_text
 
 if TYPE_CHECKING:
     from edge_agent.agent.store import NewTask
@@ -139,4 +140,22 @@ def decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
         "service_s": decision.get("service_s"),
         "energy_j": decision.get("energy_j"),
         "carbon_g": decision.get("carbon_g"),
+    }
+
+
+def why_not_of(row: dict[str, Any]) -> dict[str, str]:
+    """Return a decoded decision row's why-not text per device of the fleet when decided.
+
+    Rows since schema v6 keep the kernel's reason codes (``reasons``, ``excluded``,
+    ``device_order``) and compose the text here; older rows stored it (``why_not``).
+    """
+    if row.get("device_order") is None:
+        return dict(row.get("why_not") or {})
+    order = tuple(json.loads(row["device_order"]))
+    reasons = None if row["reasons"] is None else bytes.fromhex(row["reasons"])
+    excluded = {int(k): str(v) for k, v in json.loads(row["excluded"] or "{}").items()}
+    chosen = tuple(row["devices"] or ())
+    scores = (row["runner_up"], row["runner_up_score"], row["score"])
+    return {
+        device: why_not_text(device, chosen, order, reasons, excluded, scores) for device in order
     }

@@ -31,6 +31,9 @@ from edge_agent.mesh.credential import FleetKey
 
 #: The /24 the hosts live in: 10.99.0.11, .12, ... (inside the namespaces only).
 SUBNET = "10.99.0"
+#: How long a node or agent process in a namespace may take to come up: a bound, not a wait
+#: (a daemon on a busy 2-core box, importing, checking its database, can take tens of s).
+START_TIMEOUT_S = 90.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -149,7 +152,7 @@ class NodeProcess:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL)
 
-    def wait_ready(self, timeout_s: float = 20.0) -> None:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Return once the node listens (its state file is written); RuntimeError if it died."""
         deadline = time.monotonic() + timeout_s
         while not self.state_file.exists():
@@ -295,7 +298,7 @@ class AgentProcess:
                 stderr=subprocess.STDOUT,
             )
 
-    def wait_ready(self, timeout_s: float = 30.0) -> None:
+    def wait_ready(self, timeout_s: float = START_TIMEOUT_S) -> None:
         """Return once the agent listens with its mesh started (agent.json is written)."""
         deadline = time.monotonic() + timeout_s
         while not (self.data_dir / "agent.json").exists():

@@ -197,24 +197,14 @@ class Decision:
 
     def why_not(self, device_id: str) -> str:
         """Return why ``device_id`` was not chosen (its failed constraint, or its score)."""
-        if device_id in self.device_ids:
-            return f"{device_id} was chosen"
-        if device_id not in self.device_order:
-            return f"{device_id} is not a device of this fleet"
-        if self.reasons is None:
-            return "per-device reasons were not kept for this decision"
-        index = self.device_order.index(device_id)
-        if index in self.excluded:
-            return f"{device_id} excluded: {self.excluded[index]}"
-        code = self.reasons[index]
-        if code != L.R_OK:
-            return f"{device_id} rejected: {L.REASON_NAMES[code]}"
-        if device_id == self.runner_up:
-            return (
-                f"{device_id} was feasible and the runner-up: score "
-                f"{self.runner_up_score:.4g} vs {self.score:.4g} for {self.device_id}"
-            )
-        return f"{device_id} was feasible but scored worse than {self.device_id}"
+        return why_not_text(
+            device_id,
+            self.device_ids,
+            self.device_order,
+            self.reasons,
+            self.excluded,
+            (self.runner_up, self.runner_up_score, self.score),
+        )
 
     def summary(self) -> str:
         """Return a one-line human explanation ("why here")."""
@@ -266,3 +256,39 @@ class Decision:
             "probe": self.probe,
             "summary": self.summary(),
         }
+
+
+def why_not_text(
+    device_id: str,
+    chosen: Sequence[str],
+    order: Sequence[str],
+    reasons: bytes | None,
+    excluded: Mapping[int, str],
+    scores: tuple[str | None, float, float],
+) -> str:
+    """Return why ``device_id`` was not chosen, from a decision's compact output.
+
+    ``scores`` is (runner-up, its score, the chosen device's score). ``Decision.why_not``
+    answers through this, and so does a stored decision row (which keeps the reason codes
+    and composes the text only when it is asked for).
+    """
+    if device_id in chosen:
+        return f"{device_id} was chosen"
+    if device_id not in order:
+        return f"{device_id} is not a device of this fleet"
+    if reasons is None:
+        return "per-device reasons were not kept for this decision"
+    index = order.index(device_id)
+    if index in excluded:
+        return f"{device_id} excluded: {excluded[index]}"
+    code = reasons[index]
+    if code != L.R_OK:
+        return f"{device_id} rejected: {L.REASON_NAMES[code]}"
+    runner_up, runner_up_score, score = scores
+    first = chosen[0] if chosen else None
+    if device_id == runner_up:
+        return (
+            f"{device_id} was feasible and the runner-up: score "
+            f"{runner_up_score:.4g} vs {score:.4g} for {first}"
+        )
+    return f"{device_id} was feasible but scored worse than {first}"

@@ -5,7 +5,9 @@ is the name) that a device's profile publishes a latency for, that figure is the
 estimate for the task's class on that device: the class's correction starts at
 published / uncorrected model, so the kernel's estimate equals the published figure, and
 learning moves on from there. Only models with no published figure start from the
-roofline. The order of preference, per device: a latency at the task's precision; a
+roofline, and so does a task whose roofline is more than ``PRIOR_BAND`` times off the
+published figure (its work is not one run of the published network). The order of
+preference, per device: a latency at the task's precision; a
 latency at another precision of the same network on the same unit. A pipelined rate
 (1000/FPS, ``throughput_equivalent``) is not used: it is not a latency.
 """
@@ -24,6 +26,10 @@ from edge_agent.resources.profiles import load_profile
 from edge_agent.tasks.contract import TaskContract
 
 ROOFLINE = "roofline"
+#: A published figure further than this factor from the task's roofline is not this task's:
+#: the contract names the network but its work is another (a batch, a longer job of that
+#: class, another input size), so the roofline, which scales with the work, is the start.
+PRIOR_BAND = 20.0
 
 
 Row = Mapping[str, Any]
@@ -112,5 +118,6 @@ def priors(
         if found is None or not 0.0 < roof < float("inf"):
             out.append(None)
             continue
-        out.append((found[0] / roof, found[1]))
+        factor = found[0] / roof
+        out.append((factor, found[1]) if 1 / PRIOR_BAND <= factor <= PRIOR_BAND else None)
     return out

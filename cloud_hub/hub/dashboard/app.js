@@ -1,4 +1,5 @@
-// hetmesh dashboard: renders the hub's fleet snapshot from the /v1/events stream.
+// hetmesh dashboard: renders the hub's fleet snapshot from the /v1/events stream (el, fill,
+// utilBar: common.js; the mesh, carbon, deferred and moves panels: system.js).
 // No framework, no build step; every value goes in through textContent.
 "use strict";
 
@@ -6,13 +7,6 @@ const STATES = ["online", "degraded", "partitioned", "offline", "unknown"];
 let snap = null;        // latest snapshot from the hub
 let offset = 0;         // hub clock minus browser clock, seconds
 let live = false;       // whether the stream is connected
-
-function el(tag, text, cls) {
-  const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  if (cls) node.className = cls;
-  return node;
-}
 
 function hubNow() { return Date.now() / 1000 + offset; }
 
@@ -32,15 +26,8 @@ function stateOf(agent) {
   return agent.state;
 }
 
-function fill(id, rows) {
-  const body = document.querySelector("#" + id + " tbody");
-  body.replaceChildren(...rows);
-  const empty = document.getElementById(id + "-empty");
-  if (empty) empty.hidden = rows.length > 0;
-}
-
 function renderCounts(counts) {
-  const box = document.getElementById("counts");
+  const box = document.getElementById("summary");
   box.replaceChildren(...STATES.map((s) => {
     const chip = el("span", counts[s] + " " + s, "chip state-" + s);
     chip.dataset.state = s;
@@ -64,6 +51,7 @@ function renderFleet() {
     cell.dataset.state = state;
     cell.append(badge);
     tr.append(cell, el("td", ago(a.last_seen), "lastseen"));
+    tr.append(el("td", trustedPeers(snap, a.id).join(", ") || "—", "peers"));
     const policy = a.policy || "—";
     const desired = a.desired_name ? a.desired_name + "@" + a.desired_version : null;
     const pending = desired && desired !== a.policy ? " → " + desired : "";
@@ -86,17 +74,7 @@ function renderDevices(stateByAgent) {
     if (!current) tr.className = "stale";
     tr.append(el("td", d.agent_id, "mono"), el("td", d.device_id, "mono"), el("td", d.kind || ""));
     const cell = el("td");
-    const util = el("div", null, "util");
-    cell.append(util);
-    if (current && d.utilization !== null) {
-      const bar = el("div", null, "bar");
-      const fillBar = el("span");
-      fillBar.style.width = Math.round(d.utilization * 100) + "%";
-      bar.append(fillBar);
-      util.append(bar, el("span", Math.round(d.utilization * 100) + "%", "pct"));
-    } else {
-      util.append(el("span", current ? "—" : "stale", "pct"));
-    }
+    cell.append(utilBar(current ? d.utilization : null, current ? "—" : "stale"));
     tr.append(cell);
     tr.append(el("td", current && d.queued_s !== null ? d.queued_s.toFixed(2) + " s" : "—"));
     tr.append(el("td", current ? d.health || "" : "unknown"));
@@ -163,6 +141,8 @@ function render() {
   renderThroughput();
   renderDecisions();
   renderPolicies();
+  renderSystem(snap, ago);
+  document.body.classList.remove("loading");
 }
 
 function connect() {
@@ -173,7 +153,15 @@ function connect() {
     live = true;
     render();
   });
-  source.onerror = () => { live = false; render(); };  // EventSource reconnects by itself
+  source.onerror = () => {  // EventSource reconnects by itself
+    live = false;
+    if (!snap) {
+      const conn = document.getElementById("conn");
+      conn.textContent = "hub not answering";
+      conn.className = "conn down";
+    }
+    render();
+  };
 }
 
 connect();

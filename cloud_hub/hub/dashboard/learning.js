@@ -1,17 +1,11 @@
 // Federated learning panel: runs, model versions with their error against EWMA, and each
 // agent's predictor, from GET /v1/learning (polled; the fleet stream does not carry it).
-// Fills <section id="learning"> only; every value goes in through textContent.
+// Fills <section id="learning"> only (el: common.js); every value goes in through textContent.
+// Run ids arrive as strings (a Flower run id is 64-bit; a JS number would round it).
 "use strict";
 
 (() => {
   const POLL_MS = 5000;
-
-  function el(tag, text, cls) {
-    const node = document.createElement(tag);
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    if (cls) node.className = cls;
-    return node;
-  }
 
   function num(v, digits) { return typeof v === "number" ? v.toFixed(digits) : "—"; }
 
@@ -45,7 +39,7 @@
       ? "SuperLink " + doc.superlink + (doc.active ? " — rounds wanted now" : " — idle")
       : "no SuperLink (hub learning_port is 0); models can still be registered";
     const runs = doc.runs.slice().reverse().map((r) => row([
-      [when(r.started_at)], [r.run_id === null ? "—" : r.run_id, "mono"],
+      [when(r.started_at)], [r.run_id === null ? "—" : r.run_id, "mono run-id"],
       [r.status, "run-" + r.status], [r.nodes, "num"],
       [r.model_version === null ? "—" : "v" + r.model_version], [r.error || "", "why"],
     ]));

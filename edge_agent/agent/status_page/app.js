@@ -1,15 +1,9 @@
-// hetmesh agent status page: polls the agent's own /v1/status. No framework, no build step;
-// every value goes in through textContent.
+// hetmesh agent status page: polls the agent's own /v1/status (el, fill, utilBar, rtt, utc:
+// common.js). No framework, no build step; every value goes in through textContent. The page
+// is a skeleton (body.loading) until the first answer, fetched as soon as the script runs.
 "use strict";
 
 let live = false;
-
-function el(tag, text, cls) {
-  const node = document.createElement(tag);
-  if (text !== undefined && text !== null) node.textContent = String(text);
-  if (cls) node.className = cls;
-  return node;
-}
 
 function seconds(s) {
   if (s === null || s === undefined) return "—";
@@ -31,12 +25,6 @@ function facts(id, pairs) {
   }));
 }
 
-function fill(id, rows) {
-  document.querySelector("#" + id + " tbody").replaceChildren(...rows);
-  const empty = document.getElementById(id + "-empty");
-  if (empty) empty.hidden = rows.length > 0;
-}
-
 function renderHealth(doc) {
   const h = doc.health;
   const chip = el("span", h.status, "badge state-" + (h.status === "ok" ? "online" : "degraded"));
@@ -49,8 +37,10 @@ function renderHealth(doc) {
     ["uptime", seconds(h.uptime_s)],
     ["fleet", h.fleet.devices + " devices, " + h.fleet.mode +
       (h.fleet.profile ? " (" + h.fleet.profile + ")" : "")],
-    ["queue", h.queue_depth + " waiting, " + h.backlog + " on devices"],
-    ["tasks", ["queued", "running", "done", "failed"].map((s) => (c[s] || 0) + " " + s).join(", ")],
+    ["queue", (doc.queue.waiting + doc.queue.deferred) + " queued: " + doc.queue.waiting +
+      " waiting, " + doc.queue.deferred + " deferred; " + h.backlog + " on devices"],
+    ["tasks", ["queued", "deferred", "running", "done", "failed"]
+      .map((s) => (c[s] || 0) + " " + s).join(", ")],
   ]);
 }
 
@@ -60,17 +50,7 @@ function renderDevices(doc) {
     tr.dataset.device = d.id;
     tr.append(el("td", d.id, "mono"), el("td", d.kind));
     const cell = el("td");
-    const util = el("div", null, "util");
-    if (d.utilization !== null) {
-      const bar = el("div", null, "bar");
-      const fillBar = el("span");
-      fillBar.style.width = Math.round(d.utilization * 100) + "%";
-      bar.append(fillBar);
-      util.append(bar, el("span", Math.round(d.utilization * 100) + "%", "pct"));
-    } else {
-      util.append(el("span", "—", "pct"));
-    }
-    cell.append(util);
+    cell.append(utilBar(d.utilization));
     tr.append(cell, el("td", seconds(d.queued_s)), el("td", d.health || "unknown"));
     const running = d.running_tasks.map((id) => id.slice(0, 12)).join(", ");
     tr.append(el("td", running || "idle", "mono"));
@@ -85,6 +65,33 @@ function renderTasks(doc) {
     tr.append(el("td", t.id.slice(0, 12), "mono"), el("td", t.state, "task-" + t.state));
     tr.append(el("td", t.device || "—", "mono"), el("td", seconds(t.latency_s), "num"));
     tr.append(el("td", t.why_here || t.error || "", "why"));
+    return tr;
+  }));
+}
+
+function renderDeferred(doc) {
+  fill("deferred", doc.deferred.map((t) => {
+    const tr = el("tr");
+    tr.dataset.task = t.id;
+    tr.append(el("td", t.id.slice(0, 12), "mono"), el("td", t.held_until || "—", "mono held"));
+    return tr;
+  }));
+}
+
+function renderMesh(doc) {
+  const m = doc.mesh;
+  const note = document.getElementById("mesh-empty");
+  note.textContent = m.enabled ? "No peers seen yet." : "No mesh configured (mesh_fleet_key).";
+  document.getElementById("mesh-id").textContent = m.enabled ? "as " + m.agent_id : "";
+  fill("mesh", m.peers.map((p) => {
+    const tr = el("tr");
+    tr.dataset.peer = p.agent_id;
+    const state = el("td", null, "state");
+    state.dataset.state = p.state;
+    state.append(el("span", p.state, "badge peer-" + p.state));
+    tr.append(el("td", p.agent_id, "mono"), state, el("td", rtt(p.rtt_ms), "num rtt"));
+    tr.append(el("td", p.address, "mono"), el("td", p.kinds || "", "mono"));
+    tr.append(el("td", ago(Date.now() / 1000 - p.seen_ago_s)));
     return tr;
   }));
 }
@@ -120,22 +127,28 @@ function renderPolicy(doc) {
 }
 
 async function poll() {
+  let doc = null;
   try {
     const resp = await fetch("/v1/status", {cache: "no-store"});
     if (!resp.ok) throw new Error("status " + resp.status);
-    const doc = await resp.json();
-    live = true;
-    renderHealth(doc);
-    renderDevices(doc);
-    renderTasks(doc);
-    renderHub(doc);
-    renderPolicy(doc);
+    doc = await resp.json();
   } catch (err) {
-    live = false;
+    doc = null;  // the agent is not answering; keep the last data shown
   }
+  live = doc !== null;
   const conn = document.getElementById("conn");
   conn.textContent = live ? "live" : "agent not answering";
   conn.className = "conn " + (live ? "up" : "down");
+  if (!live) return;
+  // a rendering error is a page error (not "agent not answering")
+  renderHealth(doc);
+  renderDevices(doc);
+  renderTasks(doc);
+  renderDeferred(doc);
+  renderMesh(doc);
+  renderHub(doc);
+  renderPolicy(doc);
+  document.body.classList.remove("loading");
 }
 
 poll();

@@ -1,0 +1,45 @@
+"""One HTML head for the agent's status page and the hub's dashboard.
+
+Each page keeps only its ``<main>`` and footer in ``body.html``; ``html_page`` puts the
+shared head and header (``status_page/head.html``: charset, viewport, title, stylesheets,
+deferred scripts, the page header with its summary and connection badge) before it, once,
+when the server starts. The head's stylesheet ``base.css`` and the script
+``common.js`` are shared files too.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+
+from aiohttp import web
+
+HEAD = Path(__file__).with_name("status_page") / "head.html"
+#: Pages load their own files only; they are small and change with the package.
+PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
+
+
+def html_page(
+    body: Path, name: str, summary: str, styles: Sequence[str], scripts: Sequence[str]
+) -> bytes:
+    """Return the page: the shared head and page header ("hetmesh ``name``", an empty
+    ``#summary`` described as ``summary``, ``#conn`` saying loading…) with ``styles`` and
+    ``scripts`` (URLs), then ``body`` (a file holding ``<main>…</main>…</body></html>``).
+    The body starts with class ``loading``: the page's script removes it with its first
+    data."""
+    links = [f'  <link rel="stylesheet" href="{html.escape(s)}">' for s in styles]
+    links += [f'  <script src="{html.escape(s)}" defer></script>' for s in scripts]
+    head = HEAD.read_text().format(
+        name=html.escape(name), summary=html.escape(summary), links="\n".join(links)
+    )
+    return (head + body.read_text()).encode()
+
+
+def page_handler(page: bytes) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """Return a handler that answers with ``page`` (from ``html_page``)."""
+
+    async def handler(request: web.Request) -> web.Response:
+        return web.Response(body=page, content_type="text/html", headers=PAGE_HEADERS)
+
+    return handler

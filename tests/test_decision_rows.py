@@ -1,0 +1,100 @@
+"""Decision rows keep the kernel's reason codes; the why-not text is composed when read.
+
+The text a stored row gives back is the one the decision itself composes (chosen, runner-up,
+rejected, excluded by tier rules, not placed at all), and a row written before schema v6
+(the text stored) reads back unchanged after the migration.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlite_utils
+
+from edge_agent.agent.db import migrate
+from edge_agent.agent.scheduler import decision_row
+from edge_agent.agent.schema import MIGRATIONS
+from edge_agent.agent.store import NewTask, Store
+from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles, tiers
+from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
+
+pytestmark = pytest.mark.asyncio
+
+NPU, X86 = "rk3588/npu", "generic_x86_server/cpu"
+
+
+def decisions() -> list[Decision]:
+    """Placed with a runner-up, rejections, tier exclusions, and one not placed at all."""
+    rules = {"tiers": {"classes": {"detect": ["hot", "warm"], "batch": ["cold", "warm"]}}}
+    policy = Policy.from_dict({"template": "latency-first", "rules": rules})
+    placer = Placer(devices_from_profiles(["rk3588", "generic_x86_server"]), policy)
+
+    def task(cls: str, precision: str = "int8", max_latency_s: float = 0.0) -> TaskContract:
+        req = Requirements(max_latency_s=max_latency_s)
+        return TaskContract(Semantics(1.0, precision=precision), req, task_class=cls)
+
+    return [
+        tiers.place_one(placer, task("other")),
+        tiers.place_one(placer, task("batch")),  # the hot and warm devices excluded
+        tiers.place_one(placer, task("other", "fp32")),  # the int8-only NPU rejected
+        tiers.place_one(placer, task("other", max_latency_s=1e-9)),  # nowhere fast enough
+    ]
+
+
+async def opened(path: Path) -> Store:
+    store = Store(path)
+    await asyncio.to_thread(store.open)
+    return store
+
+
+async def test_stored_reason_codes_read_back_as_the_decisions_own_text(tmp_path: Path) -> None:
+    found = decisions()
+    assert [d.placed for d in found] == [True, True, True, False]
+    assert any("excluded: tier" in found[1].why_not(dev) for dev in found[1].device_order)
+    assert "rejected: precision unsupported" in found[2].why_not(NPU)
+    assert any("runner-up" in found[0].why_not(dev) for dev in found[0].device_order)
+    store = await opened(tmp_path / "a.db")
+    contract = TaskContract(Semantics(1.0))
+    rows = [r for r, _ in await store.submit([NewTask(contract, f"h{i}") for i in range(4)])]
+    pairs = zip(rows, found, strict=True)
+    await store.placed([(r["id"], decision_row(d), False) for r, d in pairs])
+    with sqlite3.connect(tmp_path / "a.db") as conn:  # no text stored: the codes are
+        stored = conn.execute("SELECT why_not, reasons FROM decisions ORDER BY id").fetchall()
+    assert all(why is None and codes for why, codes in stored)
+    for row, d in zip(rows, found, strict=True):
+        got = await store.decision(row["id"])
+        assert got is not None
+        assert got["why_not"] == {dev: d.why_not(dev) for dev in d.device_order}
+        assert "reasons" not in got and "device_order" not in got
+    await asyncio.to_thread(store.close)
+
+
+async def test_a_row_written_before_v6_reads_back_its_stored_text(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))
+    assert migrate(db, [m for m in MIGRATIONS if m[0] <= 5]) == 5
+    why_not = {NPU: f"{NPU} was chosen", X86: f"{X86} rejected: precision unsupported"}
+    old: dict[str, Any] = {
+        "task_id": "t-old",
+        "decided_at": 1.0,
+        "placed": 1,
+        "device": NPU,
+        "devices": json.dumps([NPU]),
+        "score": 0.0,
+        "components": json.dumps({}),
+        "rejections": json.dumps({"precision unsupported": 1}),
+        "why_not": json.dumps(why_not),
+        "summary": "old",
+    }
+    db["decisions"].insert(old)
+    db.close()
+    store = await opened(path)
+    assert store.db.schema_version == max(v for v, _, _ in MIGRATIONS)
+    got = await store.decision("t-old")
+    assert got is not None and got["why_not"] == why_not and got["summary"] == "old"
+    await asyncio.to_thread(store.close)

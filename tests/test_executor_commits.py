@@ -1,0 +1,92 @@
+"""A device slot is held for the run only; starts and finishes are group-committed.
+
+The executor frees a slot as soon as the job's run ends, so the device serves its next job
+while the last outcome is being committed; the store writes every start (finish) asked for
+in one loop turn as one op, and a task reads ``done`` in the file only once its finish has
+committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from edge_agent.agent.db import Database
+from edge_agent.agent.executor import Executor, Job, Outcome
+from edge_agent.agent.fleet import build_fleet
+from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.store_runs import Finish
+from edge_agent.placement import Placer, Policy, Semantics, TaskContract
+
+pytestmark = pytest.mark.asyncio
+
+
+async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
+    fleet = build_fleet("rk3588")
+    placer = Placer(fleet.devices, Policy.template("latency-first"))
+    decision = placer.place_one(TaskContract(Semantics(0.001)))
+    commit = asyncio.get_running_loop().create_future()  # the first outcome's commit, held
+    done: list[str] = []
+
+    async def on_start(job: Job) -> bool:
+        return True
+
+    async def on_done(job: Job, outcome: Outcome) -> None:
+        done.append(job.task_id)
+        if job.task_id == "first":
+            await commit
+
+    executor = Executor(fleet, placer, on_start, on_done, jitter=0.0)
+    executor.start()
+    for task_id in ("first", "second"):  # one device, one slot: one after the other
+        executor.submit(Job(task_id, decision, None, 0, math.inf))
+    async with asyncio.timeout(5):
+        while "second" not in done:
+            await asyncio.sleep(0.005)
+    assert not commit.done() and executor.backlog() == 0  # served while "first" commits
+    commit.set_result(None)
+    await executor.stop(1.0)
+
+
+async def test_starts_and_finishes_are_written_a_group_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "a.db")
+    await asyncio.to_thread(store.open)
+    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * 20)]
+    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
+    await store.placed([(r["id"], decision, False) for r in rows])
+    ops = 0
+    persist = Database.persist
+
+    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
+        nonlocal ops
+        ops += 1
+        return await persist(db, op)
+
+    monkeypatch.setattr(Database, "persist", counted)
+    ids = [r["id"] for r in rows]
+    assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 20
+    assert ops == 1
+    assert await store.started(ids[0]) is False  # no longer placed: running
+
+    def states() -> set[str]:
+        with sqlite3.connect(tmp_path / "a.db") as conn:
+            return {s for (s,) in conn.execute("SELECT state FROM tasks").fetchall()}
+
+    telemetry = {"kind": "task", "device": "cpu0", "latency_s": 0.001}
+    finishes = [store.runs.finished(Finish(i, "done", {"ok": 1}, None, telemetry)) for i in ids]
+    assert states() == {"running"}  # asked for, not yet committed: not acknowledged
+    await asyncio.gather(*finishes)
+    assert states() == {"done"} and ops == 3
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        (samples,) = conn.execute("SELECT count(*) FROM telemetry WHERE kind = 'task'").fetchone()
+        (records,) = conn.execute(
+            "SELECT count(*) FROM outbox WHERE kind = 'task' AND payload LIKE '%\"done\"%'"
+        ).fetchone()
+    assert samples == 20 and records == 20
+    await asyncio.to_thread(store.close)
