@@ -5,7 +5,8 @@
 Measures, in one run: single-task decision latency over 64 and 1,024 devices (p50/p99 of
 ``Placer.place_one`` on a prepared task), the same over 64 devices with an ``update_live``
 of every device before each decision (``live64_*``: a decision on fresh live state, as
-the simulator's agents decide), a 1,000-task x 1,024-device batch
+the simulator's agents did), and with one ``update_live_many`` of all 64 instead
+(``live64_batch_*``: as they decide now), a 1,000-task x 1,024-device batch
 (``Placer.place``), and the speed-up of the native kernel over its pure-Python twin on
 the same batch. Fleets are real board profiles (firmware_profiles/) repeated as boxes;
 tasks mix published model sizes (ResNet-50, MobileNet-v2, YOLOv5s, ...) and precisions.
@@ -87,12 +88,13 @@ def workload(n_tasks: int, seed: int = 7) -> list[TaskContract]:
 
 
 def single_latency_us(
-    n_devices: int, iterations: int, live: bool = False, n_candidates: int = 0
+    n_devices: int, iterations: int, live: str = "", n_candidates: int = 0
 ) -> tuple[float, float, int]:
     """Return (p50, p99, samples) microseconds of place_one over ``n_devices`` devices.
 
-    ``live``: each timed decision starts with an ``update_live`` of every device's queue
-    (what the simulator's agents do before each decision), included in the time.
+    ``live``: each timed decision starts with a write of every device's queue (what the
+    simulator's agents do before each decision), included in the time: ``"each"`` one
+    ``update_live`` per device, ``"batch"`` one ``update_live_many``.
     ``n_candidates`` > 0: each call is restricted to that many devices (``candidates=``).
     """
     placer = Placer(fleet(n_devices), Policy.template("latency-first"))
@@ -110,9 +112,11 @@ def single_latency_us(
             task = prepared[i % len(prepared)]
             candidates = sets[i % len(sets)]
             t0 = time.perf_counter_ns()
-            if live:
+            if live == "each":
                 for k, device_id in enumerate(ids):
                     placer.update_live(device_id, queued_s=((i + k) % 7) * 1e-3)
+            elif live == "batch":
+                placer.update_live_many(queued_s=[((i + k) % 7) * 1e-3 for k in range(len(ids))])
             decision = placer.place_one(task, candidates=candidates)
             samples.append(time.perf_counter_ns() - t0)
             if decision.placed:
@@ -151,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"64 devices, 16 candidates:      p50 {c64[0]:.2f} us  p99 {c64[1]:.2f} us")
     s1k = single_latency_us(1024, iters // 4)
     print(f"single task over 1024 devices:  p50 {s1k[0]:.2f} us  p99 {s1k[1]:.2f} us")
-    l64 = single_latency_us(64, iters // 4, live=True)
+    l64 = single_latency_us(64, iters // 4, live="each")
     print(f"update_live x 64 + place_one:   p50 {l64[0]:.2f} us  p99 {l64[1]:.2f} us")
+    b64 = single_latency_us(64, iters // 4, live="batch")
+    print(f"update_live_many(64)+place_one: p50 {b64[0]:.2f} us  p99 {b64[1]:.2f} us")
 
     devices = fleet(1024)
     native = Placer(devices, Policy.template("balanced"), backend="native")
@@ -189,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                 "live64_p50_us": round(l64[0], 2),
                 "live64_p99_us": round(l64[1], 2),
                 "live64_n": l64[2],
+                "live64_batch_p50_us": round(b64[0], 2),
+                "live64_batch_p99_us": round(b64[1], 2),
+                "live64_batch_n": b64[2],
                 "batch_1000x1024_ms": round(statistics.median(big), 2),
                 "batch_1000x1024_n": len(big),
                 "speedup_vs_python": round(speedup, 1),

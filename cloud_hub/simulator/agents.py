@@ -62,7 +62,7 @@ class AgentChooser:
         self._open: dict[int, tuple[Placer, Decision]] = {}
         self._charge: dict[int, float] = {}
         self._allowed_for: FleetState | None = None
-        self._allowed_sets: dict[TaskType, frozenset[int]] = {}
+        self._allowed_sets: dict[TaskType, list[float]] = {}
         self.place_s = 0.0  # wall time of the update_live pass and Placer.place_one
         self.decisions = 0
 
@@ -105,16 +105,11 @@ class AgentChooser:
         pair, ``GroundTruth.available``) is pushed as offline for this decision.
         """
         placer = self.placers[task.origin]
-        allowed = self._allowed(state, (task.model, task.precision))
+        health = self._health(state, (task.model, task.precision), len(placer.device_ids))
         prepared = self._contract(task)
         queued = [self._queued(state, dev, now) for dev in range(len(placer.device_ids))]
         t0 = time.perf_counter()  # the live-state pass is part of every decision's cost
-        for dev, device_id in enumerate(placer.device_ids):
-            placer.update_live(
-                device_id,
-                queued_s=queued[dev],
-                health=Health.ONLINE if dev in allowed else Health.OFFLINE,
-            )
+        placer.update_live_many(queued_s=queued, health=health)  # every device, one write
         decision = placer.place_one(prepared)
         self.place_s += time.perf_counter() - t0
         self.decisions += 1
@@ -124,13 +119,17 @@ class AgentChooser:
         self._charge[task.index] = decision.charges[0]
         return decision.device_indices[0]
 
-    def _allowed(self, state: FleetState, tt: TaskType) -> frozenset[int]:
+    def _health(self, state: FleetState, tt: TaskType, n: int) -> list[float]:
+        """Return each device's health for a task type: offline outside its feasible set."""
         if self._allowed_for is not state:
             self._allowed_for = state
             self._allowed_sets = {}
         got = self._allowed_sets.get(tt)
         if got is None:
-            got = self._allowed_sets[tt] = frozenset(state.feasible.get(tt, ()))
+            allowed = frozenset(state.feasible.get(tt, ()))
+            got = self._allowed_sets[tt] = [
+                float(Health.ONLINE if dev in allowed else Health.OFFLINE) for dev in range(n)
+            ]
         return got
 
     def finished(self, job: Job, now: float) -> None:

@@ -67,8 +67,17 @@ class Sampler:
         """Take one sample, feed real utilizations to the placer, store it; return the rows."""
         busy = {d.id: self._busy_s(d.id) for d in self.fleet.devices}  # read on the loop
         rows = await asyncio.to_thread(self._take, busy)
-        for row in rows:
-            if row["device"] != "host" and not row["emulated"] and row["utilization"] is not None:
+        live = [
+            row
+            for row in rows
+            if row["device"] != "host" and not row["emulated"] and row["utilization"] is not None
+        ]
+        try:  # one vectorised write for every device
+            self.placer.update_live_many(
+                [row["device"] for row in live], utilization=[row["utilization"] for row in live]
+            )
+        except InvalidInput:  # one bad value: the others still go in, one at a time
+            for row in live:
                 try:
                     self.placer.update_live(row["device"], utilization=row["utilization"])
                 except InvalidInput as err:

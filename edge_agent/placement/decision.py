@@ -55,7 +55,7 @@ class Decision:
     ) -> None:
         self.task = task
         self.sources = sources  # each device's estimate source when decided (None: roofline)
-        self.probe = probe  # decided with clamped corrections reset (bounded exploration)
+        self.probe = probe  # an exploration probe: clamped factors reset, or an untried pair
         self._row = row
         self._ctx = ctx
         self.reasons = reasons  # reason code per device in device_order, if kept

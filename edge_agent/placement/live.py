@@ -3,15 +3,31 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
+from numpy.typing import ArrayLike
 
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import layout as L
 from edge_agent.placement.kernel import KernelCall
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.vocab import Health
+
+#: The columns ``update_live_many`` sets: keyword -> (device column, largest valid value).
+BATCH_COLUMNS: dict[str, tuple[int, float]] = {
+    "utilization": (L.DEV_UTIL, 1.0),
+    "predicted_utilization": (L.DEV_PRED_UTIL, 1.0),
+    "queued_s": (L.DEV_QUEUE_S, math.inf),
+    "memory_free_bytes": (L.DEV_MEM_FREE, math.inf),
+    "health": (L.DEV_HEALTH, 2.0),
+    "link_latency_s": (L.DEV_LINK_S, math.inf),
+    "link_bw_gbs": (L.DEV_LINK_BW, math.inf),
+    "carbon_g_per_kwh": (L.DEV_CARBON, math.inf),
+}
+_FLOAT_MAX = sys.float_info.max
 
 
 class LiveState:
@@ -20,6 +36,8 @@ class LiveState:
     _ws: Workspace
     _call: KernelCall
     _index: dict[str, int]
+    device_ids: tuple[str, ...]
+    _live_rows: tuple[Sequence[str], npt.NDArray[np.intp]] | None = None
 
     def _device(self, device_id: str) -> int:
         try:
@@ -94,6 +112,56 @@ class LiveState:
             for k, col in enumerate(L.SLOT_COLS):
                 dev[col] = float(loaded_configs[k]) if k < len(loaded_configs) else 0.0
         self._call.devices_changed()
+
+    def update_live_many(
+        self, device_ids: Sequence[str] | None = None, **columns: ArrayLike
+    ) -> None:
+        """Overwrite live columns of many devices in one vectorised write.
+
+        ``device_ids``: the devices, in the order of the values (None: every device, in
+        ``device_ids`` order). Each keyword of ``BATCH_COLUMNS`` (``queued_s=[...]``,
+        ``health=[...]``, ...) takes one value per device, or one value for all. The
+        same bounds as ``update_live``; any bad value raises and changes nothing. For one
+        device, or FPGA slots and configurations, use ``update_live``.
+        """
+        rows = self._live_index(device_ids)
+        n = len(self.device_ids) if device_ids is None else len(device_ids)
+        checked: list[tuple[int, npt.NDArray[np.float64]]] = []
+        for name, given in columns.items():
+            if name not in BATCH_COLUMNS:
+                known = ", ".join(BATCH_COLUMNS)
+                raise InvalidInput(f"update_live_many: unknown column {name!r} (one of {known})")
+            col, top = BATCH_COLUMNS[name]
+            try:
+                values = np.asarray(given, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise InvalidInput(f"update_live_many: {name} must be numbers") from None
+            if values.ndim > 1 or (values.ndim == 1 and len(values) != n):
+                raise InvalidInput(f"update_live_many: {name} needs one value or {n} values")
+            bound = top if top < math.inf else _FLOAT_MAX  # nan and inf fail both tests
+            ok = bool(((values >= 0.0) & (values <= bound)).all())
+            if ok and col == L.DEV_HEALTH:  # a Health value: 0, 1 or 2
+                ok = bool((values == np.floor(values)).all())
+            if not ok:
+                raise InvalidInput(f"update_live_many: {name} must be finite numbers in [0, {top}]")
+            checked.append((col, values))
+        devices = self._ws.devices
+        for col, values in checked:
+            devices[rows, col] = values
+        self._call.devices_changed()
+
+    def _live_index(self, device_ids: Sequence[str] | None) -> slice | npt.NDArray[np.intp]:
+        """Return the device rows of ``device_ids`` (the last list's rows are kept)."""
+        if device_ids is None or device_ids is self.device_ids:
+            return slice(None)
+        kept = self._live_rows
+        if kept is not None and kept[0] is device_ids and isinstance(device_ids, tuple):
+            return kept[1]
+        rows = np.array([self._device(d) for d in device_ids], dtype=np.intp)
+        if len(set(rows.tolist())) != len(rows):
+            raise InvalidInput("update_live_many: a device is listed twice")
+        self._live_rows = (device_ids, rows)
+        return rows
 
     def advance(self, seconds: float) -> None:
         """Drain every device's queue by ``seconds`` (finite, >= 0) of elapsed time.

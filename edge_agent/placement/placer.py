@@ -13,7 +13,9 @@ from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
+from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.explore import Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
@@ -28,7 +30,7 @@ __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(LiveState):
+class Placer(CorrectionTable, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -68,6 +70,8 @@ class Placer(LiveState):
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._probe_tick = 0
+        self.exploration = Explorer(len(ids))  # untried pairs, tried now and then (bounded)
+        self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
@@ -116,6 +120,7 @@ class Placer(LiveState):
                 if prior is not None:
                     row[d] = learning.clamp(prior[0])
             self._sources[idx] = tuple(p[1] if p else ROOFLINE for p in found)
+            self.exploration.set_sources(idx, self._sources[idx] or ())
         return idx
 
     def class_index(self, task_class: str) -> int:
@@ -125,6 +130,7 @@ class Placer(LiveState):
             idx = len(self._classes)
             self._classes[task_class] = idx
             self._sources.append(None)
+            self.exploration.add_class()
             if idx >= self._ws.n_classes:
                 grown = np.ones((self._ws.n_classes * 2, len(self.device_ids)))
                 grown[: self._ws.n_classes] = self._ws.corrections
@@ -167,6 +173,8 @@ class Placer(LiveState):
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
+        if self.exploration.due(cls):
+            return self._explore(prepared.contract, cls, candidates)
         self._probe_tick += 1
         if self._probe_tick >= learning.PROBE_EVERY:
             self._probe_tick = 0
@@ -233,6 +241,36 @@ class Placer(LiveState):
                     self._masks.clear()
                 self._masks[id(candidates)] = (candidates, allowed.copy())
         self._restricted_to = candidates if keep else None
+
+    def _explore(
+        self, contract: TaskContract, cls: int, candidates: Collection[str] | None
+    ) -> Decision:
+        """Decide as usual and with untried pairs' estimates divided by their optimism.
+
+        Returns the probe when the optimistic pass picks an untried device, else the usual
+        decision (as committed by the usual pass); see ``explore``.
+        """
+        ws = self._ws
+        before = ws.devices.copy()
+        usual, usual_reasons = self._decide(1, candidates)
+        after = ws.devices.copy()
+        ws.devices[:] = before
+        row = ws.corrections[cls]
+        kept = row.copy()
+        row /= self.exploration.optimism_row(cls)
+        try:
+            out, reasons = self._decide(1, candidates)
+        finally:
+            row[:] = kept
+        chosen = int(out[L.OUT_ASSIGNED])
+        if chosen < 0 or self.exploration.optimism_row(cls)[chosen] == 1.0:
+            ws.devices[:] = after  # no untried device won: the usual decision stands
+            self.exploration.fruitless(cls)
+            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
+        decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
+        usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
+        self.exploration.probed(cls, chosen, decision, usual_s)
+        return decision
 
     def _probe(
         self, cls: int, candidates: Collection[str] | None
@@ -310,10 +348,13 @@ class Placer(LiveState):
             rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
             row[d] = learning.toward(float(row[d]), target, rate)
             self._mark_learned(cls, d)
+            self.exploration.tried(cls, d)
             if energy_j is not None:
                 power = energy_j / len(decision.device_indices) / latency_s
                 dev = ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
+        if decision.probe:
+            self.exploration.finished(decision, latency_s)
         self.release(decision)
 
     def _mark_learned(self, cls: int, d: int) -> None:
@@ -339,6 +380,8 @@ class Placer(LiveState):
 
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
+        if decision.probe:
+            self.exploration.finished(decision, None)  # a no-op after feedback
         mem = decision.task.memory_needed()
         credited = self._running.finish(decision) if self._started else None
         for j, (d, charge) in enumerate(
@@ -349,46 +392,17 @@ class Placer(LiveState):
             dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
             dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
 
-    def export_corrections(self) -> dict[str, dict[str, float]]:
-        """Return the learned factors as {task class: {device id: factor}} (JSON-ready)."""
-        ws = self._ws
-        return {
-            cls: dict(zip(self.device_ids, ws.corrections[idx].tolist(), strict=True))
-            for cls, idx in self._classes.items()
-        }
-
-    def import_corrections(self, table: dict[str, dict[str, float]]) -> int:
-        """Adopt learned factors (e.g. saved, or from a peer); return how many were set.
-
-        Devices this fleet does not have are skipped; factors are clamped to the learning
-        range. A non-finite or non-positive factor raises and changes nothing.
-        """
-        updates: list[tuple[str, int, float]] = []
-        for cls, row in table.items():
-            if not isinstance(cls, str) or not isinstance(row, dict):
-                raise InvalidInput("import_corrections: expected {task class: {device: factor}}")
-            for device_id, factor in row.items():
-                if isinstance(factor, bool) or not isinstance(factor, (int, float)):
-                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: not a number")
-                if not (math.isfinite(factor) and factor > 0):
-                    raise InvalidInput(f"import_corrections: {cls}/{device_id}: must be > 0")
-                if device_id in self._index:
-                    clamped = learning.clamp(float(factor))
-                    updates.append((cls, self._index[device_id], clamped))
-        for cls, d, factor in updates:
-            idx = self.class_index(cls)
-            self._ws.corrections[idx, d] = factor
-        return len(updates)
-
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
     ) -> Decision:
         """Return what ``place_one`` would decide now, committing nothing."""
         saved = self._ws.devices.copy()
+        self.exploration.paused = True  # a preview neither probes nor counts
         try:
             return self.place_one(task, candidates=candidates)
         finally:
             self._ws.devices[:] = saved
+            self.exploration.paused = False
 
     def feasibility(self, task: TaskContract | PreparedTask) -> dict[str, str]:
         """Return, for every device, "ok" or the hard constraint that rejects ``task``."""
@@ -399,11 +413,6 @@ class Placer(LiveState):
             device_id: L.REASON_NAMES[code]
             for device_id, code in zip(self.device_ids, decision.reasons, strict=True)
         }
-
-    def correction(self, task_class: str, device_id: str) -> float:
-        """Return the learned factor (measured / roofline) for a class on a device."""
-        idx = self._classes.get(task_class)
-        return 1.0 if idx is None else float(self._ws.corrections[idx, self._device(device_id)])
 
 
 def _urgency(contract: TaskContract) -> tuple[int, float]:

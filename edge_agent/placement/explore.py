@@ -1,0 +1,153 @@
+"""Bounded optimism for (task class, device) pairs that were never measured.
+
+A class's estimate on a device starts from the roofline (datasheet peak x efficiency) or a
+profile's published figure (``priors``). The roofline can be far off for a model: a CPU
+whose vector units suit a small detector can run it 15x faster than its roofline says, and
+a device that is never chosen is never measured, so learning never sees it. Exploration
+tries such pairs now and then, bounded:
+
+- a pair is *untried* until a measurement of it (``feedback``), an imported factor, or one
+  exploration probe of it; a pair whose prior is a published figure at the task's
+  precision is trusted and never explored;
+- at most one decision in ``EXPLORE_EVERY`` of a class with untried pairs is decided
+  twice: as usual, and with each untried pair's estimate divided by its optimism (``WITHIN``
+  by source: the roofline ``ROOFLINE_WITHIN``, a published figure at another precision
+  ``OTHER_PRECISION_WITHIN``). When the optimistic pass picks an untried device, the task
+  goes there (``Decision.probe``): it is the best untried feasible device whose estimate is
+  within that factor of the usual choice, under the same policy and constraints.
+  Otherwise the usual decision stands and nothing is probed, and that class's interval
+  doubles (up to ``EXPLORE_MAX_EVERY``): pairs that stay out of reach (infeasible, or
+  far slower than the choice) cost ever fewer extra kernel calls;
+- so each untried pair is probed at most once, at most one decision in ``EXPLORE_EVERY``
+  per class is a probe, and a probe's service is at most the optimism factor times the
+  usual choice's estimate when the prior was right. ``ExplorationStats`` counts probes and
+  their measured cost (probe's measured service - the usual choice's estimate).
+
+Deterministic: counters, no random draws, so the same inputs give the same decisions on
+both kernel backends (it runs above the kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
+EXPLORE_MAX_EVERY = 1024  # the interval after fruitless optimistic passes, at most
+ROOFLINE_WITHIN = 8.0  # a roofline estimate may be this many times too pessimistic
+OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted more
+_ROOFLINE = "roofline"
+_OTHER_PRECISION = "published, other precision"
+
+
+def optimism(source: str) -> float:
+    """Return the factor an untried pair's estimate is divided by when explored (1: never)."""
+    if source == _ROOFLINE:
+        return ROOFLINE_WITHIN
+    if source.startswith(_OTHER_PRECISION):
+        return OTHER_PRECISION_WITHIN
+    return 1.0  # a published figure at the task's precision, or learned
+
+
+@dataclass
+class ExplorationStats:
+    """What exploration did: decisions seen, probes made, and the probes' measured cost."""
+
+    decisions: int = 0
+    optimistic_passes: int = 0  # extra kernel calls (one per due decision)
+    probes: int = 0
+    measured: int = 0  # probes whose service was measured (feedback)
+    extra_service_s: float = 0.0  # sum of (measured - usual choice's estimate); < 0: a win
+
+    def as_dict(self) -> dict[str, float]:
+        """Return the counters, with probes per 1,000 decisions (JSON-ready)."""
+        per_k = 1000.0 * self.probes / self.decisions if self.decisions else 0.0
+        return {
+            "decisions": self.decisions,
+            "optimistic_passes": self.optimistic_passes,
+            "probes": self.probes,
+            "probes_per_1000": round(per_k, 3),
+            "probe_extra_service_s": self.extra_service_s,
+            "probe_mean_extra_service_s": (
+                self.extra_service_s / self.measured if self.measured else 0.0
+            ),
+        }
+
+
+class Explorer:
+    """Per class: which pairs are untried (their optimism) and when the next probe is due."""
+
+    def __init__(self, n_devices: int) -> None:
+        self._n = n_devices
+        self._optimism: list[npt.NDArray[np.float64] | None] = []
+        self._tick: list[int] = []
+        self._every: list[int] = []  # per class: decisions between optimistic passes
+        self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
+        self.stats = ExplorationStats()
+        self.paused = False  # set while the Placer previews: nothing is counted or probed
+
+    def add_class(self) -> None:
+        """Register a new class: every pair starts untried with a roofline estimate."""
+        self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
+        self._tick.append(0)
+        self._every.append(EXPLORE_EVERY)
+
+    def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
+        """Set a class's estimate sources (after priors); tried pairs stay tried."""
+        row = self._optimism[cls]
+        if row is None:
+            return
+        np.minimum(row, [optimism(s) for s in sources], out=row)
+        self._settle(cls)
+
+    def due(self, cls: int) -> bool:
+        """Count a decision of ``cls``; True when it should also be decided optimistically."""
+        if self.paused:
+            return False
+        self.stats.decisions += 1
+        if self._optimism[cls] is None:
+            return False
+        tick = self._tick[cls] + 1
+        if tick < self._every[cls]:
+            self._tick[cls] = tick
+            return False
+        self._tick[cls] = 0
+        self.stats.optimistic_passes += 1
+        return True
+
+    def optimism_row(self, cls: int) -> npt.NDArray[np.float64]:
+        """Return each device's divisor for ``cls`` (1: tried or trusted); call when due."""
+        row = self._optimism[cls]
+        assert row is not None  # due() said so
+        return row
+
+    def probed(self, cls: int, device: int, key: object, usual_service_s: float) -> None:
+        """Record a probe of (cls, device); the usual choice's service estimate is its cost base."""
+        self.stats.probes += 1
+        self._usual[key] = usual_service_s
+        self.tried(cls, device)
+
+    def fruitless(self, cls: int) -> None:
+        """An optimistic pass picked no untried device: wait twice as long next time."""
+        self._every[cls] = min(2 * self._every[cls], EXPLORE_MAX_EVERY)
+
+    def tried(self, cls: int, device: int) -> None:
+        """Mark a pair measured (or imported, or probed): it is not explored again."""
+        row = self._optimism[cls]
+        if row is not None and row[device] != 1.0:
+            row[device] = 1.0
+            self._settle(cls)
+
+    def finished(self, key: object, measured_s: float | None) -> None:
+        """A decision finished: add a probe's measured cost (None: released unmeasured)."""
+        usual = self._usual.pop(key, None)
+        if usual is not None and measured_s is not None and np.isfinite(usual):
+            self.stats.measured += 1
+            self.stats.extra_service_s += measured_s - usual
+
+    def _settle(self, cls: int) -> None:
+        row = self._optimism[cls]
+        if row is not None and not (row > 1.0).any():
+            self._optimism[cls] = None
