@@ -342,3 +342,15 @@ async def test_a_deadline_no_device_can_meet_is_placed_late_and_explained(
     dropped = {**body, "requirements": {"deadline_s": 1e-9, "drop_if_late": True}}
     failed = await wait_for(client, (await submit(client, dropped))["task"]["id"], {"failed"})
     assert failed["state"] == "failed"
+
+
+async def test_deferrable_tasks_with_a_far_deadline_are_accepted_at_once(
+    aiohttp_client: Any, tmp_path: Path
+):
+    """Found by schemathesis: deadline_s 9e8 made the agent plan hour by hour to it (a hang)."""
+    client = await start(aiohttp_client, tmp_path, profile="rk3588")
+    task = {"semantics": {"gflops": 0.01}, "deferrable": True, "requirements": {"deadline_s": 9e8}}
+    resp = await asyncio.wait_for(client.post("/v1/tasks:batch", json={"tasks": [task] * 200}), 30)
+    assert resp.status == 202, await resp.text()
+    health = await asyncio.wait_for(client.get("/v1/health"), 5)  # and the loop is free
+    assert health.status == 200

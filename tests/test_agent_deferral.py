@@ -28,7 +28,7 @@ from edge_agent.placement import (
     TaskContract,
     devices_from_profiles,
 )
-from edge_agent.scheduling.window import HOUR_S, WindowPlanner
+from edge_agent.scheduling.window import HORIZON_H, HOUR_S, WindowPlanner
 
 H = HOUR_S
 #: The conftest fixtures: ``carbon_series_file`` (hourly CSV), ``emulated_agent``, ``until``.
@@ -117,6 +117,31 @@ def test_planner_keeps_the_slack_of_work_held_into_the_same_hour() -> None:
             est, deadline = ests[id(w)]
             clock = max(clock, w.release_s) + est
             assert clock <= deadline
+
+
+def test_a_far_deadline_plans_within_the_horizon() -> None:
+    """Found from outside: deadline_s 1e12 made one submission plan every hour to it (a hang)."""
+    p = WindowPlanner(room_s=2 * H, safety=1.5, margin_s=60.0)
+    asked: list[int] = []
+
+    def carbon(h: int) -> float:
+        asked.append(h)
+        return 100.0 + h % 24
+
+    for i in range(200):  # held work piles up: each plan stays bounded all the same
+        w = p.choose(i * 60.0, 30.0, 1e12, carbon)
+        assert w.guaranteed and w.release_s >= i * 60.0
+    assert max(asked) <= HORIZON_H + 4 and len(asked) <= 200 * (HORIZON_H + 1)
+
+
+def test_backlog_carries_over_idle_hours() -> None:
+    p = WindowPlanner(room_s=10 * H)
+    p.planned = {0: 3 * H, 1: 0.5 * H, 5: 2 * H}
+    # hour 0 leaves 2 h, hour 1 adds 0.5 h and drains 1 h (1.5 h), idle 2..4 drain it all;
+    # hour 5 leaves 1 h, which hours 6 and 7 drain
+    assert [p._backlog(h) for h in (0, 1, 2, 3, 5, 6, 7, 8)] == [
+        0.0, 2 * H, 1.5 * H, 0.5 * H, 0.0, 1 * H, 0.0, 0.0
+    ]  # fmt: skip
 
 
 def deferrable(deadline_s: float) -> TaskContract:

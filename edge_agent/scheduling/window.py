@@ -26,6 +26,9 @@ from dataclasses import dataclass
 
 HOUR_S = 3600.0
 DAY_H = 24
+#: Hours ahead a release is considered in: a deadline further away plans within this window
+#: (no intensity forecast reaches further, and one task's planning stays bounded work).
+HORIZON_H = 7 * DAY_H
 
 
 @dataclass(frozen=True)
@@ -66,9 +69,14 @@ class WindowPlanner:
 
     def _backlog(self, hour: int) -> float:
         """Return the held work pending at ``hour``'s start if all of it ran serially."""
-        backlog = 0.0
-        for h in range(min(self.planned, default=hour), hour):
-            backlog = max(0.0, backlog + self.planned.get(h, 0.0) - HOUR_S)
+        backlog, previous = 0.0, None
+        for h in sorted(h for h in self.planned if h < hour):  # hours with held work only
+            if previous is not None:  # the idle hours between drain it
+                backlog = max(0.0, backlog - HOUR_S * (h - previous - 1))
+            backlog = max(0.0, backlog + self.planned[h] - HOUR_S)
+            previous = h
+        if previous is not None:
+            backlog = max(0.0, backlog - HOUR_S * (hour - previous - 1))
         return backlog
 
     def _ahead(self, hour: int) -> float:
@@ -109,7 +117,8 @@ class WindowPlanner:
         hour = math.floor(now / HOUR_S)
         best: tuple[float, int, float] | None = None  # (forecast, hour, release)
         fallback: tuple[float, int, float] | None = None
-        for h in range(hour, math.floor(deadline / HOUR_S) + 1):
+        last = min(math.floor(deadline / HOUR_S), hour + HORIZON_H)  # a year-long deadline
+        for h in range(hour, last + 1):  # must not make one submission plan 8,760 hours
             release = now if h == hour else h * HOUR_S
             if not self._safe(h, release, est, deadline):
                 continue
