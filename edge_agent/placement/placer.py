@@ -263,11 +263,17 @@ class Placer(CorrectionTable, LiveState):
         finally:
             row[:] = kept
         chosen = int(out[L.OUT_ASSIGNED])
-        if chosen < 0 or self.exploration.optimism_row(cls)[chosen] == 1.0:
-            ws.devices[:] = after  # no untried device won: the usual decision stands
+        optimism = self.exploration.optimism_row(cls)[chosen] if chosen >= 0 else 1.0
+        if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
+            ws.devices[:] = before
+            out, reasons = self._decide(1, (self.device_ids[chosen],))
+        decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
+        if optimism == 1.0 or not decision.placed or decision.late:
+            # no untried device won, or trying it would cost this task its bound (a probe
+            # never spends a deadline): the usual decision stands
+            ws.devices[:] = after
             self.exploration.fruitless(cls)
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
         usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
         self.exploration.probed(cls, chosen, decision, usual_s)
         return decision
@@ -418,3 +424,4 @@ class Placer(CorrectionTable, LiveState):
 def _urgency(contract: TaskContract) -> tuple[int, float]:
     deadline = contract.requirements.deadline_s
     return (-contract.priority, deadline if deadline > 0 else math.inf)
+
