@@ -199,10 +199,18 @@ class SuperLink:
             except subprocess.TimeoutExpired:
                 stream.terminate()
                 stream.wait()
-                self._cli("stop", str(run_id), CONNECTION)
-                raise RunFailed(
-                    f"run {run_id} did not finish in {timeout_s:.0f} s; stopped"
-                ) from None
+                # the run may have finished as the deadline passed (or its log stream lagged):
+                # stop only a run still going; "already finished" is then no error
+                if not self.status(run_id).startswith("finished"):
+                    try:
+                        self._cli("stop", str(run_id), CONNECTION)
+                    except FederationError as err:
+                        if "already finished" not in str(err):
+                            raise
+                    if self.status(run_id) != "finished:completed":
+                        raise RunFailed(
+                            f"run {run_id} did not finish in {timeout_s:.0f} s; stopped"
+                        ) from None
         status = self.status(run_id)
         if status != "finished:completed":
             raise RunFailed(f"run {run_id} ended {status}; see {self.run_log(run_id)}")
