@@ -424,4 +424,3 @@ class Placer(CorrectionTable, LiveState):
 def _urgency(contract: TaskContract) -> tuple[int, float]:
     deadline = contract.requirements.deadline_s
     return (-contract.priority, deadline if deadline > 0 else math.inf)
-
