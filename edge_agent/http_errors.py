@@ -172,3 +172,14 @@ def _general(request: web.Request, err: Exception, service: str) -> web.Response
         return error_response(503, f"{service} cannot store data now: {err}")
     _log.exception("unhandled error in %s %s", request.method, request.path, exc_info=err)
     return error_response(500, f"internal error; see {service}'s log")
+
+
+#: The answer of ``GET /v1/openapi.json`` in both services' documents (agent and hub).
+OPENAPI_ANSWER: dict[str, Any] = {
+    "200": {
+        "description": "OpenAPI 3.1",
+        "content": {
+            "application/json": {"schema": {"type": "object", "required": ["openapi", "paths"]}}
+        },
+    }
+}

@@ -11,7 +11,7 @@ from typing import Any
 
 from cloud_hub.hub import openapi_schemas as s
 from edge_agent import __version__
-from edge_agent.http_errors import ERROR_SCHEMA
+from edge_agent.http_errors import ERROR_SCHEMA, OPENAPI_ANSWER
 
 _ERROR = {"description": "refused", "content": {"application/json": {"schema": ERROR_SCHEMA}}}
 _SIGNED: list[dict[str, list[str]]] = [{"agentSignature": []}]
@@ -195,16 +195,7 @@ def _paths() -> dict[str, Any]:
         "/v1/openapi.json": {
             "get": _op(
                 "this document",
-                {
-                    "200": {
-                        "description": "OpenAPI 3.1",
-                        "content": {
-                            "application/json": {
-                                "schema": {"type": "object", "required": ["openapi", "paths"]}
-                            }
-                        },
-                    }
-                },
+                OPENAPI_ANSWER,
             )
         },
         "/metrics": {

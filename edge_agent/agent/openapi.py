@@ -14,7 +14,7 @@ from edge_agent import __version__
 from edge_agent.agent.openapi_contract import contract_schema
 from edge_agent.agent.openapi_mesh import MESH_PATHS, MESH_SECURITY
 from edge_agent.agent.store import STATES
-from edge_agent.http_errors import ERROR_SCHEMA
+from edge_agent.http_errors import ERROR_SCHEMA, OPENAPI_ANSWER
 
 _ERROR = {"$ref": "#/components/responses/Error"}
 _TASK_ID = {
@@ -245,16 +245,7 @@ def _other_paths() -> dict[str, Any]:
             "get": _op(
                 "openapi",
                 "this document",
-                {
-                    "200": {
-                        "description": "OpenAPI 3.1",
-                        "content": {
-                            "application/json": {
-                                "schema": {"type": "object", "required": ["openapi", "paths"]}
-                            }
-                        },
-                    }
-                },
+                OPENAPI_ANSWER,
             )
         },
         "/metrics": {
