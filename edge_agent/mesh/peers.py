@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.mesh.advertise import Hint
+from edge_agent.mesh.summary import Summary
 
 _log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ class Peer:
     last_seen: float = field(default_factory=time.monotonic)
     rtt_s: float | None = None  # last measured round trip of a signed request
     load: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None  # its last good signed summary (summary.py)
 
     @property
     def endpoint(self) -> tuple[str, int]:
@@ -52,6 +54,10 @@ class Peer:
             "missed_heartbeats": self.missed,
             "seen_ago_s": round(time.monotonic() - self.last_seen, 3),
             "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
+            "summary_age_s": None
+            if self.summary is None
+            else round(time.monotonic() - self.summary.received, 3),
+            "summary_classes": 0 if self.summary is None else len(self.summary.classes),
         }
 
 
