@@ -33,7 +33,7 @@ class MeshConfig:
     bid_rate_per_s: float = 20.0  # bid messages a second this agent may send (token bucket)
     bid_burst: float = 40.0  # bid messages it may send at once
     summary_max_age_s: float = 0.0  # a peer summary older than this is not used; 0: 3 beats
-    link_bytes_per_s: float = 12.5e6  # assumed link speed for a task's input (100 Mbit/s)
+    link_bytes_per_s: float = 125e6  # assumed link speed for a task's input (1 Gbit/s)
     lease_min_s: float = 5.0  # a forwarded task's lease: max(min, factor * estimate)
     lease_factor: float = 4.0
     lease_grace_s: float = 1.0  # the origin waits this past the lease before giving up

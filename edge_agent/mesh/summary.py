@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.resources.vocab import ModelFormat, names_of
+from edge_agent.tasks.contract import NAME_MAX
 
 if TYPE_CHECKING:
     from edge_agent.placement import Placer, TaskContract
@@ -29,8 +30,8 @@ if TYPE_CHECKING:
 VERSION = 1
 #: Most task classes one summary carries (the most recently seen ones).
 MAX_CLASSES = 32
-#: Longest task class, device kind or format name accepted.
-MAX_NAME = 64
+#: Longest task class, device kind or format name accepted (a contract's name bound).
+MAX_NAME = NAME_MAX
 #: Most device kinds / model formats listed.
 MAX_NAMES = 16
 #: Largest number of seconds accepted (queue or estimate): a day.
@@ -70,8 +71,6 @@ class RecentContracts:
     def note(self, contract: TaskContract) -> None:
         """Remember ``contract`` as its class's latest (oldest class dropped past the cap)."""
         name = contract.task_class
-        if len(name) > MAX_NAME:
-            return  # could not be carried in a summary anyway
         self._by_class[name] = contract
         self._by_class.move_to_end(name)
         while len(self._by_class) > self.cap:
@@ -115,8 +114,8 @@ def _names(value: Any, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or len(value) > MAX_NAMES:
         raise SummaryError(f"{where}: expected a list of at most {MAX_NAMES} names")
     for name in value:
-        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME:
-            raise SummaryError(f"{where}: expected names of 1..{MAX_NAME} characters")
+        if not isinstance(name, str) or not 0 < len(name) <= MAX_NAME or not name.isprintable():
+            raise SummaryError(f"{where}: expected printable names of 1..{MAX_NAME} characters")
     return tuple(value)
 
 
@@ -133,8 +132,10 @@ def parse_summary(doc: Any, received: float) -> Summary:
         raise SummaryError(f"summary.classes: {len(classes)} classes, at most {MAX_CLASSES}")
     table: dict[str, float] = {}
     for name, value in classes.items():
-        if not 0 < len(name) <= MAX_NAME:
-            raise SummaryError(f"summary.classes: class names of 1..{MAX_NAME} characters")
+        if not 0 < len(name) <= MAX_NAME or not name.isprintable():
+            raise SummaryError(
+                f"summary.classes: expected printable class names of 1..{MAX_NAME} characters"
+            )
         table[name] = _seconds(value, f"summary.classes[{name!r}]")
     return Summary(
         kinds=_names(doc.get("kinds"), "summary.kinds"),

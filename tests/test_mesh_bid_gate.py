@@ -1,0 +1,138 @@
+"""The bid gate on loopback: signed summaries decide whom to ask, a token bucket bounds it.
+
+Real MeshNodes (real mDNS, signed HTTP) with emulated boards: a Hailo-8 host (yolov8n on
+its x86 CPU, ~75 ms estimated: the HEF-only NPU cannot run an ONNX model) and a Jetson
+Orin Nano (yolov8n on its GPU, ~3.5 ms published). Its bid above-threshold is 1 s, so
+before the gate the Hailo host never asked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from edge_agent.mesh import FleetKey, MeshConfig, MeshNode
+from edge_agent.mesh.standalone import emulated_node, serve
+from edge_agent.placement import Requirements, Semantics, TaskContract
+
+pytestmark = pytest.mark.asyncio
+KEY = FleetKey("bid-gate-test-fleet-key-00000000")
+
+
+def yolo() -> TaskContract:
+    return TaskContract.from_dict(
+        {
+            "model": "yolov8n",
+            "task_class": "yolov8n",
+            "semantics": {"gflops": 8.7, "precision": "fp32", "input_bytes": 1_228_800},
+        }
+    )
+
+
+def npu_int8() -> TaskContract:
+    return TaskContract(
+        Semantics(gflops=2.0, precision="int8"),
+        Requirements(kinds=("npu",), precision="int8", model_format=None),
+    )
+
+
+def node(tmp: Path, agent: str, profile: str, **cfg: Any) -> MeshNode:
+    base: dict[str, Any] = {"heartbeat_s": 0.3, "announce_burst": 100, "bid_above_s": 1.0}
+    config = MeshConfig(agent_id=agent, **{**base, **cfg})
+    return emulated_node(config, KEY, [profile], tmp / f"{agent}.db", time_scale=0.0)
+
+
+async def knows(origin: MeshNode, peer: str, task_class: str) -> None:
+    """Wait until ``origin`` trusts ``peer`` and holds its summary with ``task_class``."""
+
+    def ready() -> bool:
+        p = origin.peers.peers.get(peer)
+        return p is not None and p.summary is not None and task_class in p.summary.classes
+
+    async with asyncio.timeout(10):
+        while not ready():
+            await asyncio.sleep(0.02)
+
+
+async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) -> None:
+    origin = node(tmp_path, "hailo", "hailo8_host")
+    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
+    jetson.recent.note(yolo())  # it runs yolov8n itself: its summary carries the class
+    async with serve(origin), serve(jetson):
+        await knows(origin, "jetson", "yolov8n")
+        summary = origin.peers.peers["jetson"].summary
+        assert summary is not None and summary.kinds == ("cpu_arm", "gpu_nvidia")
+        assert summary.classes["yolov8n"] < 0.005  # ~3.5 ms on the GPU
+        local = origin.placer.preview(yolo())
+        assert 0.030 < local.latency_s < origin.cfg.bid_above_s  # under the old threshold
+        out = await origin.submit(yolo(), key="y1")
+        assert out["state"] == "done" and out["ran_on"] == "jetson", out
+        first = out["chain"][0]
+        assert first["devices"] == ["hailo8_host/cpu"] and first["action"] == "forward to jetson"
+        assert [b["peer"] for b in first["bids"]] == ["jetson"]
+        assert first["bids"][0]["estimate_ms"] < 5
+        assert origin.counters["bids_sent"] == 1 and jetson.counters["bids_received"] == 1
+
+
+async def test_a_peer_no_better_than_local_is_not_asked(tmp_path: Path) -> None:
+    origin = node(tmp_path, "hailo", "hailo8_host")
+    twin = node(tmp_path, "twin", "hailo8_host")
+    twin.recent.note(yolo())
+    async with serve(origin), serve(twin):
+        await knows(origin, "twin", "yolov8n")
+        out = await origin.submit(yolo(), key="y1")
+        assert out["state"] == "done" and out["ran_on"] == "hailo"
+        assert [link["action"] for link in out["chain"]] == ["run here"]
+        assert origin.counters["bids_sent"] == 0 and twin.counters["bids_received"] == 0
+
+
+async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
+    # heartbeats far apart: the summary from the hello is the only one within the test
+    origin = node(tmp_path, "hailo", "hailo8_host", heartbeat_s=30.0, summary_max_age_s=1.0)
+    jetson = node(tmp_path, "jetson", "jetson_orin_nano", heartbeat_s=30.0)
+    jetson.recent.note(yolo())
+    async with serve(origin), serve(jetson):
+        await knows(origin, "jetson", "yolov8n")
+        local = origin.placer.preview(yolo())
+        assert [p.agent_id for p in origin.offloader.ask(yolo(), local).peers] == ["jetson"]
+        gate = origin.offloader.gate
+        gate.clock = lambda: time.monotonic() + 1.5  # the summary is now 1.5 s old
+        ask = origin.offloader.ask(yolo(), local)
+        assert ask.peers == () and "no fresh peer summary" in ask.reason
+        out = await origin.submit(yolo(), key="y1")
+        assert out["ran_on"] == "hailo" and origin.counters["bids_sent"] == 0
+        assert jetson.counters["bids_received"] == 0
+
+
+async def test_a_burst_of_optional_asks_stays_within_the_bid_budget(tmp_path: Path) -> None:
+    origin = node(tmp_path, "hailo", "hailo8_host", bid_rate_per_s=5.0, bid_burst=5.0)
+    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
+    jetson.recent.note(yolo())
+    async with serve(origin), serve(jetson):
+        await knows(origin, "jetson", "yolov8n")
+        t0 = time.monotonic()
+        outs = await asyncio.gather(*(origin.submit(yolo(), key=f"y{i}") for i in range(40)))
+        elapsed = time.monotonic() - t0
+        assert all(o["state"] == "done" for o in outs)
+        sent, received = origin.counters["bids_sent"], jetson.counters["bids_received"]
+        assert sent == received  # every bid message counted on both sides
+        assert 1 <= received <= 5 + 5.0 * elapsed  # the burst, then the rate
+        assert origin.counters["bids_rate_limited"] == 40 - sent  # the rest ran here unasked
+        assert sum(o["ran_on"] == "jetson" for o in outs) == sent
+
+
+async def test_necessary_asks_wait_for_the_budget_instead_of_flooding(tmp_path: Path) -> None:
+    origin = node(tmp_path, "cpu", "rpi5", bid_rate_per_s=10.0, bid_burst=2.0)
+    npu = node(tmp_path, "npu", "rk3588")
+    async with serve(origin), serve(npu):
+        await origin.wait_for(lambda: origin.trusts("npu"), 10)
+        t0 = time.monotonic()
+        outs = await asyncio.gather(*(origin.submit(npu_int8(), key=f"n{i}") for i in range(12)))
+        elapsed = time.monotonic() - t0
+        assert all(o["state"] == "done" and o["ran_on"] == "npu" for o in outs)
+        assert npu.counters["bids_received"] == 12  # nothing here can run them: all asked
+        assert elapsed >= (12 - 2) / 10.0 * 0.9  # ... at the bid rate, after the burst
