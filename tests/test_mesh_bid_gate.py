@@ -1,8 +1,8 @@
 """The bid gate on loopback: signed summaries decide whom to ask, a token bucket bounds it.
 
-Real MeshNodes (real mDNS, signed HTTP) with emulated boards: a Hailo-8 host (yolov8n on
-its x86 CPU, ~75 ms estimated: the HEF-only NPU cannot run an ONNX model) and a Jetson
-Orin Nano (yolov8n on its GPU, ~3.5 ms published). Its bid above-threshold is 1 s, so
+Real MeshNodes (real mDNS, signed HTTP) with emulated boards: a Hailo-8 host (an ONNX int8
+resnet50 on its x86 CPU, ~35 ms estimated: the HEF-only NPU cannot run it) and a Jetson
+Orin Nano (on its GPU, ~3.4 ms). Its bid above-threshold is 1 s, so
 before the gate the Hailo host never asked.
 """
 
@@ -23,12 +23,13 @@ pytestmark = pytest.mark.asyncio
 KEY = FleetKey("bid-gate-test-fleet-key-00000000")
 
 
-def yolo() -> TaskContract:
+def resnet() -> TaskContract:
+    """resnet50 (8.2 GFLOP), int8, compiled for ONNX: the Hailo NPU (HEF only) cannot run it."""
     return TaskContract.from_dict(
         {
-            "model": "yolov8n",
-            "task_class": "yolov8n",
-            "semantics": {"gflops": 8.7, "precision": "fp32", "input_bytes": 1_228_800},
+            "task_class": "resnet50",
+            "semantics": {"gflops": 8.2, "precision": "int8", "input_bytes": 150_528},
+            "requirements": {"model_format": "onnx"},
         }
     )
 
@@ -61,15 +62,15 @@ async def knows(origin: MeshNode, peer: str, task_class: str) -> None:
 async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) -> None:
     origin = node(tmp_path, "hailo", "hailo8_host")
     jetson = node(tmp_path, "jetson", "jetson_orin_nano")
-    jetson.recent.note(yolo())  # it runs yolov8n itself: its summary carries the class
+    jetson.recent.note(resnet())  # it runs resnet50 itself: its summary carries the class
     async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "yolov8n")
+        await knows(origin, "jetson", "resnet50")
         summary = origin.peers.peers["jetson"].summary
         assert summary is not None and summary.kinds == ("cpu_arm", "gpu_nvidia")
-        assert summary.classes["yolov8n"] < 0.005  # ~3.5 ms on the GPU
-        local = origin.placer.preview(yolo())
+        assert summary.classes["resnet50"] < 0.005  # ~3.4 ms on the GPU
+        local = origin.placer.preview(resnet())
         assert 0.030 < local.latency_s < origin.cfg.bid_above_s  # under the old threshold
-        out = await origin.submit(yolo(), key="y1")
+        out = await origin.submit(resnet(), key="y1")
         assert out["state"] == "done" and out["ran_on"] == "jetson", out
         first = out["chain"][0]
         assert first["devices"] == ["hailo8_host/cpu"] and first["action"] == "forward to jetson"
@@ -81,10 +82,10 @@ async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) ->
 async def test_a_peer_no_better_than_local_is_not_asked(tmp_path: Path) -> None:
     origin = node(tmp_path, "hailo", "hailo8_host")
     twin = node(tmp_path, "twin", "hailo8_host")
-    twin.recent.note(yolo())
+    twin.recent.note(resnet())
     async with serve(origin), serve(twin):
-        await knows(origin, "twin", "yolov8n")
-        out = await origin.submit(yolo(), key="y1")
+        await knows(origin, "twin", "resnet50")
+        out = await origin.submit(resnet(), key="y1")
         assert out["state"] == "done" and out["ran_on"] == "hailo"
         assert [link["action"] for link in out["chain"]] == ["run here"]
         assert origin.counters["bids_sent"] == 0 and twin.counters["bids_received"] == 0
@@ -94,16 +95,16 @@ async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
     # heartbeats far apart: the summary from the hello is the only one within the test
     origin = node(tmp_path, "hailo", "hailo8_host", heartbeat_s=30.0, summary_max_age_s=1.0)
     jetson = node(tmp_path, "jetson", "jetson_orin_nano", heartbeat_s=30.0)
-    jetson.recent.note(yolo())
+    jetson.recent.note(resnet())
     async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "yolov8n")
-        local = origin.placer.preview(yolo())
-        assert [p.agent_id for p in origin.offloader.ask(yolo(), local).peers] == ["jetson"]
+        await knows(origin, "jetson", "resnet50")
+        local = origin.placer.preview(resnet())
+        assert [p.agent_id for p in origin.offloader.ask(resnet(), local).peers] == ["jetson"]
         gate = origin.offloader.gate
         gate.clock = lambda: time.monotonic() + 1.5  # the summary is now 1.5 s old
-        ask = origin.offloader.ask(yolo(), local)
+        ask = origin.offloader.ask(resnet(), local)
         assert ask.peers == () and "no fresh peer summary" in ask.reason
-        out = await origin.submit(yolo(), key="y1")
+        out = await origin.submit(resnet(), key="y1")
         assert out["ran_on"] == "hailo" and origin.counters["bids_sent"] == 0
         assert jetson.counters["bids_received"] == 0
 
@@ -111,18 +112,18 @@ async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
 async def test_a_burst_of_optional_asks_stays_within_the_bid_budget(tmp_path: Path) -> None:
     origin = node(tmp_path, "hailo", "hailo8_host", bid_rate_per_s=5.0, bid_burst=5.0)
     jetson = node(tmp_path, "jetson", "jetson_orin_nano")
-    jetson.recent.note(yolo())
+    jetson.recent.note(resnet())
     async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "yolov8n")
+        await knows(origin, "jetson", "resnet50")
         t0 = time.monotonic()
-        outs = await asyncio.gather(*(origin.submit(yolo(), key=f"y{i}") for i in range(40)))
+        outs = await asyncio.gather(*(origin.submit(resnet(), key=f"y{i}") for i in range(40)))
         elapsed = time.monotonic() - t0
         assert all(o["state"] == "done" for o in outs)
         sent, received = origin.counters["bids_sent"], jetson.counters["bids_received"]
         assert sent == received  # every bid message counted on both sides
         assert 1 <= received <= 5 + 5.0 * elapsed  # the burst, then the rate
         assert origin.counters["bids_rate_limited"] == 40 - sent  # the rest ran here unasked
-        assert sum(o["ran_on"] == "jetson" for o in outs) == sent
+        assert 1 <= sum(o["ran_on"] == "jetson" for o in outs) <= sent  # only asked ones moved
 
 
 async def test_necessary_asks_wait_for_the_budget_instead_of_flooding(tmp_path: Path) -> None:
