@@ -23,12 +23,13 @@ pytestmark = pytest.mark.asyncio
 KEY = FleetKey("bid-gate-test-fleet-key-00000000")
 
 
-def resnet() -> TaskContract:
-    """resnet50 (8.2 GFLOP), int8, compiled for ONNX: the Hailo NPU (HEF only) cannot run it."""
+def resnet(batch: int = 1) -> TaskContract:
+    """resnet50 (8.2 GFLOP a frame), int8, compiled for ONNX: the Hailo NPU (HEF only) cannot
+    run it."""
     return TaskContract.from_dict(
         {
             "task_class": "resnet50",
-            "semantics": {"gflops": 8.2, "precision": "int8", "input_bytes": 150_528},
+            "semantics": {"gflops": 8.2 * batch, "precision": "int8", "input_bytes": 150_528},
             "requirements": {"model_format": "onnx"},
         }
     )
@@ -71,7 +72,7 @@ async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) ->
         local = origin.placer.preview(resnet())
         assert 0.030 < local.latency_s < origin.cfg.bid_above_s  # under the old threshold
         out = await origin.submit(resnet(), key="y1")
-        assert out["state"] == "done" and out["ran_on"] == "jetson", out
+        assert out["state"] == "done" and out["ran_on"] == "jetson", out["chain"]
         first = out["chain"][0]
         assert first["devices"] == ["hailo8_host/cpu"] and first["action"] == "forward to jetson"
         assert [b["peer"] for b in first["bids"]] == ["jetson"]
@@ -95,16 +96,16 @@ async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
     # heartbeats far apart: the summary from the hello is the only one within the test
     origin = node(tmp_path, "hailo", "hailo8_host", heartbeat_s=30.0, summary_max_age_s=1.0)
     jetson = node(tmp_path, "jetson", "jetson_orin_nano", heartbeat_s=30.0)
-    jetson.recent.note(resnet())
+    jetson.recent.note(resnet(4))  # batches of 4: a one-sample round trip cannot decide it
     async with serve(origin), serve(jetson):
         await knows(origin, "jetson", "resnet50")
-        local = origin.placer.preview(resnet())
-        assert [p.agent_id for p in origin.offloader.ask(resnet(), local).peers] == ["jetson"]
+        local = origin.placer.preview(resnet(4))
+        assert [p.agent_id for p in origin.offloader.ask(resnet(4), local).peers] == ["jetson"]
         gate = origin.offloader.gate
         gate.clock = lambda: time.monotonic() + 1.5  # the summary is now 1.5 s old
-        ask = origin.offloader.ask(resnet(), local)
+        ask = origin.offloader.ask(resnet(4), local)
         assert ask.peers == () and "no fresh peer summary" in ask.reason
-        out = await origin.submit(resnet(), key="y1")
+        out = await origin.submit(resnet(4), key="y1")
         assert out["ran_on"] == "hailo" and origin.counters["bids_sent"] == 0
         assert jetson.counters["bids_received"] == 0
 
@@ -122,7 +123,7 @@ async def test_a_burst_of_optional_asks_stays_within_the_bid_budget(tmp_path: Pa
         sent, received = origin.counters["bids_sent"], jetson.counters["bids_received"]
         assert sent == received  # every bid message counted on both sides
         assert 1 <= received <= 5 + 5.0 * elapsed  # the burst, then the rate
-        assert origin.counters["bids_rate_limited"] == 40 - sent  # the rest ran here unasked
+        assert sent + origin.counters["bids_rate_limited"] >= 40  # the rest: refused by it
         assert 1 <= sum(o["ran_on"] == "jetson" for o in outs) <= sent  # only asked ones moved
 
 

@@ -110,7 +110,7 @@ class BidGate:
         """Return the peers worth asking for ``contract`` (none: run it here); pure."""
         if not peers:
             return Ask((), "no trusted peer online", False)
-        by_rtt = tuple(sorted(peers, key=lambda p: p.rtt_s or 0.0))
+        by_rtt = tuple(sorted(peers, key=lambda p: p.base_rtt_s))
         if not local.placed:
             return Ask(by_rtt, "nothing here can run it", True)
         if local.latency_s > self.cfg.bid_above_s:
@@ -123,7 +123,7 @@ class BidGate:
             summary = peer.summary
             if summary is None or not summary.fresh(now, self.max_age_s):
                 continue
-            rtt = peer.rtt_s or 0.0
+            rtt = peer.base_rtt_s  # optimistic: the bid's own round trip decides the forward
             estimate = summary.estimate_s(contract.task_class)
             if estimate is not None:
                 remote = predicted_s(estimate, rtt, move)

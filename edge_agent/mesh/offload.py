@@ -215,7 +215,9 @@ class Offloader:
         d = reply.doc
         placed = bool(d["placed"])  # an unplaced bid has no estimate but stays in the chain
         latency = float(d["latency_s"]) if placed else math.inf
-        return Bid(peer, placed, latency, reply.rtt_s, str(d["summary"]))
+        # the link's cost: the least of the recent round trips, this one included (a busy
+        # moment on either box delays local work as much; it is not the link's)
+        return Bid(peer, placed, latency, peer.base_rtt_s, str(d["summary"]))
 
     async def _forward(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,8 @@ from edge_agent.mesh.summary import Summary
 _log = logging.getLogger(__name__)
 
 ONLINE, SUSPECT, OFFLINE = "online", "suspect", "offline"
+#: Round trips kept per peer.
+RTT_SAMPLES = 8
 
 
 @dataclass
@@ -35,8 +37,16 @@ class Peer:
     missed: int = 0
     last_seen: float = field(default_factory=time.monotonic)
     rtt_s: float | None = None  # last measured round trip of a signed request
+    #: the last RTT_SAMPLES round trips: their least is the path's base latency
+    rtts: deque[float] = field(default_factory=lambda: deque(maxlen=RTT_SAMPLES))
     load: dict[str, Any] = field(default_factory=dict)
     summary: Summary | None = None  # its last good signed summary (summary.py)
+
+    @property
+    def base_rtt_s(self) -> float:
+        """Return the least recent round trip (0 before the first): a first connection's
+        setup or a busy moment does not count against the peer."""
+        return min(self.rtts, default=0.0)
 
     @property
     def endpoint(self) -> tuple[str, int]:
@@ -203,6 +213,7 @@ class PeerTable:
         peer.state, peer.missed, peer.last_seen = ONLINE, 0, time.monotonic()
         if rtt_s is not None:
             peer.rtt_s = rtt_s
+            peer.rtts.append(rtt_s)
 
     def missed(self, agent_id: str) -> None:
         """Count a missed heartbeat: suspect at once, offline after ``offline_after``."""
