@@ -16,8 +16,9 @@ bucket of ``--bid-rate`` bid messages a second per agent;
 one JSON line: ``mesh_vs_alone`` (the summary gate), ``mesh_threshold_vs_alone`` and
 ``mesh_always_vs_alone`` (mean latency ratios), ``per_site`` (each origin site's mean
 latency with the summary gate vs alone, with counts), ``bid_messages_per_task`` per rule
-(a bid is two messages, request and reply) and ``bid_messages_per_s_max`` (the busiest
-agent's bids sent per simulated second, against the bucket's rate), with sample counts
+(a bid is two messages, request and reply) and ``bid_requests_per_s_max`` (the busiest
+agent's bid requests per simulated second, beside ``gate.bid_requests_per_s_bound``, what
+its token bucket allows over the run), with sample counts
 beside every percentile.
 """
 
@@ -78,11 +79,13 @@ def run_load(
         doc["forwarded_share"] = sites.forwarded / n
         doc["corrections_at_clamp"] = corrections_at_clamp(sites.placers)
         doc["per_site"] = per_site(sc, res)
-        doc["bid_messages_per_s_max"] = max(sites.sent_by_site) / span if span > 0 else None
+        doc["bid_requests_per_s_max"] = max(sites.sent_by_site) / span if span > 0 else None
         doc["span_s"] = span
         doc["gate"] = {
             "heartbeat_s": heartbeat_s,
             "bid_rate_per_s": bid_rate,
+            # the bucket's bound over the run: its burst (2 x rate) plus the rate
+            "bid_requests_per_s_bound": (2 * bid_rate + bid_rate * span) / span if span else None,
             "tasks_per_s_per_site": site_rate,
         }
         out[rule] = doc
@@ -132,7 +135,7 @@ def main() -> None:
             "mesh_threshold_vs_alone": out["threshold"]["latency_ms"]["mean"] / alone,
             "mesh_always_vs_alone": out["always"]["latency_ms"]["mean"] / alone,
             "per_site": sites,
-            "bid_messages_per_s_max": {r: d["bid_messages_per_s_max"] for r, d in out.items()},
+            "bid_requests_per_s_max": {r: d["bid_requests_per_s_max"] for r, d in out.items()},
             "simulated_s": out["alone"]["span_s"],
             "gate": out["summary"]["gate"],
             "bid_messages_per_task": {r: d["bid_messages_per_task"] for r, d in out.items()},
