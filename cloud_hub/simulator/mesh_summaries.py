@@ -66,6 +66,9 @@ class SummarySites(MeshSites):
         self._due = [0.0] * n
         self.summaries: list[Summary | None] = [None] * n
         self.rate_limited = 0
+        # bids of asks that could not wait (nothing at the origin can run the task): the
+        # agent waits for their tokens, a simulated site borrows them
+        self.necessary_by_site = [0] * n
         self.summaries_published = 0
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
@@ -99,6 +102,8 @@ class SummarySites(MeshSites):
         ask = gate.choose(contract, local, self.views[origin], self.margin)
         granted = gate.admit_now(ask, contract.task_class)
         self.rate_limited += len(ask.peers) - len(granted)
+        if ask.necessary:
+            self.necessary_by_site[origin] += len(granted)
         for peer in granted:  # a bid teaches the peer the class (its next summary has it)
             self.seen[int(peer.agent_id)].setdefault(contract.task_class, task)
         return [int(peer.agent_id) for peer in granted]
