@@ -170,6 +170,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "heartbeat_s",
         "peer_cap",
         "bid_above_s",
+        "bid_rate_per_s",
         "lease_min_s",
         "lease_factor",
         "lease_grace_s",
@@ -444,16 +445,11 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
         )
     if not 1 <= config.mesh_peer_cap <= 4096:
         raise ConfigError(f"{where}: [mesh] peer_cap must be 1..4096, got {config.mesh_peer_cap}")
-    for name in (
-        "mesh_heartbeat_s",
-        "mesh_lease_min_s",
-        "mesh_lease_grace_s",
-        "mesh_bid_rate_per_s",
-    ):
+    for name in ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s"):
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) > 0):
             raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number > 0")
     # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
-    for name in ("mesh_bid_above_s", "mesh_lease_factor"):
+    for name in ("mesh_bid_above_s", "mesh_lease_factor", "mesh_bid_rate_per_s"):
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
             raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number >= 0")
 
@@ -576,7 +572,8 @@ peer_cap = {c.mesh_peer_cap}
 # fresh signed summary (kinds, formats, queue, per-class estimates) beats the estimate here
 # by the policy's offload_margin, round trip and input transfer included
 bid_above_s = {c.mesh_bid_above_s}
-# most bid messages a second this agent sends (a token bucket, bursts of twice that)
+# most bid requests a second this agent sends (a token bucket, bursts of twice that); 0:
+# peers are asked only for tasks no device here can run (and the hub's moves)
 bid_rate_per_s = {c.mesh_bid_rate_per_s}
 # a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
 # always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s

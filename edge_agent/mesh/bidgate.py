@@ -14,7 +14,9 @@ The origin asks a peer for a bid when:
 A peer with no fresh summary is not asked below the override. Every bid message is paid
 from a token bucket (``bid_rate_per_s``, per agent): an optional ask takes what is left
 (none: the task runs here), a necessary one (nothing here can run it, or a named peer)
-waits for its tokens; so bid traffic never exceeds the rate plus one burst.
+waits for its tokens; so bid traffic never exceeds the rate plus one burst. A rate of 0
+turns the agent's own asks off: only a task nothing here can run (or one the hub moves)
+is offered, to every online peer, unmetered.
 """
 
 from __future__ import annotations
@@ -120,6 +122,8 @@ class BidGate:
         by_rtt = tuple(sorted(peers, key=lambda p: p.base_rtt_s))
         if not local.placed:
             return Ask(by_rtt, "nothing here can run it", True)
+        if self.cfg.bid_rate_per_s <= 0:
+            return Ask((), "bid_rate_per_s is 0: peers are asked only what cannot run here", False)
         if local.latency_s > self.cfg.bid_above_s:
             return Ask(by_rtt, f"local estimate over bid_above_s {self.cfg.bid_above_s:g} s", False)
         now = self.clock()
@@ -153,6 +157,8 @@ class BidGate:
         necessary ask waits for its tokens."""
         if not ask.peers:
             return ()
+        if self.cfg.bid_rate_per_s <= 0:  # off: only what cannot run here is asked, unmetered
+            return self._granted(ask, len(ask.peers) if ask.necessary else 0, task_class)
         if ask.necessary:
             n = await self.bucket.take(len(ask.peers))
         else:

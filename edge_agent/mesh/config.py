@@ -30,7 +30,7 @@ class MeshConfig:
     bid_timeout_s: float = 0.5
     bid_above_s: float = 0.0  # ask every peer for bids when the local estimate exceeds this
     # below it, a peer is asked when its fresh summary beats the local estimate (bidgate.py)
-    bid_rate_per_s: float = 20.0  # bid messages a second this agent may send (token bucket)
+    bid_rate_per_s: float = 20.0  # bid messages a second this agent may send; 0: only needed
     bid_burst: float = 40.0  # bid messages it may send at once
     summary_max_age_s: float = 0.0  # a peer summary older than this is not used; 0: 3 beats
     link_bytes_per_s: float = 125e6  # assumed link speed for a task's input (1 Gbit/s)
