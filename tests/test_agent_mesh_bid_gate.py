@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -20,7 +19,6 @@ import pytest
 
 from edge_agent.agent.config import AgentConfig
 
-KEY = "agent-bid-gate-test-fleet-key-00"
 #: resnet50 (8.2 GFLOP), int8, compiled for ONNX: the Hailo NPU (HEF only) cannot run it
 RESNET = {
     "task_class": "resnet50",
@@ -42,24 +40,20 @@ async def submit(http: aiohttp.ClientSession, base: str, doc: dict[str, Any]) ->
 
 @pytest.mark.asyncio
 async def test_the_hailo_host_offloads_resnet50_to_the_jetson_its_summary_says_is_faster(
-    tmp_path: Path,
-    emulated_agent: Callable[..., AgentConfig],
+    site_agent: Callable[..., AgentConfig],
     agent_daemon: Serve,
-    until: Until,
-    get_json: GetJson,
-    final_task: FinalTask,
     peer_online: PeerOnline,
+    get_json: GetJson,
+    until: Until,
+    final_task: FinalTask,
 ) -> None:
-    def config(name: str, profile: str) -> AgentConfig:
-        mesh = {"mesh_fleet_key": KEY, "mesh_heartbeat_s": 0.3}
-        return emulated_agent(data_dir=tmp_path / name, profile=profile, **mesh)
-
-    hailo_cfg = config("hailo", "hailo8_host")
+    # two agents in one mesh (0.3 s heartbeats), joined to no hub
+    hailo_cfg = site_agent("hailo", "", profile="hailo8_host")
     assert hailo_cfg.mesh_bid_above_s == 1.0  # the default: the old rule never asked here
     async with (
         aiohttp.ClientSession() as http,
         agent_daemon(hailo_cfg) as hailo,
-        agent_daemon(config("jetson", "jetson_orin_nano")) as jetson,
+        agent_daemon(site_agent("jetson", "", profile="jetson_orin_nano")) as jetson,
     ):
         jetson_id = (await get_json(http, f"{jetson}/v1/peers"))["agent_id"]
         hailo_id = (await get_json(http, f"{hailo}/v1/peers"))["agent_id"]
