@@ -138,3 +138,19 @@ async def test_necessary_asks_wait_for_the_budget_instead_of_flooding(tmp_path: 
         assert all(o["state"] == "done" and o["ran_on"] == "npu" for o in outs)
         assert npu.counters["bids_received"] == 12  # nothing here can run them: all asked
         assert elapsed >= (12 - 2) / 10.0 * 0.9  # ... at the bid rate, after the burst
+
+
+async def test_a_zero_bid_rate_asks_peers_only_what_cannot_run_here(tmp_path: Path) -> None:
+    origin = node(tmp_path, "hailo", "hailo8_host", bid_rate_per_s=0.0, bid_above_s=0.0)
+    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
+    jetson.recent.note(resnet())
+    async with serve(origin), serve(jetson):
+        await knows(origin, "jetson", "resnet50")
+        # over bid_above_s and beaten by the summary, yet not asked: the agent's asks are off
+        out = await origin.submit(resnet(), key="r1")
+        assert out["ran_on"] == "hailo" and origin.counters["bids_sent"] == 0
+        # what nothing here can run (an fp16 task: neither the CPU nor the NPU offers it)
+        fp16 = TaskContract(Semantics(gflops=8.2, precision="fp16"), Requirements())
+        assert not origin.placer.preview(fp16).placed
+        out = await origin.submit(fp16, key="h1")
+        assert out["ran_on"] == "jetson" and origin.counters["bids_sent"] == 1
