@@ -7,9 +7,10 @@ The origin asks a peer for a bid when:
 - the peer's fresh summary estimates the task's class there, and that estimate plus the
   round trip and the input's transfer beats the local estimate by the policy's
   ``offload_margin`` (``predicted_s`` / ``beats``), or
-- the peer's fresh summary does not know the class yet but the local estimate leaves room
-  for a remote run at all (longer than round trip plus transfer): asked once per
-  (peer, class) per freshness window, so that its next summary carries the class.
+- the peer's fresh summary does not know the class yet, lists a format the task accepts,
+  and the round trip plus transfer is at most ``EXPLORE_LINK_SHARE`` of the local
+  estimate (room for a remote run to win): asked once per (peer, class) per freshness
+  window, so that its next summary carries the class.
 
 A peer with no fresh summary is not asked below the override. Every bid message is paid
 from a token bucket (``bid_rate_per_s``, per agent): an optional ask takes what is left
@@ -29,7 +30,12 @@ from dataclasses import dataclass
 
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.peers import Peer
+from edge_agent.mesh.summary import Summary
 from edge_agent.placement import Decision, TaskContract
+
+#: A class a peer's summary lacks is asked about only when the link costs at most this share
+#: of the local estimate: a task of a few milliseconds is not worth a blind ask.
+EXPLORE_LINK_SHARE = 0.25
 
 
 def transfer_s(contract: TaskContract, bytes_per_s: float) -> float:
@@ -140,10 +146,7 @@ class BidGate:
                 remote = predicted_s(estimate, rtt, move)
                 if beats(remote, local.latency_s, margin):
                     known.append((remote, peer))
-            elif beats(predicted_s(0.0, rtt, move), local.latency_s, margin) and (
-                now - self._explored.get((peer.agent_id, contract.task_class), -math.inf)
-                > self.max_age_s
-            ):
+            elif self._worth_exploring(contract, summary, rtt + move, local.latency_s, now, peer):
                 unknown.append(peer)
         known.sort(key=lambda pair: pair[0])
         chosen = tuple(p for _, p in known) + tuple(unknown)
@@ -151,6 +154,23 @@ class BidGate:
             return Ask((), "no fresh peer summary beats the local estimate", False)
         reason = "a peer's summary beats the local estimate" if known else "class new to peers"
         return Ask(chosen, reason, False)
+
+    def _worth_exploring(
+        self,
+        contract: TaskContract,
+        summary: Summary,
+        link_s: float,
+        local_s: float,
+        now: float,
+        peer: Peer,
+    ) -> bool:
+        formats = contract.requirements.formats()
+        if formats and not set(formats) & set(summary.formats):
+            return False  # none of its devices takes the task's model
+        if link_s > EXPLORE_LINK_SHARE * local_s:
+            return False
+        last = self._explored.get((peer.agent_id, contract.task_class), -math.inf)
+        return now - last > self.max_age_s
 
     async def admit(self, ask: Ask, task_class: str) -> tuple[Peer, ...]:
         """Return the peers of ``ask`` that the bid budget lets us ask now (best first); a

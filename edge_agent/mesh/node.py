@@ -73,6 +73,7 @@ class MeshNode:
         self.ledger = Ledger(ledger_path)
         #: task classes seen here (bids asked, attempts forwarded, the agent's own tasks)
         self.recent = RecentContracts()
+        self._summary: tuple[float, dict[str, Any]] | None = None  # (built at, document)
         self.acceptor = Acceptor(
             config.agent_id, placer, self.ledger, self.run_placed, self.recent.note
         )
@@ -262,8 +263,12 @@ class MeshNode:
         return {**ours, "version": self.cfg.version, "kinds": self.kinds}
 
     def summary(self) -> dict[str, Any]:
-        """Return this node's capability summary (summary.py), as peers receive it."""
-        return build_summary(self.placer, self.recent)
+        """Return this node's capability summary (summary.py), as peers receive it: built at
+        most once a quarter heartbeat, however many peers ask."""
+        now = time.monotonic()
+        if self._summary is None or now - self._summary[0] > self.cfg.heartbeat_s / 4:
+            self._summary = (now, build_summary(self.placer, self.recent))
+        return self._summary[1]
 
     def _take_summary(self, agent_id: str, doc: Any) -> None:
         """Keep a trusted peer's signed summary; refuse a bad one, keeping the last good one."""
