@@ -20,7 +20,7 @@ from cloud_hub.simulator.workload import Task
 from edge_agent.mesh.bidgate import BidGate
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.peers import Peer
-from edge_agent.mesh.summary import Summary
+from edge_agent.mesh.summary import Summary, device_names
 from edge_agent.placement import Decision, Policy
 
 
@@ -86,7 +86,8 @@ class SummarySites(MeshSites):
             decision = self._estimate(site, seen, commit=False)
             if decision.placed:
                 classes[name] = decision.latency_s
-        summary = Summary((), (), 0.0, classes, now)
+        kinds, formats = device_names(self.placers[site])
+        summary = Summary(tuple(kinds), tuple(formats), 0.0, classes, now)
         self.summaries[site] = summary
         for row in self.views:
             for peer in row:

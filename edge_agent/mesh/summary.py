@@ -81,11 +81,16 @@ class RecentContracts:
         return list(self._by_class.values())
 
 
-def build_summary(placer: Placer, recent: RecentContracts) -> dict[str, Any]:
-    """Return this node's summary document (estimates from ``preview``: nothing committed)."""
+def device_names(placer: Placer) -> tuple[list[str], list[str]]:
+    """Return the sorted device kinds and model formats of ``placer``'s devices."""
     kinds = sorted({d.kind.name.lower() for d in placer.devices})
     masks = [d.capability.format_mask for d in placer.devices]
-    formats = sorted({f for m in masks for f in names_of(ModelFormat, m)})
+    return kinds, sorted({f for m in masks for f in names_of(ModelFormat, m)})
+
+
+def build_summary(placer: Placer, recent: RecentContracts) -> dict[str, Any]:
+    """Return this node's summary document (estimates from ``preview``: nothing committed)."""
+    kinds, formats = device_names(placer)
     classes: dict[str, float] = {}
     for contract in recent.contracts():
         decision = placer.preview(contract)
