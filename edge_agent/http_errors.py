@@ -16,7 +16,7 @@ from typing import Any
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from edge_agent.agent.db import StoreError
+from edge_agent.storage.db import StoreError
 from edge_agent.errors import InvalidInput
 
 _log = logging.getLogger(__name__)

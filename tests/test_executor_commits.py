@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.agent.db import Database
+from edge_agent.storage.db import Database
 from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import build_fleet
 from edge_agent.agent.store import NewTask, Store

@@ -26,7 +26,7 @@ from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
-from edge_agent.agent.db import StoreError
+from edge_agent.storage.db import StoreError
 from edge_agent.agent.hub_link import CREDENTIAL_FILE
 from edge_agent.agent.service import Agent
 

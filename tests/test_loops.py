@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from edge_agent import loops
-from edge_agent.agent import db
+from edge_agent.storage import db
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.service import Agent
 from edge_agent.agent.store import NewTask

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent import outbox
 from edge_agent.agent.executor import Job
-from edge_agent.agent.pools import usage_of
+from edge_agent.placement.pools import usage_of
 from edge_agent.agent.scheduler import decision_row
 from edge_agent.agent.store import NewTask
 from edge_agent.errors import HetmeshError
