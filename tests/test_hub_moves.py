@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from cloud_hub.hub.api import HUB
 from cloud_hub.hub.reevaluate import Move
+from cloud_hub.hub.request_auth import HUB
 from edge_agent.agent.config import AgentConfig
 
 pytestmark = pytest.mark.asyncio

@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_agent.placement.pools import Pools, PoolSpec, admit_placed
 from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles
+from edge_agent.placement.pools import Pools, PoolSpec, admit_placed
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 STEADY, FLOOD = "steady", "flood"

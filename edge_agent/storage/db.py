@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
-from edge_agent.storage.integrity import DatabaseDamaged, check_at_open, mark_existing
 from edge_agent.errors import HetmeshError
+from edge_agent.storage.integrity import DatabaseDamaged, check_at_open, mark_existing
 
 _log = logging.getLogger(__name__)
 
