@@ -71,6 +71,7 @@ async def sign_answers(request: web.Request, handler: Handler) -> web.StreamResp
 
 
 def require_admin(request: web.Request) -> None:
+    """Raise 401 unless the request carries the hub's admin token (``Bearer``)."""
     token = request.app[HUB].admin_token
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not given or not hmac.compare_digest(given.encode(), token.encode()):
