@@ -32,7 +32,7 @@ from edge_agent.http_errors import (
 )
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
-from edge_agent.http_page import html_page, page_handler, shared_file
+from edge_agent.http_page import add_shared_files, html_page, page_handler
 from edge_agent.protocol.hub_auth import hub_proof
 from edge_agent.protocol.hub_discovery import PROOF_PATH, check_nonce
 
@@ -259,8 +259,7 @@ def make_app(
         ["/common.js", "/dashboard/system.js", "/dashboard/app.js", "/dashboard/learning.js"],
     )
     r.add_get("/", page_handler(dashboard))
-    r.add_get("/base.css", shared_file("base.css"))
-    r.add_get("/common.js", shared_file("common.js"))
+    add_shared_files(r)
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
     models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app
