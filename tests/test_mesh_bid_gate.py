@@ -9,7 +9,9 @@ before the gate the Hailo host never asked.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,20 @@ def node(tmp: Path, agent: str, profile: str, **cfg: Any) -> MeshNode:
     return emulated_node(config, KEY, [profile], tmp / f"{agent}.db", time_scale=0.0)
 
 
+@contextlib.asynccontextmanager
+async def with_jetson(
+    tmp: Path, job: TaskContract, peer_cfg: dict[str, Any] | None = None, **origin_cfg: Any
+) -> AsyncIterator[tuple[MeshNode, MeshNode]]:
+    """Serve a Hailo host and a Jetson that has run ``job`` itself (its summary carries the
+    class); yield (hailo, jetson) once the Hailo host holds that summary."""
+    origin = node(tmp, "hailo", "hailo8_host", **origin_cfg)
+    jetson = node(tmp, "jetson", "jetson_orin_nano", **(peer_cfg or {}))
+    jetson.recent.note(job)
+    async with serve(origin), serve(jetson):
+        await knows(origin, "jetson", job.task_class)
+        yield origin, jetson
+
+
 async def knows(origin: MeshNode, peer: str, task_class: str) -> None:
     """Wait until ``origin`` trusts ``peer`` and holds its summary with ``task_class``."""
 
@@ -61,11 +77,7 @@ async def knows(origin: MeshNode, peer: str, task_class: str) -> None:
 
 
 async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) -> None:
-    origin = node(tmp_path, "hailo", "hailo8_host")
-    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
-    jetson.recent.note(resnet())  # it runs resnet50 itself: its summary carries the class
-    async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "resnet50")
+    async with with_jetson(tmp_path, resnet()) as (origin, jetson):
         summary = origin.peers.peers["jetson"].summary
         assert summary is not None and summary.kinds == ("cpu_arm", "gpu_nvidia")
         assert summary.classes["resnet50"] < 0.005  # ~3.4 ms on the GPU
@@ -94,11 +106,12 @@ async def test_a_peer_no_better_than_local_is_not_asked(tmp_path: Path) -> None:
 
 async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
     # heartbeats far apart: the summary from the hello is the only one within the test
-    origin = node(tmp_path, "hailo", "hailo8_host", heartbeat_s=30.0, summary_max_age_s=1.0)
-    jetson = node(tmp_path, "jetson", "jetson_orin_nano", heartbeat_s=30.0)
-    jetson.recent.note(resnet(4))  # batches of 4: a one-sample round trip cannot decide it
-    async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "resnet50")
+    # batches of 4: a one-sample round trip cannot decide it
+    slow = {"heartbeat_s": 30.0}
+    async with with_jetson(tmp_path, resnet(4), slow, heartbeat_s=30.0, summary_max_age_s=1.0) as (
+        origin,
+        jetson,
+    ):
         local = origin.placer.preview(resnet(4))
         assert [p.agent_id for p in origin.offloader.ask(resnet(4), local).peers] == ["jetson"]
         gate = origin.offloader.gate
@@ -111,11 +124,8 @@ async def test_a_stale_summary_is_not_used(tmp_path: Path) -> None:
 
 
 async def test_a_burst_of_optional_asks_stays_within_the_bid_budget(tmp_path: Path) -> None:
-    origin = node(tmp_path, "hailo", "hailo8_host", bid_rate_per_s=5.0, bid_burst=5.0)
-    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
-    jetson.recent.note(resnet())
-    async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "resnet50")
+    budget = {"bid_rate_per_s": 5.0, "bid_burst": 5.0}
+    async with with_jetson(tmp_path, resnet(), **budget) as (origin, jetson):
         t0 = time.monotonic()
         outs = await asyncio.gather(*(origin.submit(resnet(), key=f"y{i}") for i in range(40)))
         elapsed = time.monotonic() - t0
@@ -141,11 +151,8 @@ async def test_necessary_asks_wait_for_the_budget_instead_of_flooding(tmp_path: 
 
 
 async def test_a_zero_bid_rate_asks_peers_only_what_cannot_run_here(tmp_path: Path) -> None:
-    origin = node(tmp_path, "hailo", "hailo8_host", bid_rate_per_s=0.0, bid_above_s=0.0)
-    jetson = node(tmp_path, "jetson", "jetson_orin_nano")
-    jetson.recent.note(resnet())
-    async with serve(origin), serve(jetson):
-        await knows(origin, "jetson", "resnet50")
+    off = {"bid_rate_per_s": 0.0, "bid_above_s": 0.0}
+    async with with_jetson(tmp_path, resnet(), **off) as (origin, _):
         # over bid_above_s and beaten by the summary, yet not asked: the agent's asks are off
         out = await origin.submit(resnet(), key="r1")
         assert out["ran_on"] == "hailo" and origin.counters["bids_sent"] == 0
