@@ -50,8 +50,9 @@ class Offloader:
         if not link.started or task.command is not None or not link.node.peers.online():
             return False
         link.node.recent.note(decision.task)  # its class shows in the summary peers get
-        if decision.placed and not link.node.offloader.ask(decision.task, decision).peers:
-            return False
+        mesh = link.node.offloader
+        if decision.placed and not mesh.gate.affordable(mesh.ask(decision.task, decision)):
+            return False  # no peer likely to win, or no bid budget left: it runs here
         self.spawn(task, decision_row(decision))
         return True
 

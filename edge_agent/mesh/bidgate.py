@@ -71,6 +71,11 @@ class TokenBucket:
         self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
         self.stamp = now
 
+    def available(self) -> float:
+        """Return the tokens saved now."""
+        self._refill()
+        return self.tokens
+
     def take_up_to(self, n: int) -> int:
         """Take at most ``n`` whole tokens now; return how many were taken."""
         self._refill()
@@ -171,6 +176,12 @@ class BidGate:
             return False
         last = self._explored.get((peer.agent_id, contract.task_class), -math.inf)
         return now - last > self.max_age_s
+
+    def affordable(self, ask: Ask) -> bool:
+        """Return True when ``ask`` would send a bid now (a necessary one always does)."""
+        if not ask.peers:
+            return False
+        return ask.necessary or (self.cfg.bid_rate_per_s > 0 and self.bucket.available() >= 1)
 
     async def admit(self, ask: Ask, task_class: str) -> tuple[Peer, ...]:
         """Return the peers of ``ask`` that the bid budget lets us ask now (best first); a
