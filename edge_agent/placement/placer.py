@@ -51,6 +51,7 @@ class Placer(CorrectionTable, LiveState):
         keep_reasons: bool = True,
         learning_rate: float = 0.3,
         clock: Callable[[], float] = time.monotonic,
+        explore: bool = True,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -70,7 +71,8 @@ class Placer(CorrectionTable, LiveState):
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._probe_tick = 0
-        self.exploration = Explorer(len(ids))  # untried pairs, tried now and then (bounded)
+        # untried pairs, tried now and then (bounded; ``explore=False``: never)
+        self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
@@ -197,6 +199,7 @@ class Placer(CorrectionTable, LiveState):
             row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
+        self.exploration.hopeless[cls] = row[L.OUT_FLAGS] != 0.0  # OF_LATE
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
@@ -257,25 +260,32 @@ class Placer(CorrectionTable, LiveState):
         ws.devices[:] = before
         row = ws.corrections[cls]
         kept = row.copy()
-        row /= self.exploration.optimism_row(cls)
+        divisors = self.exploration.optimism_row(cls).copy()  # tried() may change the row
+        row /= divisors
         try:
             out, reasons = self._decide(1, candidates)
         finally:
             row[:] = kept
         chosen = int(out[L.OUT_ASSIGNED])
-        optimism = self.exploration.optimism_row(cls)[chosen] if chosen >= 0 else 1.0
+        optimism = divisors[chosen] if chosen >= 0 else 1.0
         if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
             ws.devices[:] = before
             out, reasons = self._decide(1, (self.device_ids[chosen],))
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
-        if optimism == 1.0 or not decision.placed or decision.late:
-            # no untried device won, or trying it would cost this task its bound (a probe
-            # never spends a deadline): the usual decision stands
+        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
+        self.exploration.hopeless[cls] = hopeless
+        if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
+            # no untried device won (back off), or trying it would cost this task its
+            # bound: a probe never spends a deadline that the usual choice would meet
+            # (deferred to a task that can carry it); the usual decision stands
             ws.devices[:] = after
-            self.exploration.fruitless(cls)
+            if optimism == 1.0:
+                self.exploration.fruitless(cls)
+            else:
+                self.exploration.deferred()
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
         usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
-        self.exploration.probed(cls, chosen, decision, usual_s)
+        self.exploration.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
         return decision
 
     def _probe(
