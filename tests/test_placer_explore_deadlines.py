@@ -36,7 +36,13 @@ def _fleet(
 
 
 def _run(
-    p: Placer, *, n: int, rate: float, deadlines: tuple[float, ...], truth: dict[str, float], seed: int
+    p: Placer,
+    *,
+    n: int,
+    rate: float,
+    deadlines: tuple[float, ...],
+    truth: dict[str, float],
+    seed: int,
 ) -> float:
     """Place ``n`` tasks arriving at ``rate`` per second; return the share meeting its deadline.
 
