@@ -140,3 +140,32 @@ def test_explore_false_never_probes(backend: str) -> None:
     stats = p.exploration.stats
     assert stats.probes == stats.optimistic_passes == 0
     assert stats.decisions == 10 * EXPLORE_EVERY
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_a_hopeless_task_in_a_batch_does_not_block_a_feasible_one(backend: str, drop: bool) -> None:
+    """One GPU (20 ms a task). The hopeless task (5 ms deadline) comes first by deadline,
+    but the feasible one (25 ms) is decided first: it meets its deadline; the hopeless one
+    is placed after it on the earliest finish, flagged late (or dropped, drop_if_late)."""
+    p = Placer([dev("gpu", int8=1000)], Policy.template("slo-first"), backend=backend)  # type: ignore[arg-type]
+    hopeless = task(GFLOP, cls="det", deadline_s=0.005, drop_if_late=drop)
+    feasible = task(GFLOP, cls="det", deadline_s=0.025)
+    first, second = p.place([hopeless, feasible])
+    assert second.placed and not second.late
+    assert second.latency_s == pytest.approx(0.02, rel=0.01)  # nothing queued before it
+    if drop:
+        assert not first.placed
+    else:
+        assert first.placed and first.late
+        assert first.latency_s == pytest.approx(0.04, rel=0.01)  # after the feasible one
+    assert p.live("gpu")["queued_s"] == pytest.approx(0.02 if drop else 0.04, rel=0.01)
+
+
+def test_a_batch_of_feasible_tasks_keeps_its_deadline_order(backend: str) -> None:
+    """Two tasks that fit stay in deadline order (a at 20 ms, b at 40 ms); the hopeless one
+    (1 ms), first by deadline, goes last (60 ms), so neither of the others is late."""
+    a, b, c = (task(GFLOP, cls="det", deadline_s=d) for d in (0.03, 0.05, 0.001))
+    p = Placer([dev("gpu", int8=1000)], Policy.template("slo-first"), backend=backend)  # type: ignore[arg-type]
+    out = p.place([b, a, c])
+    assert [round(d.latency_s, 3) for d in out] == [0.04, 0.02, 0.06]
+    assert [d.late for d in out] == [False, False, True]
