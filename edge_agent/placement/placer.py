@@ -199,7 +199,9 @@ class Placer(CorrectionTable, LiveState):
             row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
-        self.exploration.hopeless[cls] = row[L.OUT_FLAGS] != 0.0  # OF_LATE
+        explorer = self.exploration
+        if not explorer.paused:  # a preview leaves exploration as it was
+            explorer.hopeless[cls] = row[L.OUT_FLAGS] != 0.0  # OF_LATE
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
