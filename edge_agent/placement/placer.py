@@ -12,6 +12,7 @@ import numpy.typing as npt
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
+from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
@@ -30,7 +31,7 @@ __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(CorrectionTable, LiveState):
+class Placer(BatchPlacing, CorrectionTable, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -305,82 +306,6 @@ class Placer(CorrectionTable, LiveState):
         finally:
             row[stuck] = saved
 
-    def place(
-        self,
-        tasks: Sequence[TaskContract | PreparedTask],
-        *,
-        candidates: Collection[str] | None = None,
-    ) -> list[Decision]:
-        """Place a batch in priority order (higher first, then earlier deadline).
-
-        Returns decisions aligned with ``tasks``. One batch never overbooks a device.
-        ``candidates`` restricts every task of the batch as in ``place_one``. A hopeless
-        task (no device meets its deadline even before the batch's other tasks) does not
-        block feasible ones: it is decided after them (see ``_hopeless_last``).
-        """
-        if self._started:
-            self._running.credit(self._ws.devices)
-        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
-        order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
-        if len(prepared) > self._ws.capacity:
-            self._rebuild(capacity=len(prepared))
-        classes = [self._class_of(p) for p in prepared]
-        ws = self._ws  # a new class may have grown the workspace
-        before = ws.devices.copy()
-        self._decide_batch(order, prepared, classes, candidates)
-        late = (ws.out[: len(order), L.OUT_FLAGS].astype(np.int64) & L.OF_LATE) != 0
-        if late.any():
-            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
-        rows = ws.out[: len(order)].tolist()
-        out: list[Decision | None] = [None] * len(order)
-        keep = ws.keep_reasons
-        for slot, i in enumerate(order):
-            reasons = ws.reasons[slot].tobytes() if keep else None
-            cls = classes[i]
-            out[i] = Decision(
-                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
-            )
-        return [d for d in out if d is not None]
-
-    def _decide_batch(
-        self,
-        order: Sequence[int],
-        prepared: Sequence[PreparedTask],
-        classes: Sequence[int],
-        candidates: Collection[str] | None,
-    ) -> None:
-        ws = self._ws
-        if order:
-            ws.tasks[: len(order)] = [prepared[i].row for i in order]
-            ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
-        self._decide(len(order), candidates)
-
-    def _hopeless_last(
-        self,
-        order: list[int],
-        late: npt.NDArray[np.bool_],
-        before: npt.NDArray[np.float64],
-        prepared: Sequence[PreparedTask],
-        classes: Sequence[int],
-        candidates: Collection[str] | None,
-    ) -> list[int]:
-        """Decide the batch again with its hopeless tasks last; return the new order.
-
-        A task late in the batch is hopeless when it is late alone on the fleet as it was
-        before the batch (one kernel call each); the others were late only behind it.
-        """
-        ws = self._ws
-        hopeless = set()
-        for slot in np.flatnonzero(late).tolist():
-            ws.devices[:] = before
-            self._decide_batch([order[slot]], prepared, classes, candidates)
-            if int(ws.out[0, L.OUT_FLAGS]) & L.OF_LATE:
-                hopeless.add(order[slot])
-        ws.devices[:] = before
-        order = [i for i in order if i not in hopeless] + [i for i in order if i in hopeless]
-        self._decide_batch(order, prepared, classes, candidates)
-        return order
-
     # --- feedback --------------------------------------------------------------------
     def feedback(
         self, decision: Decision, *, latency_s: float, energy_j: float | None = None
@@ -473,8 +398,3 @@ class Placer(CorrectionTable, LiveState):
             device_id: L.REASON_NAMES[code]
             for device_id, code in zip(self.device_ids, decision.reasons, strict=True)
         }
-
-
-def _urgency(contract: TaskContract) -> tuple[int, float]:
-    deadline = contract.requirements.deadline_s
-    return (-contract.priority, deadline if deadline > 0 else math.inf)
