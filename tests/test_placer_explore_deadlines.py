@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from edge_agent.placement import Decision, Placer, Policy
-from edge_agent.placement.explore import EXPLORE_EVERY
+from edge_agent.placement.explore import EXPLORE_EVERY, HOPELESS_EVERY
 from edge_agent.resources.vocab import DeviceKind
 from tests.test_placer_quality import dev, task
 
@@ -169,3 +169,22 @@ def test_a_batch_of_feasible_tasks_keeps_its_deadline_order(backend: str) -> Non
     out = p.place([b, a, c])
     assert [round(d.latency_s, 3) for d in out] == [0.04, 0.02, 0.06]
     assert [d.late for d in out] == [False, False, True]
+
+
+def test_a_congested_class_explores_every_few_decisions(backend: str) -> None:
+    """No deadlines. While the GPU is idle the CPU (400 ms roofline) is out of reach and the
+    class backs off (an optimistic pass in 16, 32, 64, ... decisions). Once the GPU has
+    200 ms queued, each decision waits mostly in the queue (congested; the usual choice is
+    still the GPU, 220 ms < 400 ms): the probe is due within HOPELESS_EVERY decisions
+    instead of the backed-off interval, and finds the CPU."""
+    p = _fleet(backend, explore=True, cpu_gops=50.0)
+    for _ in range(240):  # passes at 16, 48, 112, 240: the interval is now 256
+        d = p.place_one(task(GFLOP, cls="det"))
+        assert d.device_ids == ("gpu",)
+        p.feedback(d, latency_s=d.base_s)
+    assert p.exploration.stats.optimistic_passes == 4 and p.exploration.stats.probes == 0
+    p.update_live("gpu", queued_s=0.2)
+    decided = [p.place_one(task(GFLOP, cls="det")) for _ in range(HOPELESS_EVERY + 1)]
+    assert [d.device_ids[0] for d in decided if d.probe] == ["cpu0"]
+    assert all(d.device_ids == ("gpu",) for d in decided if not d.probe)
+    assert p.exploration.stats.probes == 1

@@ -30,9 +30,11 @@ tries such pairs now and then, bounded:
   the probe costs no deadline), and a probe's service is at most the optimism factor times the
   usual choice's estimate when the prior was right. ``ExplorationStats`` counts probes and
   their measured cost (probe's measured service - the usual choice's estimate).
-- while a class's last decision was hopeless, its probe is due every ``HOPELESS_EVERY``
-  decisions (at most) instead: such tasks carry probes at no deadline's cost, and they
-  come when the fleet is short of capacity, which is when an untried pair may supply it;
+- while a class's last decision was *pressed* — hopeless, or congested (its estimated
+  finish over ``CONGESTED`` times its service: it waits mostly in a queue) — its probe is
+  due every ``HOPELESS_EVERY`` decisions (at most) instead: the fleet is short of
+  capacity, which is when an untried pair may supply it, and a probe costs little next
+  to the wait (a hopeless task carries one at no deadline's cost);
 - ``enabled`` (``Placer(explore=False)``) turns it off: every decision is the usual one.
 
 Deterministic: counters, no random draws, so the same inputs give the same decisions on
@@ -47,7 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
-HOPELESS_EVERY = 4  # the interval while a class's last decision was hopeless, at most
+HOPELESS_EVERY = 4  # the interval while a class's last decision was pressed, at most
+CONGESTED = 4.0  # pressed: estimated finish > this many times the service (queue-bound)
 EXPLORE_MAX_EVERY = 1024  # the interval after fruitless optimistic passes, at most
 ROOFLINE_WITHIN = 8.0  # a roofline estimate may be this many times too pessimistic
 OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted more
@@ -102,9 +105,9 @@ class Explorer:
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
-        # per class: the last decision was hopeless (no device met its deadline); the
-        # Placer sets it after each decision
-        self.hopeless: list[bool] = []
+        # per class: the last decision was hopeless (no device met its deadline) or
+        # congested (see CONGESTED); the Placer sets it after each decision
+        self.pressed: list[bool] = []
         self.stats = ExplorationStats()
         self.enabled = enabled  # False: never probe (decisions are still counted)
         self.paused = False  # set while the Placer previews: nothing is counted or probed
@@ -114,7 +117,7 @@ class Explorer:
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
         self._tick.append(0)
         self._every.append(EXPLORE_EVERY)
-        self.hopeless.append(False)
+        self.pressed.append(False)
 
     def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
         """Set a class's estimate sources (after priors); tried pairs stay tried."""
@@ -133,7 +136,7 @@ class Explorer:
             return False
         tick = self._tick[cls] + 1
         every = self._every[cls]
-        if tick < (min(every, HOPELESS_EVERY) if self.hopeless[cls] else every):
+        if tick < (min(every, HOPELESS_EVERY) if self.pressed[cls] else every):
             self._tick[cls] = tick
             return False
         self._tick[cls] = 0

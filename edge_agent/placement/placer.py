@@ -16,7 +16,7 @@ from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
-from edge_agent.placement.explore import Explorer
+from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
@@ -28,6 +28,8 @@ from edge_agent.tasks.contract import TaskContract
 
 __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
+_LATENCY = L.OUT_EST + L.EST_LATENCY_S
+_SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
@@ -202,7 +204,9 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
             row, reasons = self._decide(1, candidates)
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
-            explorer.hopeless[cls] = row[L.OUT_FLAGS] != 0.0  # OF_LATE
+            explorer.pressed[cls] = row[L.OUT_FLAGS] != 0.0 or (  # OF_LATE, or congested
+                row[_LATENCY] > CONGESTED * row[_SERVICE]
+            )
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
@@ -276,7 +280,7 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
             out, reasons = self._decide(1, (self.device_ids[chosen],))
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        self.exploration.hopeless[cls] = hopeless
+        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
         if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
             # no untried device won (back off), or trying it would cost this task its
             # bound: a probe never spends a deadline that the usual choice would meet
