@@ -47,7 +47,7 @@ def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     # each agent validated the shipped ONNX on its own telemetry and says what it decided
     verdicts = {agent: (what, why) for agent, what, why in VERDICT.findall(out)}
     assert set(verdicts) == {"demo-rk3588", "demo-jetson_orin_nano"}, out
-    assert all("candidate MAE" in why for _, why in verdicts.values())
+    assert all("candidate rel. MAE" in why for _, why in verdicts.values())
     for agent, (what, _) in verdicts.items():
         state = json.loads((tmp_path / agent / "predictor" / "state.json").read_text())
         assert state["history"][-1]["version"] == 1

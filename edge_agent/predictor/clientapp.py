@@ -137,11 +137,10 @@ def evaluate(msg: Message, context: Context) -> Message:
     truth = data.test_y * level
     pred = np.maximum(model.predict(data.test_x) * level, 0.0)
     ewma = baselines.ewma(data.test_x[:, : spec.window] * level[:, None])
-    scale = max(float(np.mean(np.abs(truth))), spec.floor)
     metrics = MetricRecord(
         {
-            "eval_rel_mae": float(np.mean(np.abs(pred - truth))) / scale,
-            "ewma_rel_mae": float(np.mean(np.abs(ewma - truth))) / scale,
+            "eval_rel_mae": baselines.rel_mae(pred, truth, spec.floor),
+            "ewma_rel_mae": baselines.rel_mae(ewma, truth, spec.floor),
             "num-examples": int(truth.shape[0]),
         }
     )
