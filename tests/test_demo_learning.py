@@ -43,7 +43,7 @@ def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     assert demo.run(a) == 0
     out = capsys.readouterr().out
     assert "learning: SuperNodes running on demo-jetson_orin_nano, demo-rk3588" in out, out
-    assert re.search(r"learning: run \d+ completed, 1 round; model v1 registered", out), out
+    assert re.search(r"learning: run \d+ completed, 1 round, 2 nodes; model v1 registered", out), out
     # each agent validated the shipped ONNX on its own telemetry and says what it decided
     verdicts = {agent: (what, why) for agent, what, why in VERDICT.findall(out)}
     assert set(verdicts) == {"demo-rk3588", "demo-jetson_orin_nano"}, out
