@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import logging
 import ssl
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 import aiohttp
 from aiohttp import web
 from multidict import CIMultiDict, CIMultiDictProxy
 
-from edge_agent.http_limits import (
-    BODY_CAP,
-    ConnectionGuard,
-    GuardedSite,
-    ServerLimits,
-    app_runner,
-)
+from edge_agent.http_limits import ConnectionGuard, GuardedSite, ServerLimits, app_runner
 
 if TYPE_CHECKING:
     from cloud_hub.learning.pki import TlsFiles
@@ -69,6 +64,16 @@ def _passed_on(headers: CIMultiDictProxy[str]) -> CIMultiDict[str]:
     return CIMultiDict((k, v) for k, v in headers.items() if k.lower() not in HOP_BY_HOP)
 
 
+async def _capped(request: web.Request) -> AsyncIterator[bytes]:
+    """The request body as read, refused past MAX_BODY bytes (a chunked body has no length)."""
+    read = 0
+    async for chunk in request.content.iter_chunked(CHUNK):
+        read += len(chunk)
+        if read > MAX_BODY:
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, read)
+        yield chunk
+
+
 class FleetGateway:
     """A TLS listener on ``host:port`` that forwards Fleet API calls to the loopback SuperLink."""
 
@@ -109,11 +114,9 @@ class FleetGateway:
             timeout=aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT_S),
             auto_decompress=False,
         )
-        # the guard's middleware marks each request busy: without it the guard's header clock,
-        # armed when a connection opens, cut every keep-alive connection header_timeout_s later
-        # and its unsolicited 408 became the answer to the SuperNode's next call (a lost round)
-        app = web.Application(client_max_size=0, middlewares=[self.guard.middleware])
-        app[BODY_CAP] = MAX_BODY  # read within body_timeout_s, counted as the bytes arrive
+        # the body streams upstream as it arrives (capped by _capped, timed by the upstream
+        # timeout); the guard only needs to know a request is being served
+        app = web.Application(client_max_size=0, middlewares=[self.guard.streaming_middleware])
         app.router.add_route("*", "/{path:.*}", self._handle)
         self._runner = app_runner(app)
         await self._runner.setup()
@@ -146,11 +149,13 @@ class FleetGateway:
                 text="only the Flower Fleet API is served on the hub's learning port\n"
             )
         assert self._session is not None
+        if (request.content_length or 0) > MAX_BODY:
+            raise web.HTTPRequestEntityTooLarge(MAX_BODY, request.content_length or 0)
         reply: web.StreamResponse | None = None
         try:
             async with self._session.post(
                 self.upstream + request.path,
-                data=await request.read(),  # read by the guard's middleware, within its cap
+                data=_capped(request),
                 headers=_passed_on(request.headers),
             ) as upstream:
                 reply = web.StreamResponse(
@@ -161,6 +166,8 @@ class FleetGateway:
                     await reply.write(chunk)
                 await reply.write_eof()
         except (aiohttp.ClientError, TimeoutError) as err:
+            if isinstance(err.__cause__, web.HTTPRequestEntityTooLarge):  # from _capped
+                raise err.__cause__ from None
             log.warning("learning port: SuperLink unreachable for %s: %s", request.path, err)
             if reply is not None:  # the reply had begun: the SuperNode sees a cut connection
                 raise
