@@ -137,7 +137,7 @@ async def test_urgent_task_preempts_queued_work_end_to_end(
 
 
 def _new(c: TaskContract) -> Any:
-    from edge_agent.agent.store import NewTask
+    from edge_agent.agent.intake import NewTask
 
     return NewTask(c, "hash")
 

@@ -10,8 +10,9 @@ import pytest
 import sqlite_utils
 
 from edge_agent.agent.db import Database, StoreClosed, StoreError
+from edge_agent.agent.intake import NewTask
 from edge_agent.agent.schema import MIGRATIONS
-from edge_agent.agent.store import IdempotencyConflict, NewTask, Store
+from edge_agent.agent.store import IdempotencyConflict, Store
 from edge_agent.placement import Semantics, TaskContract
 
 pytestmark = pytest.mark.asyncio

@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edge_agent.agent.carbon import CarbonSource
-from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.intake import NewTask
+from edge_agent.agent.store import Store
 from edge_agent.placement import Placer, TaskContract
 from edge_agent.scheduling.window import HOUR_S, WindowPlanner
 

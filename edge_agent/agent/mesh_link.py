@@ -26,7 +26,7 @@ from aiohttp import web
 from edge_agent import __version__
 from edge_agent.agent.config import AgentConfig, ConfigError
 from edge_agent.agent.hub_moves import HubMoves
-from edge_agent.agent.mesh_offload import Offloader
+from edge_agent.agent.mesh_offload import MeshHandoff
 from edge_agent.agent.mesh_serve import MeshServe
 from edge_agent.mesh import FleetKey, MeshConfig, MeshNode, Verifier, new_agent_id
 from edge_agent.mesh.errors import FleetKeyError, MeshError
@@ -112,7 +112,7 @@ class MeshLink:
         self.started = False
         self._node: MeshNode | None = None
         self._agent: Agent | None = None
-        self.offloader = Offloader(self)  # origin: the scheduler's tasks offered to peers
+        self.offloader = MeshHandoff(self)  # origin: the scheduler's tasks offered to peers
         self.moves = HubMoves(self)  # the hub's re-evaluation moves and their outcomes
         self.serve = MeshServe(self)  # work the node placed on this box
 

@@ -51,14 +51,22 @@ class Waiting:
     deadline_at: float  # epoch seconds; inf = none
     state: str  # queued or interrupted
 
+    def contract_at(self, now: float) -> TaskContract:
+        """Return the contract with its deadline counted from ``now`` (it was from submission)."""
+        if math.isinf(self.deadline_at):
+            return self.contract
+        left = max(self.deadline_at - now, 1e-9)
+        req = dataclasses.replace(self.contract.requirements, deadline_s=left)
+        return dataclasses.replace(self.contract, requirements=req)
 
-def waiting_from_row(row: dict[str, Any]) -> Waiting:
-    """Return the scheduler's view of a stored task row."""
+
+def waiting_from_row(row: dict[str, Any], contract: TaskContract | None = None) -> Waiting:
+    """Return the scheduler's view of a stored task row (``contract``: already parsed)."""
     command = row.get("command")
     deadline = row.get("deadline_at")
     return Waiting(
         row["id"],
-        TaskContract.from_dict(row["contract"]),
+        TaskContract.from_dict(row["contract"]) if contract is None else contract,
         None if command is None else tuple(command),
         float(row["submitted_at"]),
         math.inf if deadline is None else float(deadline),
@@ -137,7 +145,7 @@ class Scheduler:
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
         self._persisted: set[str] = set()  # the batch being placed: decisions stored
-        # the mesh's hook (mesh_offload.Offloader.take, wired by MeshLink.attach): True when
+        # the mesh's hook (mesh_offload.MeshHandoff.take, wired by MeshLink.attach): True when
         # it takes the task elsewhere
         self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
         self.pools = Pools({}, 0)  # the tenants' resource pools (the agent sets them)
@@ -233,7 +241,7 @@ class Scheduler:
 
     async def _place(self, batch: list[Waiting]) -> None:
         now = time.time()
-        contracts = [self._contract(t, now) for t in batch]
+        contracts = [t.contract_at(now) for t in batch]
         start = time.perf_counter()
         try:
             decisions = tiers.place(self.placer, contracts)
@@ -369,15 +377,6 @@ class Scheduler:
         await self.store.fail(task.task_id, f"refused by the placement kernel: {err}")
         if self._waiting.pop(task.task_id, None) is not None:
             self.metrics.move(task.state, "failed")
-
-    @staticmethod
-    def _contract(task: Waiting, now: float) -> TaskContract:
-        """Return the contract with its deadline counted from now (it was from submission)."""
-        if math.isinf(task.deadline_at):
-            return task.contract
-        left = max(task.deadline_at - now, 1e-9)
-        req = dataclasses.replace(task.contract.requirements, deadline_s=left)
-        return dataclasses.replace(task.contract, requirements=req)
 
     @staticmethod
     def _transient(decision: Decision) -> bool:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -18,14 +17,14 @@ from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import Fleet, build_fleet
 from edge_agent.agent.hub_devices import DeviceReporter
 from edge_agent.agent.hub_link import HubLink
-from edge_agent.agent.intake import Intake
+from edge_agent.agent.intake import Intake, NewTask
 from edge_agent.agent.metrics import AgentMetrics
 from edge_agent.agent.model_pull import AgentLearning
 from edge_agent.agent.overrun import OverrunWatch
 from edge_agent.agent.pools import Pools, PoolSpec, parse_pools
 from edge_agent.agent.power import Meters, energy_between
-from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
-from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.store import Store
 from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
 from edge_agent.loops import LoopFactory, Supervisor
@@ -209,17 +208,7 @@ class Agent:
                 continue
             if created:
                 self.metrics.move(None, "queued")
-                deadline = row["deadline_at"]
-                self.scheduler.add(
-                    Waiting(
-                        row["id"],
-                        task.contract,
-                        task.command,
-                        row["submitted_at"],
-                        math.inf if deadline is None else deadline,
-                        "queued",
-                    )
-                )
+                self.scheduler.add(waiting_from_row(row, task.contract))
         return stored
 
     async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:
