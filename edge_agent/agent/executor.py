@@ -24,11 +24,11 @@ import math
 import random
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,6 +36,9 @@ from edge_agent.agent.fleet import Fleet
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Decision, Placer
 from edge_agent.resources.vocab import DeviceKind
+
+if TYPE_CHECKING:
+    from edge_agent.agent.roles import JobHooks
 
 _log = logging.getLogger(__name__)
 
@@ -134,8 +137,6 @@ def _sample(shape: list[Any], type_name: str) -> np.ndarray:
     return rng.integers(0, 2, size=dims).astype(dtype)
 
 
-StartHook = Callable[[Job], Awaitable[bool]]
-DoneHook = Callable[[Job, Outcome], Awaitable[None]]
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
 
@@ -173,20 +174,18 @@ def profile_slots(fleet: Fleet, device_id: str) -> int:
 
 
 class Executor:
-    """Per-device job queues and slots; reports starts and outcomes through hooks.
+    """Per-device job queues and slots; reports starts and outcomes to its ``JobHooks``.
 
-    ``on_start`` returns False when the job must not run after all (it was cancelled); it
-    decides from memory (``Job.cancelled``), not from a commit. ``on_done`` runs after the
-    slot is freed.
+    ``hooks.job_starting`` returns False when the job must not run after all (it was
+    cancelled); it decides from memory (``Job.cancelled``), not from a commit.
+    ``hooks.job_finished`` runs after the slot is freed.
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
-    def __init__(
-        self, fleet: Fleet, placer: Placer, on_start: StartHook, on_done: DoneHook, jitter: float
-    ) -> None:
+    def __init__(self, fleet: Fleet, placer: Placer, hooks: JobHooks, jitter: float) -> None:
         self.fleet = fleet
         self.placer = placer
-        self._on_start, self._on_done = on_start, on_done
+        self._hooks = hooks
         self._jitter = jitter
         self._rng = random.Random()
         self._devices: dict[str, _Device] = {}
@@ -368,12 +367,12 @@ class Executor:
         start = time.perf_counter()
         held = True
         try:
-            if not await self._on_start(job):  # cancelled meanwhile
+            if not await self._hooks.job_starting(job):  # cancelled meanwhile
                 return
             outcome = await self._execute(job, device.slots[k], reconfig)
             self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
             held = self._free(device, k)
-            await self._on_done(job, outcome)
+            await self._hooks.job_finished(job, outcome)
         except asyncio.CancelledError:
             raise
         except Exception:  # a hook failed: log it, keep the device serving

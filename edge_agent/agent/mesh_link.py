@@ -136,7 +136,8 @@ class MeshLink:
         return self._agent
 
     def attach(self, agent: Agent) -> None:
-        """Build the node around ``agent``'s placer; offer the agent's scheduler its peers."""
+        """Build the node around ``agent``'s placer (the agent was built with this link: its
+        scheduler offers ``offloader`` its tasks, its deferrer hands ``moves`` the moved ones)."""
         self._agent = agent
         node = MeshNode(
             self.cfg,
@@ -150,8 +151,6 @@ class MeshLink:
         node.loops = agent.loops  # the heartbeat loop shows in the agent's health
         node.on_duplicate = self.offloader.duplicate
         self._node = node
-        agent.scheduler.offload = self.offloader.take
-        agent.deferrer.forward = self.moves.forward_deferred  # moved tasks, at their hour
         agent.metrics.watch_mesh(lambda: node.counters, self.peer_states)
 
     async def start(self, api_port: int) -> None:

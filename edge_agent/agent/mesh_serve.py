@@ -61,7 +61,7 @@ class MeshServe:
             agent.placer.release(decision)
             raise
         job = Job(task_id, decision, None, contract.priority, math.inf, submitted_at=time.time())
-        outcome = await agent.run_job(job)
+        outcome = await agent.jobs.run_job(job)
         if not outcome.ok:
             raise TaskFailed(outcome.error or "the task failed")
         return dict(outcome.result or {})
