@@ -37,10 +37,7 @@ MOVES: dict[tuple[str | None, str], str] = {
     (None, "deferred"): "accepted, held for a low-carbon hour (Store.submit)",
     ("deferred", "queued"): "its hour came (Store.release_deferred)",
     ("deferred", "cancelled"): "cancelled (Store.cancel)",
-    (
-        "queued",
-        "placed",
-    ): "placed on a device here (Store.placed; a peer's forwarded task: Store.place_forwarded)",
+    ("queued", "placed"): "placed on a device here (Store.placed; from a peer: place_forwarded)",
     ("interrupted", "placed"): "placed again after a restart (Store.placed)",
     ("queued", "failed"): "no device could ever run it (Store.placed, Store.fail)",
     ("interrupted", "failed"): "no device could ever run it (Store.placed, Store.fail)",
