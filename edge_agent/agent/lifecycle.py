@@ -70,6 +70,11 @@ def legal(before: str | None, after: str) -> bool:
     return (before, after) in MOVES
 
 
+def sources_of(after: str) -> tuple[str, ...]:
+    """Return the states a task may move to ``after`` from (a new one's excepted)."""
+    return tuple(before for before, to in MOVES if to == after and before is not None)
+
+
 def check(task_id: str, before: str | None, after: str) -> None:
     """Raise IllegalTransition unless ``task_id`` may move from ``before`` to ``after``."""
     if after not in STATES:
@@ -77,7 +82,7 @@ def check(task_id: str, before: str | None, after: str) -> None:
             f"task {task_id}: {after!r} is not a task state (one of {', '.join(STATES)})"
         )
     if not legal(before, after):
-        sources = [str(b) for b, a in MOVES if a == after and b is not None]
+        sources = sources_of(after)
         was = "new" if before is None else before
         raise IllegalTransition(
             f"task {task_id}: cannot move from {was} to {after} "

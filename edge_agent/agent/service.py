@@ -19,6 +19,7 @@ from edge_agent.agent.hub_devices import DeviceReporter
 from edge_agent.agent.hub_link import HubLink
 from edge_agent.agent.intake import Intake, NewTask
 from edge_agent.agent.jobs import Jobs
+from edge_agent.agent.lifecycle import sources_of
 from edge_agent.agent.metrics import AgentMetrics
 from edge_agent.agent.model_pull import AgentLearning
 from edge_agent.agent.overrun import OverrunWatch
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 #: States a task may be cancelled from.
-CANCELLABLE = ("queued", "interrupted", "placed", "deferred")
+CANCELLABLE = sources_of("cancelled")
 
 
 class Agent:
