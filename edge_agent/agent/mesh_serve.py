@@ -71,7 +71,7 @@ class MeshServe:
 
         Work run for a peer never makes this box's own borrowed work yield, and never waits:
         refused, the attempt fails with the pool's reason and its origin places it elsewhere.
-        The pool is given back when the task finishes, as for any task (``Agent._finished``).
+        The pool is given back when the task finishes, as for any task (``Jobs.job_finished``).
         """
         agent = self.link.agent
         pools = agent.scheduler.pools

@@ -1,4 +1,10 @@
-"""One running agent: store, fleet, placer, scheduler, executor and metrics, wired together."""
+"""One running agent: store, fleet, placer, scheduler, executor and metrics, wired together.
+
+``Agent.start`` is the one place the parts are wired: each is given what it calls, through
+the small interfaces of roles.py, when it is built (the scheduler its ``Jobs`` dispatcher,
+pools and the mesh's ``MeshHandoff``; the executor its ``Jobs`` hooks; the deferrer and the
+hub link the mesh's hooks), never a private method and never an attribute set afterwards.
+"""
 
 from __future__ import annotations
 
