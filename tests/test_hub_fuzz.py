@@ -26,17 +26,16 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cloud_hub.hub.agent_client import HubClient
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from cloud_hub.hub.protocol import (
-    MAX_BATCH,
+from cloud_hub.hub.protocol import MAX_BATCH, RECORD_KINDS
+from edge_agent.protocol.hub_auth import (
     NONCE_HEADER,
-    RECORD_KINDS,
     RESPONSE_HEADER,
     signed_headers,
+    verify_answer,
 )
-from edge_agent.agent.hub_auth import verify_answer
+from edge_agent.protocol.hub_client import HubClient
 
 JOIN, ADMIN, AGENT = "join-me", "admin-me", "a1"
 #: Records the hub accepts before any fuzzing; they must all survive it, exactly once.

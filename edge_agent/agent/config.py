@@ -22,7 +22,7 @@ from edge_agent.errors import InvalidInput
 from edge_agent.tasks.models_dir import models_dir
 
 if TYPE_CHECKING:
-    from edge_agent.agent.pools import PoolSpec
+    from edge_agent.placement.pools import PoolSpec
 
 ENV_PREFIX = "EDGE_AGENT_"
 DEFAULT_PORT = 8470
@@ -191,7 +191,7 @@ _KINDS: dict[str, type] = {
     "emulation_jitter": float,
     "shutdown_grace_s": float,
     "tenant_shares": dict,
-    "pools": Mapping,  # {tenant: {cpu_cores, ...}}, parsed by edge_agent.agent.pools
+    "pools": Mapping,  # {tenant: {cpu_cores, ...}}, parsed by edge_agent.placement.pools
     "hub_url": str,
     "hub_join_token": str,
     "hub_agent_id": str,
@@ -294,7 +294,7 @@ def _coerce(name: str, value: Any, where: str) -> Any:
     """Return ``value`` as the setting's type; ConfigError naming ``where`` when it is not."""
     kind = _KINDS[name]
     if name == "pools":
-        from edge_agent.agent.pools import parse_pools
+        from edge_agent.placement.pools import parse_pools
 
         try:
             return parse_pools(value, where)

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.executor import Job
 from edge_agent.agent.intake import NewTask
-from edge_agent.agent.pools import usage_of
 from edge_agent.agent.scheduler import decision_row
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh.accept import MESH_META
 from edge_agent.mesh.errors import MeshError
 from edge_agent.mesh.offload import LOCAL
 from edge_agent.placement import Decision, TaskContract
+from edge_agent.placement.pools import usage_of
 
 if TYPE_CHECKING:
     from edge_agent.agent.mesh_link import MeshLink

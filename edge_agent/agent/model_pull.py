@@ -33,7 +33,6 @@ import aiohttp
 import numpy as np
 
 from edge_agent.agent.forecast import DeviceForecasts
-from edge_agent.agent.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
 from edge_agent.errors import HetmeshError, InvalidInput
 from edge_agent.placement import Placer
 from edge_agent.predictor.features import FeatureSpec, device_series
@@ -46,6 +45,7 @@ from edge_agent.predictor.personalise import (
 )
 from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Forecaster, OrtPredictor, Verdict
 from edge_agent.predictor.supernode import SuperNodeSupervisor
+from edge_agent.protocol.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
 
 _log = logging.getLogger(__name__)
 

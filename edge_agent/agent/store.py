@@ -19,11 +19,11 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from edge_agent.agent import outbox, store_batch, store_runs
-from edge_agent.agent.db import Database, StoreError, decode_each
 from edge_agent.agent.lifecycle import FINAL, STATES, WAITING, where
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.agent.store_moves import TaskMoves, decode_row
 from edge_agent.errors import InvalidInput
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import Database, StoreError, decode_each
 
 if TYPE_CHECKING:
     from edge_agent.agent.intake import NewTask

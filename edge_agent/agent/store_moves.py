@@ -19,7 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.agent import lifecycle, outbox
-from edge_agent.agent.db import Database
+from edge_agent.storage.db import Database
 
 Row = dict[str, Any]
 _JSON_COLUMNS = ("contract", "command", "result", "chain", "deferral")
