@@ -204,6 +204,7 @@ async def test_a_queued_task_waiting_for_its_pool_moves_to_the_clean_site(
     short_task = {"semantics": {"gflops": 2.0}, "requirements": cpu, "tenant": "lab"}
     dirty_changes: dict[str, Any] = {
         "mesh_bid_above_s": 1000.0,  # the mesh is not offered it: it waits here
+        "mesh_bid_rate_per_s": 0.0,  # (nor asked about it on a peer's summary)
         "pools": {"lab": PoolSpec(cpu_cores=1.0)},  # one lab task on the CPU at a time
     }
     async with (

@@ -84,6 +84,7 @@ class AgentConfig:
     mesh_heartbeat_s: float = 2.0
     mesh_peer_cap: int = 64
     mesh_bid_above_s: float = 1.0  # ask peers for bids when the local estimate exceeds this
+    mesh_bid_rate_per_s: float = 20.0  # most bid messages a second this agent sends
     mesh_lease_min_s: float = 5.0  # shortest lease of a forwarded task
     mesh_lease_factor: float = 4.0  # a forwarded task's lease: max(min, factor * estimate)
     mesh_lease_grace_s: float = 1.0  # the origin waits this past a lease before giving up
@@ -169,6 +170,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "heartbeat_s",
         "peer_cap",
         "bid_above_s",
+        "bid_rate_per_s",
         "lease_min_s",
         "lease_factor",
         "lease_grace_s",
@@ -214,6 +216,7 @@ _KINDS: dict[str, type] = {
     "mesh_heartbeat_s": float,
     "mesh_peer_cap": int,
     "mesh_bid_above_s": float,
+    "mesh_bid_rate_per_s": float,
     "mesh_lease_min_s": float,
     "mesh_lease_factor": float,
     "mesh_lease_grace_s": float,
@@ -446,7 +449,7 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) > 0):
             raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number > 0")
     # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
-    for name in ("mesh_bid_above_s", "mesh_lease_factor"):
+    for name in ("mesh_bid_above_s", "mesh_lease_factor", "mesh_bid_rate_per_s"):
         if not (math.isfinite(getattr(config, name)) and getattr(config, name) >= 0):
             raise ConfigError(f"{where}: [mesh] {name[5:]} must be a finite number >= 0")
 
@@ -564,9 +567,14 @@ interfaces = [{mesh_ifaces}]
 # seconds between signed heartbeats to each peer; most peers kept
 heartbeat_s = {c.mesh_heartbeat_s}
 peer_cap = {c.mesh_peer_cap}
-# ask peers for bids when this agent's own estimate exceeds this many seconds (a task no
-# device here can run is always offered to peers)
+# ask every peer for bids when this agent's own estimate exceeds this many seconds (a task
+# no device here can run is always offered to peers); below it, a peer is asked when its
+# fresh signed summary (kinds, formats, queue, per-class estimates) beats the estimate here
+# by the policy's offload_margin, round trip and input transfer included
 bid_above_s = {c.mesh_bid_above_s}
+# most bid requests a second this agent sends (a token bucket, bursts of twice that); 0:
+# peers are asked only for tasks no device here can run (and the hub's moves)
+bid_rate_per_s = {c.mesh_bid_rate_per_s}
 # a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
 # always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s
 # seconds later, places it again
