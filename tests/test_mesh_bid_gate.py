@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -22,7 +23,9 @@ from edge_agent.mesh.standalone import emulated_node, serve
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 pytestmark = pytest.mark.asyncio
-KEY = FleetKey("bid-gate-test-fleet-key-00000000")
+# a fleet of this run's own: another test run on the machine (its nodes on the same
+# loopback mDNS) is another fleet, not extra peers to ask
+KEY = FleetKey(f"bid-gate-test-{secrets.token_hex(16)}")
 
 
 def resnet(batch: int = 1) -> TaskContract:
@@ -77,18 +80,20 @@ async def knows(origin: MeshNode, peer: str, task_class: str) -> None:
 
 
 async def test_a_peer_whose_summary_beats_local_gets_the_task(tmp_path: Path) -> None:
-    async with with_jetson(tmp_path, resnet()) as (origin, jetson):
+    # 4 frames: ~142 ms here, ~14 ms on the Jetson, so a loaded box's loopback round trip
+    # (tens of ms at load average 10) cannot decide it either way
+    async with with_jetson(tmp_path, resnet(4)) as (origin, jetson):
         summary = origin.peers.peers["jetson"].summary
         assert summary is not None and summary.kinds == ("cpu_arm", "gpu_nvidia")
-        assert summary.classes["resnet50"] < 0.005  # ~3.4 ms on the GPU
-        local = origin.placer.preview(resnet())
-        assert 0.030 < local.latency_s < origin.cfg.bid_above_s  # under the old threshold
-        out = await origin.submit(resnet(), key="y1")
+        assert summary.classes["resnet50"] < 0.020  # ~3.4 ms a frame on the GPU
+        local = origin.placer.preview(resnet(4))
+        assert 0.100 < local.latency_s < origin.cfg.bid_above_s  # under the old threshold
+        out = await origin.submit(resnet(4), key="y1")
         assert out["state"] == "done" and out["ran_on"] == "jetson", out["chain"]
         first = out["chain"][0]
         assert first["devices"] == ["hailo8_host/cpu"] and first["action"] == "forward to jetson"
         assert [b["peer"] for b in first["bids"]] == ["jetson"]
-        assert first["bids"][0]["estimate_ms"] < 5
+        assert first["bids"][0]["estimate_ms"] < 20
         assert origin.counters["bids_sent"] == 1 and jetson.counters["bids_received"] == 1
 
 
