@@ -18,7 +18,8 @@ import pytest
 
 from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE
 from edge_agent.mesh.advertise import SERVICE_TYPE
-from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable, NodeProcess
+from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable
+from edge_agent.mesh.netns_processes import NodeProcess
 
 pytestmark = pytest.mark.slow
 KEY_TEXT = "mdns-scope-test-fleet-key-000000"
