@@ -15,21 +15,10 @@ from hypothesis import strategies as st
 from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
 from tests.support.fuzz import json_values
+from tests.support.fuzzed_agent import TASK_KEYS
 
 KEYS = (
-    "semantics",
-    "requirements",
-    "model",
-    "priority",
-    "tenant",
-    "task_class",
-    "policy",
-    "command",
-    "deferrable",
-    "gflops",
-    "kinds",
-    "precision",
-    "device_count",
+    *TASK_KEYS,
     "max_latency_s",
     "deadline_s",
     "operator_histogram",

@@ -34,25 +34,13 @@ from tests.support.fuzz import (
     json_values,
     odd_bodies,
 )
-from tests.support.fuzzed_agent import CONTRACT, PEER, Agent, final_state, fuzzed_agent
+from tests.support.fuzzed_agent import CONTRACT, PEER, TASK_KEYS, Agent, final_state, fuzzed_agent
 
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
 MESH_ROUTES = ("hello", "heartbeat", "bid", "tasks", "tasks/cancel")
 KEYS = (
-    "semantics",
-    "requirements",
-    "model",
-    "priority",
-    "tenant",
-    "task_class",
-    "policy",
-    "command",
-    "deferrable",
+    *TASK_KEYS,
     "tasks",
-    "gflops",
-    "kinds",
-    "precision",
-    "device_count",
     "contract",
     "key",
     "attempt",

@@ -27,6 +27,22 @@ from tests.support.fuzz import routes
 
 KEY = "agent-fuzz-routes-fleet-key-0000"
 PEER = "fuzz-peer"
+#: Keys of a task submission and its contract (``POST /v1/tasks``), for hostile documents.
+TASK_KEYS = (
+    "semantics",
+    "requirements",
+    "model",
+    "priority",
+    "tenant",
+    "task_class",
+    "policy",
+    "command",
+    "deferrable",
+    "gflops",
+    "kinds",
+    "precision",
+    "device_count",
+)
 #: A contract any emulated board runs at once: opaque (no model), a tenth of a GFLOP.
 CONTRACT = {"semantics": {"gflops": 0.1}, "requirements": {"model_format": None}}
 
