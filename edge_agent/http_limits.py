@@ -181,6 +181,27 @@ class ConnectionGuard(Collector):
 
         return limits
 
+    @property
+    def streaming_middleware(self) -> Middleware:
+        """Return the middleware marking requests busy, for a handler that streams the body.
+
+        The head's clock stops once the request reaches the application, as with
+        ``middleware``, but the body is left unread: the handler (a proxy) passes it on as it
+        arrives and bounds its size and time itself. Without it a request still in flight
+        when the head's clock runs out would be cut with a 408.
+        """
+
+        @web.middleware
+        async def busy(request: web.Request, handler: Handler) -> web.StreamResponse:
+            transport = request.transport
+            self._request(transport, busy=True)
+            try:
+                return await handler(request)
+            finally:
+                self._request(transport, busy=False)
+
+        return busy
+
     async def _read_body(self, request: web.Request) -> tuple[web.Request, web.Response | None]:
         """Return ``request`` with its body read (handlers' ``read()`` answers from memory),
         or an error answer when the body breaks the cap or arrives too slowly."""

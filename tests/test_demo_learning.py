@@ -34,6 +34,17 @@ def started_under(root: Path) -> list[int]:
     return found
 
 
+def flower_logs(root: Path, tail: int = 60) -> str:
+    """The last lines of the run's ServerApp log and of each SuperNode's log, for a failure."""
+    found = sorted(root.glob("hub/learning/superlink/run-*.log"))
+    found += sorted(root.glob("*/supernode/supernode.log"))
+    return "".join(
+        f"\n--- {p.relative_to(root)}\n"
+        + "\n".join(p.read_text(errors="replace").splitlines()[-tail:])
+        for p in found
+    )
+
+
 @pytest.mark.slow
 def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -43,7 +54,9 @@ def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     assert demo.run(a) == 0
     out = capsys.readouterr().out
     assert "learning: SuperNodes running on demo-jetson_orin_nano, demo-rk3588" in out, out
-    assert re.search(r"learning: run \d+ completed, 1 round; model v1 registered", out), out
+    assert re.search(r"learning: run \d+ completed, 1 round; model v1 registered", out), (
+        out + flower_logs(tmp_path)
+    )
     # each agent validated the shipped ONNX on its own telemetry and says what it decided
     verdicts = {agent: (what, why) for agent, what, why in VERDICT.findall(out)}
     assert set(verdicts) == {"demo-rk3588", "demo-jetson_orin_nano"}, out
@@ -55,7 +68,9 @@ def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     runs = json.loads((tmp_path / "hub" / "learning" / "runs.json").read_text())
     assert [r["status"] for r in runs] == ["completed"] and runs[0]["model_version"] == 1
     index: Any = json.loads((tmp_path / "hub" / "learning" / "models" / "index.json").read_text())
-    assert "eval_rel_mae" in json.dumps(index)  # the federated evaluation's error, registered
+    # the federated evaluation's error, registered, from both nodes
+    assert "eval_rel_mae" in json.dumps(index), flower_logs(tmp_path)
+    assert index[-1]["metrics"]["eval_nodes"] == 2, flower_logs(tmp_path)
     # the hub, the agents, the SuperLink, the SuperNodes and their app processes: all gone
     pids = [int(pid) for _, pid in PID.findall(out)]
     assert len(pids) == 3 and not any(map(psutil.pid_exists, pids))

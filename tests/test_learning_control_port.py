@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 import pytest
+from aiohttp import web
 
 from cloud_hub.learning import fleet_gateway
 from cloud_hub.learning.localfed import gated_superlink, telemetry_db
@@ -286,3 +287,39 @@ def _attack_then_train(lan: Lan, tmp_path: Path, hub: subprocess.Popen[bytes]) -
         if hub.poll() is None:
             _ask(hub, "stop", timeout_s=60.0)
             hub.wait(30)
+
+
+@pytest.mark.asyncio
+async def test_a_fleet_call_slower_than_the_head_timeout_is_answered_not_cut(
+    tmp_path: Path,
+) -> None:
+    """Seen in CI under load: the gateway's head clock ran on while a call waited upstream,
+    so a SuperNode's ``pull-object`` got 408 and the node dropped out of the round."""
+    tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
+
+    async def slow(request: web.Request) -> web.Response:
+        await request.read()
+        await asyncio.sleep(1.0)  # longer than the head timeout below
+        return web.Response(body=b"late but whole")
+
+    upstream_app = web.Application()
+    upstream_app.router.add_post("/v1/fleet/pull-object", slow)
+    runner = web.AppRunner(upstream_app)
+    await runner.setup()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(tls.server_cert, tls.server_key)
+    upstream = free_loopback_port()
+    await web.TCPSite(runner, "127.0.0.1", upstream, ssl_context=server_ctx).start()
+    limits = ServerLimits(header_timeout_s=0.3, body_timeout_s=5.0, max_connections=64)
+    gateway = fleet_gateway.FleetGateway("127.0.0.1", free_loopback_port(), upstream, tls, limits)
+    await gateway.start()
+    try:
+        for _ in range(2):
+            status, body = await asyncio.to_thread(
+                _post, gateway.port, tls.ca_cert, "POST", "/v1/fleet/pull-object", b"x" * 100
+            )
+            assert (status, body) == (200, b"late but whole")
+        assert gateway.guard.counts["header_timeout"] == 0 and gateway.forwarded == 2
+    finally:
+        await gateway.stop()
+        await runner.cleanup()

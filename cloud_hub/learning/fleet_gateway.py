@@ -114,7 +114,9 @@ class FleetGateway:
             timeout=aiohttp.ClientTimeout(total=UPSTREAM_TIMEOUT_S),
             auto_decompress=False,
         )
-        app = web.Application(client_max_size=0)
+        # the body streams upstream as it arrives (capped by _capped, timed by the upstream
+        # timeout); the guard only needs to know a request is being served
+        app = web.Application(client_max_size=0, middlewares=[self.guard.streaming_middleware])
         app.router.add_route("*", "/{path:.*}", self._handle)
         self._runner = app_runner(app)
         await self._runner.setup()

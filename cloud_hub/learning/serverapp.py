@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
-from flwr.app import ArrayRecord, ConfigRecord, Context, Message
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MetricRecord
 from flwr.serverapp import Grid, ServerApp
 from flwr.serverapp.strategy import FedAvg, Result
 
@@ -124,6 +124,38 @@ class GuardedFedAvg(FedAvg):
         self._await_nodes(grid)
         return super().configure_evaluate(server_round, arrays, config, grid)
 
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """FedAvg's aggregate, plus ``train_nodes``: how many nodes replied in time."""
+        replies = list(replies)
+        arrays, metrics = super().aggregate_train(server_round, replies)
+        return arrays, _with_count(metrics, "train_nodes", server_round, replies)
+
+    def aggregate_evaluate(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> MetricRecord | None:
+        """FedAvg's aggregate, plus ``eval_nodes``: how many nodes replied in time."""
+        replies = list(replies)
+        metrics = super().aggregate_evaluate(server_round, replies)
+        return _with_count(metrics, "eval_nodes", server_round, replies)
+
+
+def _with_count(
+    metrics: MetricRecord | None, key: str, server_round: int, replies: list[Message]
+) -> MetricRecord | None:
+    """Log each failed reply and add the count of valid ones to the aggregated metrics."""
+    ok = 0
+    for m in replies:
+        if m.has_error():
+            log.warning("round %d: %s: node %s failed: %s", server_round, key,
+                        m.metadata.src_node_id, m.error.reason)  # fmt: skip
+        else:
+            ok += 1
+    if metrics is not None:
+        metrics[key] = ok
+    return metrics
+
 
 def train_federated(grid: Grid, settings: RoundSettings) -> tuple[LoadModel, Result]:
     """Run FedAvg rounds over the grid; the final global model and Flower's result."""
@@ -158,9 +190,11 @@ def publish(
         "rounds_completed": float(len(result.train_metrics_clientapp)),
         **(extra or {}),
     }
-    if result.evaluate_metrics_clientapp:
-        last = result.evaluate_metrics_clientapp[max(result.evaluate_metrics_clientapp)]
-        metrics.update({k: float(cast(float, v)) for k, v in last.items()})
+    metrics["train_nodes"] = metrics["eval_nodes"] = 0.0  # no reply in time: no aggregate
+    for by_round in (result.train_metrics_clientapp, result.evaluate_metrics_clientapp):
+        if by_round:
+            last = by_round[max(by_round)]
+            metrics.update({k: float(cast(float, v)) for k, v in last.items()})
     data = to_onnx(model, metadata=spec_metadata(settings.spec))
     entry = registry.add(data, metrics)
     log.info("registered load model v%s (%s)", entry.version, metrics)
