@@ -7,12 +7,15 @@ invalid UTF-8, empty bodies) is the same for every service.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
+from aiohttp.test_utils import TestClient
 from hypothesis import strategies as st
 
 #: Integers past int64 and past a float's range.
@@ -112,3 +115,31 @@ def assert_error_shape(status: int, raw: bytes, content_type: str) -> dict[str, 
     assert doc["ok"] is False and doc["status"] == status, doc
     assert isinstance(doc["error"], str) and doc["error"].strip(), doc
     return doc
+
+
+@dataclass
+class Served:
+    """A service on a test server, driven from synchronous hypothesis tests on its own loop."""
+
+    loop: asyncio.AbstractEventLoop
+    client: TestClient[Any, Any]
+
+    def run(self, coro: Any) -> Any:
+        return self.loop.run_until_complete(coro)
+
+    def send(
+        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
+    ) -> tuple[int, bytes, str, dict[str, str]]:
+        """Send raw ``body`` (as JSON); return status, raw answer, content type and headers."""
+
+        async def go() -> tuple[int, bytes, str, dict[str, str]]:
+            async with self.client.request(
+                method,
+                path,
+                data=body,
+                headers={"Content-Type": "application/json", **(headers or {})},
+            ) as resp:
+                return resp.status, await resp.read(), resp.content_type, dict(resp.headers)
+
+        result: tuple[int, bytes, str, dict[str, str]] = self.run(go())
+        return result

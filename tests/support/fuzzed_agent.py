@@ -23,7 +23,7 @@ from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.mesh_link import MESH, PREFIX
 from edge_agent.mesh import FleetKey, sign_request
 from edge_agent.mesh.credential import H_NONCE, H_RESPONSE, verify_response
-from tests.support.fuzz import routes
+from tests.support.fuzz import Served, routes
 
 KEY = "agent-fuzz-routes-fleet-key-0000"
 PEER = "fuzz-peer"
@@ -48,9 +48,7 @@ CONTRACT = {"semantics": {"gflops": 0.1}, "requirements": {"model_format": None}
 
 
 @dataclass
-class Agent:
-    loop: asyncio.AbstractEventLoop
-    client: TestClient[Any, Any]
+class Agent(Served):
     app: web.Application
     key: FleetKey
     peer: str  # the agent id requests are signed as
@@ -58,23 +56,7 @@ class Agent:
     task_id: str  # a task done before the fuzz
     task: dict[str, Any]  # ... and its document then
 
-    def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
-    def request(
-        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-    ) -> tuple[int, bytes, str, dict[str, str]]:
-        async def go() -> tuple[int, bytes, str, dict[str, str]]:
-            async with self.client.request(
-                method,
-                path,
-                data=body,
-                headers={"Content-Type": "application/json", **(headers or {})},
-            ) as resp:
-                return resp.status, await resp.read(), resp.content_type, dict(resp.headers)
-
-        result: tuple[int, bytes, str, dict[str, str]] = self.run(go())
-        return result
+    request = Served.send
 
     def signed(self, route: str, body: bytes, method: str = "POST") -> tuple[int, Any]:
         """Send a request signed with the fleet key; check the agent signed its answer."""

@@ -21,35 +21,21 @@ from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.protocol import NONCE_HEADER, RESPONSE_HEADER, signed_headers
 from edge_agent.agent.hub_auth import verify_answer
-from tests.support.fuzz import routes
+from tests.support.fuzz import Served, routes
 
 
 @dataclass
-class Hub:
-    loop: asyncio.AbstractEventLoop
-    client: TestClient[Any, Any]
+class Hub(Served):
     agent: HubClient
     db: Path
     routes: list[tuple[str, str]]
     sent: dict[int, dict[str, Any]]  # seq -> the record the hub accepted before fuzzing
 
-    def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
     def request(
         self, method: str, path: str, body: bytes, headers: dict[str, str] | None = None
     ) -> tuple[int, bytes, str]:
-        async def go() -> tuple[int, bytes, str]:
-            async with self.client.request(
-                method,
-                path,
-                data=body,
-                headers={"Content-Type": "application/json", **(headers or {})},
-            ) as resp:
-                return resp.status, await resp.read(), resp.content_type
-
-        result: tuple[int, bytes, str] = self.run(go())
-        return result
+        status, raw, content_type, _ = self.send(method, path, body, headers)
+        return status, raw, content_type
 
     def signed(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
         """Send a request signed as the agent; check the hub signed its answer, errors too."""
