@@ -35,7 +35,7 @@ import psutil
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from cloud_hub.hub.agent_client import HubClient  # noqa: E402
+from edge_agent.protocol.hub_client import HubClient  # noqa: E402
 
 P99_BOUND_MS = 50.0
 RUN = (

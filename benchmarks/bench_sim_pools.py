@@ -3,7 +3,7 @@
 Run: ``python benchmarks/bench_sim_pools.py [--seed S] [--duration D]``.
 One emulated RK3588 (its CPU), a steady tenant and a tenant that floods for most of the
 run, without pools, with pools, and with the flooder allowed to borrow; the pool rules are
-the agent's own (``edge_agent.agent.pools``). Prints a table, then one JSON line.
+the agent's own (``edge_agent.placement.pools``). Prints a table, then one JSON line.
 ``pool_isolation_violations`` (target 0) is defined in ``cloud_hub/simulator/pools.py``.
 All figures are simulated: service times are the placer's roofline estimates.
 """

@@ -95,8 +95,8 @@ def _repair_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _salvage(path: Path) -> None:
-    from edge_agent.agent.salvage import repair
-    from edge_agent.agent.schema import MIGRATIONS
+    from edge_agent.storage.agent_schema import MIGRATIONS
+    from edge_agent.storage.salvage import repair
 
     print(repair(path, MIGRATIONS).summary())
 

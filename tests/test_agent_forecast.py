@@ -20,12 +20,12 @@ from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import migrate
 from edge_agent.agent.forecast import recent_window
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.features import FeatureSpec, utilization_from_telemetry
 from edge_agent.predictor.model import model_for
 from edge_agent.predictor.onnx_export import spec_metadata, to_onnx
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 SPEC = FeatureSpec(window=8, bucket_s=60.0)
 DLA = ("jetson_agx_orin/dla0", "jetson_agx_orin/dla1")

@@ -12,10 +12,10 @@ from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
-from edge_agent.agent.pools import Pools, PoolSpec, Usage, parse_pools
 from edge_agent.cli_agent import main as cli_main
 from edge_agent.errors import PolicyError
 from edge_agent.placement import Policy
+from edge_agent.placement.pools import Pools, PoolSpec, Usage, parse_pools
 
 Client = TestClient[Any, Any]
 #: The conftest fixtures ``until`` and ``emulated_agent``.

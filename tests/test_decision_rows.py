@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from edge_agent.agent.db import migrate
 from edge_agent.agent.scheduler import decision_row
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles, tiers
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 pytestmark = pytest.mark.asyncio

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.agent.db import Database
 from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import build_fleet
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.agent.store_runs import Finish
 from edge_agent.placement import Placer, Policy, Semantics, TaskContract
+from edge_agent.storage.db import Database
 
 pytestmark = pytest.mark.asyncio
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from cloud_hub.hub.api import HUB
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.request_auth import HUB
 from edge_agent.agent import hub_link
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app

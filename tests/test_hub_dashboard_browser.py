@@ -21,13 +21,13 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cloud_hub.hub.agent_client import HubClient
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.models_api import FEDERATION
 from cloud_hub.hub.sim_agent import SimulatedAgent, board_devices
 from cloud_hub.learning.federation import RunRecord
 from edge_agent.agent.config import AgentConfig
+from edge_agent.protocol.hub_client import HubClient
 
 Client = TestClient[Any, Any]
 H = 3600.0

@@ -17,15 +17,15 @@ from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import ConfigError, HubConfig, load_config
 from cloud_hub.hub.service import load_secrets
 from edge_agent.agent import config as agent_config
-from edge_agent.agent.hub_client import HubClient
-from edge_agent.agent.hub_discovery import (
+from edge_agent.errors import InvalidInput
+from edge_agent.protocol.hub_client import HubClient
+from edge_agent.protocol.hub_discovery import (
     HubHint,
     HubUnverified,
     check_proof,
     hub_txt,
     parse_hub_txt,
 )
-from edge_agent.errors import InvalidInput
 
 Client = TestClient[Any, Any]
 

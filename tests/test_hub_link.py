@@ -26,9 +26,9 @@ from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
-from edge_agent.agent.db import StoreError
 from edge_agent.agent.hub_link import CREDENTIAL_FILE
 from edge_agent.agent.service import Agent
+from edge_agent.storage.db import StoreError
 
 pytestmark = pytest.mark.asyncio
 TASK = {"semantics": {"gflops": 0.01}, "requirements": {"kinds": ["cpu"]}}
@@ -400,7 +400,8 @@ async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_t
     from zeroconf.asyncio import AsyncServiceInfo
 
     from cloud_hub.hub.server import serve
-    from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE, hub_txt, open_zeroconf
+    from edge_agent.agent.hub_finder import open_zeroconf
+    from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE, hub_txt
 
     # phase 1: the real hub runs unannounced; a fake announces itself under the real hub's id
     # and passes every proof question on to the real hub: it never holds the token, and the

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cloud_hub.hub.agent_client import HubClient
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.liveness import states
+from edge_agent.protocol.hub_client import HubClient
 
 Client = TestClient[Any, Any]
 

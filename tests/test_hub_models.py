@@ -27,13 +27,13 @@ from cloud_hub.learning.localfed import free_port
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import migrate
-from edge_agent.agent.hub_auth import signed_headers
-from edge_agent.agent.hub_client import HubClient
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.features import FeatureSpec, make_dataset
 from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import spec_metadata, to_onnx
+from edge_agent.protocol.hub_auth import signed_headers
+from edge_agent.protocol.hub_client import HubClient
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 pytestmark = pytest.mark.asyncio
 #: The conftest fixtures ``until``, ``hub_config`` and ``joined_agent``.

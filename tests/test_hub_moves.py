@@ -20,8 +20,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from cloud_hub.hub.api import HUB
 from cloud_hub.hub.reevaluate import Move
+from cloud_hub.hub.request_auth import HUB
 from edge_agent.agent.config import AgentConfig
 
 pytestmark = pytest.mark.asyncio
@@ -160,7 +160,7 @@ async def test_work_run_for_a_peer_counts_against_its_tenants_pool_there(
     final_task: FinalTask,
     peer_online: PeerOnline,
 ) -> None:
-    from edge_agent.agent.pools import PoolSpec
+    from edge_agent.placement.pools import PoolSpec
 
     npu_task = {
         "semantics": {"gflops": 2.0, "precision": "int8"},
@@ -197,13 +197,14 @@ async def test_work_run_for_a_peer_counts_against_its_tenants_pool_there(
 async def test_a_queued_task_waiting_for_its_pool_moves_to_the_clean_site(
     hub_running: HubRunning, sites: Sites, until: Until, get_json: GetJson, final_task: FinalTask
 ) -> None:
-    from edge_agent.agent.pools import PoolSpec
+    from edge_agent.placement.pools import PoolSpec
 
     cpu = {"model_format": None, "kinds": ["cpu"]}
     long_task = {"semantics": {"gflops": 500.0}, "requirements": cpu, "tenant": "lab"}
     short_task = {"semantics": {"gflops": 2.0}, "requirements": cpu, "tenant": "lab"}
     dirty_changes: dict[str, Any] = {
         "mesh_bid_above_s": 1000.0,  # the mesh is not offered it: it waits here
+        "mesh_bid_rate_per_s": 0.0,  # (nor asked about it on a peer's summary)
         "pools": {"lab": PoolSpec(cpu_cores=1.0)},  # one lab task on the CPU at a time
     }
     async with (

@@ -11,10 +11,11 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from cloud_hub.hub import policies
-from cloud_hub.hub.agent_client import HubClient
-from cloud_hub.hub.api import HUB, make_app
+from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.request_auth import HUB
 from cloud_hub.hub.sim_agent import SimulatedAgent
+from edge_agent.protocol.hub_client import HubClient
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]

@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestClient
 
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from edge_agent.agent.hub_client import HubClient
+from edge_agent.protocol.hub_client import HubClient
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]

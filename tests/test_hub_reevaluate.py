@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from cloud_hub.hub.agent_client import HubClient, HubRejected
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.reevaluate import Reevaluator
@@ -25,6 +24,7 @@ from edge_agent.placement import (
     TaskContract,
     devices_from_profiles,
 )
+from edge_agent.protocol.hub_client import HubClient, HubRejected
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]

@@ -13,14 +13,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
-from cloud_hub.hub.agent_client import HubClient, HubRejected
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from cloud_hub.hub.protocol import signed_headers
 from cloud_hub.hub.sim_agent import SimulatedAgent
-from edge_agent.agent.hub_auth import verify_answer
-from edge_agent.agent.hub_client import HubForged
 from edge_agent.mesh.errors import AuthError
+from edge_agent.protocol.hub_auth import signed_headers, verify_answer
+from edge_agent.protocol.hub_client import HubClient, HubForged, HubRejected
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]

@@ -30,9 +30,9 @@ from cloud_hub.learning.localfed import free_port
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import migrate
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV, stopped_cleanly
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.slow]
 #: The conftest fixtures ``until``, ``hub_config`` and ``joined_agent``.

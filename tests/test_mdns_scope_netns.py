@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE
 from edge_agent.mesh.advertise import SERVICE_TYPE
 from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable
 from edge_agent.mesh.netns_processes import NodeProcess
+from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE
 
 pytestmark = pytest.mark.slow
 KEY_TEXT = "mdns-scope-test-fleet-key-000000"

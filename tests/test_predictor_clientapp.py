@@ -18,14 +18,14 @@ from flwr.app import Context, RecordDict
 
 from cloud_hub.learning.localgrid import LocalGrid
 from cloud_hub.learning.serverapp import RoundSettings, train_federated
-from edge_agent.agent.db import migrate
 from edge_agent.agent.forecast import recent_window
 from edge_agent.agent.model_candidates import recent_series
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.clientapp import app as client_app
 from edge_agent.predictor.clientapp import local_data
 from edge_agent.predictor.features import FeatureSpec, device_datasets, split_point
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 SPEC = FeatureSpec(window=8, bucket_s=60.0)
 DEVICES = ("rk3588/cpu", "rk3588/npu")

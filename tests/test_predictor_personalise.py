@@ -26,18 +26,18 @@ from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import migrate
 from edge_agent.agent.local_model import MODEL_FILE, STATE_FILE, LocalModel
 from edge_agent.agent.model_candidates import (
     personal_candidate,
     personalise_buckets,
     recent_series,
 )
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.features import FeatureSpec, make_dataset
 from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import read_metadata, spec_metadata, to_onnx
 from edge_agent.predictor.personalise import split_for_gate
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 SPEC = FeatureSpec(window=8, bucket_s=60.0)
 DEVICES = ("rk3588/cpu", "rk3588/npu")

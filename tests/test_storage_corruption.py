@@ -32,9 +32,9 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.wire import Enrolment
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.integrity import DatabaseDamaged, marker_path
 from edge_agent.agent.store import NewTask, Store
 from edge_agent.placement import Semantics, TaskContract
+from edge_agent.storage.integrity import DatabaseDamaged, marker_path
 
 N_TASKS = 1500
 PAGE = 4096

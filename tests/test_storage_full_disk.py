@@ -24,10 +24,10 @@ from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.wire import Enrolment
 from edge_agent import loops
-from edge_agent.agent import db
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.db import StorageUnavailable
 from edge_agent.cli import main as cli_main
+from edge_agent.storage import db
+from edge_agent.storage.db import StorageUnavailable
 
 pytestmark = pytest.mark.asyncio
 

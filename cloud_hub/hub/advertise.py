@@ -1,7 +1,7 @@
 """Announcing the hub over mDNS as ``_hetmesh-hub._tcp.local.`` (``[discovery] advertise``).
 
 The TXT record carries non-secret hints only (hub id, version, port, scheme); agents that find
-the hub this way make it prove the join token first (``edge_agent.agent.hub_discovery``). The
+the hub this way make it prove the join token first (``edge_agent.protocol.hub_discovery``). The
 record format is defined there, the mDNS socket setup by the mesh (``confined_zeroconf``).
 """
 
@@ -13,8 +13,8 @@ import socket
 from zeroconf.asyncio import AsyncServiceInfo, AsyncZeroconf
 
 from edge_agent import __version__
-from edge_agent.agent.hub_discovery import HUB_SERVICE_TYPE, hub_txt
 from edge_agent.mesh.mdns_scope import confined_zeroconf
+from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE, hub_txt
 
 _log = logging.getLogger(__name__)
 

@@ -8,24 +8,21 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
-import edge_agent.agent
-from cloud_hub.hub import models_api, protocol, wire
+from cloud_hub.hub import models_api, wire
 from cloud_hub.hub.clock import Clock
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.openapi import document
 from cloud_hub.hub.policies import NotFound
+from cloud_hub.hub.request_auth import HUB, Handler, require_admin, sign_answers, signed_request
 from cloud_hub.hub.service import Hub
 from cloud_hub.hub.stream import events
-from edge_agent.agent.hub_auth import hub_proof, sign_answer
-from edge_agent.agent.hub_discovery import PROOF_PATH, check_nonce
-from edge_agent.agent.page import PAGE_HEADERS, html_page, page_handler
 from edge_agent.http_errors import (
     ApiError,
     json_errors,
@@ -35,78 +32,16 @@ from edge_agent.http_errors import (
 )
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
-from edge_agent.mesh.credential import FleetKey
-from edge_agent.mesh.errors import AuthError, ClockSkew
+from edge_agent.http_page import add_shared_files, html_page, page_handler
+from edge_agent.protocol.hub_auth import hub_proof
+from edge_agent.protocol.hub_discovery import PROOF_PATH, check_nonce
 
 _log = logging.getLogger(__name__)
 
-HUB = web.AppKey("hub", Hub)
-#: The agent's id, its key and the nonce of a request whose signature held: its answer is signed.
-_VERIFIED = web.RequestKey("hub_verified", tuple[str, FleetKey, str])
 DASHBOARD = Path(__file__).with_name("dashboard")
-#: The agents' status page folder: its base.css and common.js are the dashboard's too.
-STATUS_PAGE = Path(edge_agent.agent.__file__).with_name("status_page")
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 _errors = json_errors("the hub", {NotFound: 404})
-
-
-async def _signed(request: web.Request) -> tuple[str, bytes]:
-    """Return (agent id, body) of a request signed for this hub with that agent's key; 401
-    otherwise.
-
-    One signing scheme for mesh and hub (``edge_agent.mesh.credential``, docs/hub-protocol.md
-    §2): a bad signature, a request signed for another hub, a stale timestamp or a replayed
-    nonce is refused and counted in ``hetmesh_hub_auth_failures_total{reason}``. The answer
-    to a request whose signature held is signed, the refusal of a stale one included: it
-    carries ``reason: "stale"`` and ``hub_time``, so the agent can tell its clock is off.
-    """
-    hub, body = request.app[HUB], await request.read()
-    agent_id = request.match_info["agent_id"]
-    try:
-        if request.headers.get(protocol.AGENT_HEADER) != agent_id:
-            raise AuthError(
-                "agent_mismatch",
-                f"sign the request as {agent_id} ({protocol.AGENT_HEADER} names the path's agent)",
-            )
-        hub.verifier.verify(request.method, request.path_qs, body, request.headers)
-    except ClockSkew as err:  # genuine, but our clocks disagree: say our time, signed
-        hub.metrics.auth_failures.labels(err.reason).inc()
-        request[_VERIFIED] = (agent_id, hub.verifier.key_for(agent_id), err.nonce)
-        raise ApiError(
-            401, f"{err}; see docs/security.md", reason="stale", hub_time=hub.clock()
-        ) from None
-    except AuthError as err:
-        hub.metrics.auth_failures.labels(err.reason).inc()
-        hint = " (re-enrol if the credential changed)" if err.reason == "bad_signature" else ""
-        raise ApiError(401, f"{err}{hint}; see docs/hub-protocol.md §2") from None
-    key = hub.verifier.key_for(agent_id)
-    request[_VERIFIED] = (agent_id, key, request.headers[protocol.NONCE_HEADER])
-    return agent_id, body
-
-
-@web.middleware
-async def _sign_answers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Sign the answer (errors included) to every request whose signature ``_signed`` checked."""
-    resp = await handler(request)
-    verified = request.get(_VERIFIED)
-    if verified is not None and isinstance(resp, web.Response) and isinstance(resp.body, bytes):
-        agent_id, key, nonce = verified
-        hub = request.app[HUB]
-        resp.headers[protocol.RESPONSE_HEADER] = sign_answer(
-            key, hub.hub_id, agent_id, nonce, resp.status, resp.body
-        )
-    return resp
-
-
-def _admin(request: web.Request) -> None:
-    token = request.app[HUB].admin_token
-    given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
-    if not given or not hmac.compare_digest(given.encode(), token.encode()):
-        raise ApiError(
-            401, "policy edits need 'Authorization: Bearer <admin token>' (secrets.json)"
-        )
 
 
 async def _enrol(request: web.Request) -> web.Response:
@@ -146,7 +81,7 @@ async def _proof(request: web.Request) -> web.Response:
 
 async def _heartbeat(request: web.Request) -> web.Response:
     hub, started = request.app[HUB], time.perf_counter()
-    agent_id, body = await _signed(request)
+    agent_id, body = await signed_request(request)
     doc = parse_json_body(body)
     hb = wire.heartbeat(doc)
     hub.reevaluator.observe(agent_id, doc)  # its grid, work and move outcomes (re-evaluation)
@@ -178,7 +113,7 @@ async def _reevaluation(request: web.Request) -> web.Response:
 
 async def _sync(request: web.Request) -> web.Response:
     hub = request.app[HUB]
-    agent_id, body = await _signed(request)
+    agent_id, body = await signed_request(request)
     batch = wire.sync_batch(parse_json_body(body))
     result = await hub.store.sync(agent_id, batch, hub.clock())
     for outcome, key in (("applied", "applied"), ("duplicate", "duplicates"), ("lost", "lost")):
@@ -188,7 +123,7 @@ async def _sync(request: web.Request) -> web.Response:
 
 
 async def _sync_state(request: web.Request) -> web.Response:
-    agent_id, _ = await _signed(request)
+    agent_id, _ = await signed_request(request)
     state = await request.app[HUB].store.sync_state(agent_id)
     return web.json_response({"ok": True, "acked": state["acked_seq"]})
 
@@ -205,7 +140,7 @@ def _part(key: str) -> Handler:
 
 
 async def _put_policy(request: web.Request) -> web.Response:
-    _admin(request)
+    require_admin(request)
     stored = await request.app[HUB].policies.put(parse_json_body(await request.read()))
     return web.json_response({"ok": True, **stored}, status=201)
 
@@ -220,7 +155,7 @@ async def _history(request: web.Request) -> web.Response:
 
 
 async def _start_rollout(request: web.Request) -> web.Response:
-    _admin(request)
+    require_admin(request)
     doc = whole_numbers(parse_json_body(await request.read()))  # version 3.0 is 3
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
@@ -267,16 +202,6 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
-def _shared(name: str) -> Handler:
-    """Serve a file the dashboard shares with the agents' status page (one copy: base.css,
-    common.js)."""
-
-    async def handler(request: web.Request) -> web.FileResponse:
-        return web.FileResponse(STATUS_PAGE / name, headers=PAGE_HEADERS)
-
-    return handler
-
-
 def make_app(
     config: HubConfig, clock: Clock = time.time, monotonic: Clock = time.monotonic
 ) -> web.Application:
@@ -288,7 +213,7 @@ def make_app(
     # the first is outermost: the guard hands the request, its body read, to the rest (see
     # ConnectionGuard.middleware); then the signer, which signs error answers too
     guard = ConnectionGuard(ServerLimits.of(config))
-    middlewares = [guard.middleware, _sign_answers, _errors, missing_files]
+    middlewares = [guard.middleware, sign_answers, _errors, missing_files]
     app = web.Application(client_max_size=config.max_body_bytes, middlewares=middlewares)
     app[GUARD], app[BODY_CAP] = guard, config.max_body_bytes
 
@@ -334,8 +259,7 @@ def make_app(
         ["/common.js", "/dashboard/system.js", "/dashboard/app.js", "/dashboard/learning.js"],
     )
     r.add_get("/", page_handler(dashboard))
-    r.add_get("/base.css", _shared("base.css"))
-    r.add_get("/common.js", _shared("common.js"))
+    add_shared_files(r)
     r.add_static("/dashboard/", DASHBOARD, append_version=False)
     models_api.register(app)  # load models and federated learning (after hub_ctx)
     return app

@@ -98,7 +98,7 @@ def _repair_options(parser: argparse.ArgumentParser) -> None:
 def _repair(args: argparse.Namespace) -> int:
     """Salvage a damaged hub database (the hub must be stopped); keep the damaged file."""
     from cloud_hub.hub.schema import MIGRATIONS
-    from edge_agent.agent.salvage import repair
+    from edge_agent.storage.salvage import repair
 
     print(repair(_config(args).replace(data_dir=args.data_dir).db_path, MIGRATIONS).summary())
     return 0

@@ -18,10 +18,10 @@ import base64
 import binascii
 import math
 from collections.abc import AsyncIterator
-from typing import Any
 
 from aiohttp import web
 
+from cloud_hub.hub.request_auth import HUB, require_admin, signed_request
 from cloud_hub.learning.federation import (
     Federation,
     LearningSettings,
@@ -34,13 +34,6 @@ from edge_agent.predictor.supernode import ConfigValue
 
 FEDERATION = web.AppKey("federation", Federation)
 SHA_HEADER = "X-Model-Sha256"
-
-
-def _api() -> Any:
-    """The hub API module, imported late (it imports this one to register the routes)."""
-    from cloud_hub.hub import api
-
-    return api
 
 
 async def _models(request: web.Request) -> web.Response:
@@ -65,8 +58,7 @@ async def _download(request: web.Request) -> web.Response:
 
 
 async def _upload(request: web.Request) -> web.Response:
-    api = _api()
-    api._admin(request)
+    require_admin(request)
     doc = parse_json_body(await request.read())
     if not isinstance(doc, dict) or not isinstance(doc.get("onnx_base64"), str):
         raise ApiError(400, "body.onnx_base64: expected the ONNX model, base64-encoded")
@@ -98,7 +90,7 @@ async def _learning(request: web.Request) -> web.Response:
 
 
 async def _run_now(request: web.Request) -> web.Response:
-    _api()._admin(request)
+    require_admin(request)
     fed = request.app[FEDERATION]
     if not fed.settings.enabled:
         raise ApiError(409, "learning is off: set the hub's [learning] learning_port")
@@ -114,8 +106,7 @@ async def _run_now(request: web.Request) -> web.Response:
 
 
 async def _agent_learning(request: web.Request) -> web.Response:
-    api = _api()
-    agent_id, body = await api._signed(request)
+    agent_id, body = await signed_request(request)
     doc = parse_json_body(body)
     if not isinstance(doc, dict):
         raise ApiError(400, "body: expected the agent's learning report (a JSON object)")
@@ -127,7 +118,7 @@ def register(app: web.Application) -> None:
     """Add the model and learning routes; the Federation starts and stops with the hub."""
 
     async def federation_ctx(app: web.Application) -> AsyncIterator[None]:
-        config = app[_api().HUB].config
+        config = app[HUB].config
         run_config: dict[str, ConfigValue] = {
             **parse_run_config(config.learning_run_config),
             "num-rounds": config.learning_rounds,

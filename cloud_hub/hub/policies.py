@@ -19,9 +19,9 @@ from typing import Any
 import sqlite_utils
 
 from cloud_hub.hub.clock import Clock
-from edge_agent.agent.db import Database
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Policy
+from edge_agent.storage.db import Database
 
 #: Heartbeats every canary must send after applying a version before the rollout widens.
 GATE_HEARTBEATS = 3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite_utils
 
-from edge_agent.agent.db import Migration
+from edge_agent.storage.db import Migration
 
 
 def _v1(db: sqlite_utils.Database) -> None:

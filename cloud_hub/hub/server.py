@@ -10,8 +10,9 @@ import os
 import signal
 
 from cloud_hub.hub.advertise import HubAdvertiser
-from cloud_hub.hub.api import HUB, make_app
+from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.request_auth import HUB
 from edge_agent.http_limits import GUARD, GuardedSite, app_runner
 
 _log = logging.getLogger(__name__)

@@ -13,7 +13,7 @@ import logging
 from collections import deque
 from typing import Any
 
-from cloud_hub.hub.agent_client import HubClient, HubError, HubUnreachable
+from edge_agent.protocol.hub_client import HubClient, HubError, HubUnreachable
 
 _log = logging.getLogger(__name__)
 #: Most records one sync request carries.

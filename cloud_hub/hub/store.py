@@ -17,7 +17,7 @@ import sqlite_utils
 from cloud_hub.hub.protocol import new_key
 from cloud_hub.hub.schema import MIGRATIONS
 from cloud_hub.hub.wire import Enrolment, Heartbeat, SyncBatch
-from edge_agent.agent.db import Database, decode_each
+from edge_agent.storage.db import Database, decode_each
 
 
 def _rows(

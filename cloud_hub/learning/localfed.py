@@ -20,10 +20,10 @@ import sqlite_utils
 from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.pki import make_node_key, make_tls
 from cloud_hub.learning.superlink import SuperLink, SuperLinkConfig
-from edge_agent.agent.db import migrate
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.predictor.supernode import FlowerProcess, SuperNodeConfig, supernode_process
 from edge_agent.predictor.supernode import free_loopback_port as free_port
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import migrate
 
 T0 = 1_700_000_000.0
 

@@ -66,6 +66,7 @@ class MeshSites:
         self._open: dict[int, tuple[Placer, Decision]] = {}
         self._starts = StartEvents()
         self.messages = 0
+        self.sent_by_site = [0] * len(self.local)  # bid requests each origin sent
         self.forwarded = 0
         self.place_s = 0.0
 
@@ -96,14 +97,11 @@ class MeshSites:
         origin = task.origin
         local = self._estimate(origin, task, commit=False)
         target = origin
-        ask = self.rule == "always" or (
-            self.rule == "threshold" and (not local.placed or local.latency_s > self.bid_above_s)
-        )
-        if ask:
+        asked = self.asked(origin, task, local)
+        if asked:
             best, best_total = None, math.inf
-            for peer in range(len(self.placers)):
-                if peer == origin:
-                    continue
+            self.sent_by_site[origin] += len(asked)
+            for peer in asked:
                 self.messages += 2
                 bid = self._estimate(peer, task, commit=False)
                 total = bid.latency_s + 2 * self.fleet.link_s[origin][peer]
@@ -121,6 +119,13 @@ class MeshSites:
         self._open[task.index] = (self.placers[target], decision)
         self._starts.commit(state.finish_if(task, dev, now)[0], self.placers[target], decision)
         return dev
+
+    def asked(self, origin: int, task: Task, local: Decision) -> list[int]:
+        """Return the peers ``origin`` asks for bids on ``task`` under the rule."""
+        ask = self.rule == "always" or (
+            self.rule == "threshold" and (not local.placed or local.latency_s > self.bid_above_s)
+        )
+        return [p for p in range(len(self.placers)) if p != origin] if ask else []
 
     def finished(self, job: Job, now: float) -> None:
         """Report the start (if not yet), then the true service time to the agent that ran it."""

@@ -3,7 +3,7 @@
 One emulated board (its CPU devices), two tenants: ``steady`` submits at a modest Poisson
 rate, ``flood`` submits far more than the box can serve for a window in the middle. Tasks
 are placed with the agent's ``Placer`` and admitted through the agent's own pool rules
-(``edge_agent.agent.pools``: ``Pools`` and ``admit_placed``), so the simulator and the
+(``edge_agent.placement.pools``: ``Pools`` and ``admit_placed``), so the simulator and the
 agent share one place for the rule. Each device runs its queue first in, first out, one
 task at a time, for the placer's estimated service time; borrowed work that has not
 started yields to its owner exactly as in the agent (it goes back to waiting).
@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge_agent.agent.pools import Pools, PoolSpec, admit_placed
 from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles
+from edge_agent.placement.pools import Pools, PoolSpec, admit_placed
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 STEADY, FLOOD = "steady", "flood"

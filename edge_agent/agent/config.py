@@ -78,6 +78,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "heartbeat_s",
         "peer_cap",
         "bid_above_s",
+        "bid_rate_per_s",
         "lease_min_s",
         "lease_factor",
         "lease_grace_s",
@@ -100,7 +101,7 @@ _KINDS: dict[str, type] = {
     "emulation_jitter": float,
     "shutdown_grace_s": float,
     "tenant_shares": dict,
-    "pools": object,  # {tenant: {cpu_cores, ...}}, parsed by edge_agent.agent.pools
+    "pools": object,  # {tenant: {cpu_cores, ...}}, parsed by edge_agent.placement.pools
     "hub_url": str,
     "hub_join_token": str,
     "hub_agent_id": str,
@@ -123,6 +124,7 @@ _KINDS: dict[str, type] = {
     "mesh_heartbeat_s": float,
     "mesh_peer_cap": int,
     "mesh_bid_above_s": float,
+    "mesh_bid_rate_per_s": float,
     "mesh_lease_min_s": float,
     "mesh_lease_factor": float,
     "mesh_lease_grace_s": float,
@@ -130,7 +132,7 @@ _KINDS: dict[str, type] = {
 
 
 def _pools(value: Any, where: str) -> Any:
-    from edge_agent.agent.pools import parse_pools
+    from edge_agent.placement.pools import parse_pools
 
     try:
         return parse_pools(value, where)

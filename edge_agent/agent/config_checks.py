@@ -101,5 +101,5 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
     names = ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s")
     check_finite(config, where, names, section="mesh")
     # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
-    may_be_zero = ("mesh_bid_above_s", "mesh_lease_factor")
+    may_be_zero = ("mesh_bid_above_s", "mesh_lease_factor", "mesh_bid_rate_per_s")
     check_finite(config, where, may_be_zero, zero_ok=True, section="mesh")

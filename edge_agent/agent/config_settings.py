@@ -16,7 +16,7 @@ from edge_agent.agent.config_checks import validated
 from edge_agent.tasks.models_dir import models_dir
 
 if TYPE_CHECKING:
-    from edge_agent.agent.pools import PoolSpec
+    from edge_agent.placement.pools import PoolSpec
 
 DEFAULT_PORT = 8470
 
@@ -73,6 +73,7 @@ class AgentConfig:
     mesh_heartbeat_s: float = 2.0
     mesh_peer_cap: int = 64
     mesh_bid_above_s: float = 1.0  # ask peers for bids when the local estimate exceeds this
+    mesh_bid_rate_per_s: float = 20.0  # most bid messages a second this agent sends
     mesh_lease_min_s: float = 5.0  # shortest lease of a forwarded task
     mesh_lease_factor: float = 4.0  # a forwarded task's lease: max(min, factor * estimate)
     mesh_lease_grace_s: float = 1.0  # the origin waits this past a lease before giving up

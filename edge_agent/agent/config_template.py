@@ -121,9 +121,14 @@ interfaces = [{mesh_ifaces}]
 # seconds between signed heartbeats to each peer; most peers kept
 heartbeat_s = {c.mesh_heartbeat_s}
 peer_cap = {c.mesh_peer_cap}
-# ask peers for bids when this agent's own estimate exceeds this many seconds (a task no
-# device here can run is always offered to peers)
+# ask every peer for bids when this agent's own estimate exceeds this many seconds (a task
+# no device here can run is always offered to peers); below it, a peer is asked when its
+# fresh signed summary (kinds, formats, queue, per-class estimates) beats the estimate here
+# by the policy's offload_margin, round trip and input transfer included
 bid_above_s = {c.mesh_bid_above_s}
+# most bid requests a second this agent sends (a token bucket, bursts of twice that); 0:
+# peers are asked only for tasks no device here can run (and the hub's moves)
+bid_rate_per_s = {c.mesh_bid_rate_per_s}
 # a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
 # always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s
 # seconds later, places it again

@@ -26,17 +26,17 @@ from typing import Any
 import aiohttp
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.hub_client import HubClient, HubClockSkew, HubRejected, HubUnreachable
-from edge_agent.agent.hub_discovery import (
+from edge_agent.agent.hub_finder import HubFinder
+from edge_agent.agent.outbox import Outbox
+from edge_agent.errors import HetmeshError, InvalidInput
+from edge_agent.protocol.hub_client import HubClient, HubClockSkew, HubRejected, HubUnreachable
+from edge_agent.protocol.hub_discovery import (
     DISCOVER,
     HUB_SERVICE_TYPE,
-    HubFinder,
     HubHint,
     HubUnverified,
     check_proof,
 )
-from edge_agent.agent.outbox import Outbox
-from edge_agent.errors import HetmeshError, InvalidInput
 
 _log = logging.getLogger(__name__)
 

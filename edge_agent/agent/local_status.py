@@ -3,8 +3,9 @@
 It needs nothing but the agent itself, so it works with no hub configured or the hub gone:
 health, devices with live utilization, the queue (deferred tasks counted, each listed with
 its ``held_until``), recent tasks with their decision summary, the mesh peers with their
-state and round-trip time, the hub link's state and the policy in force. The page's static
-files are in ``status_page/`` beside this module; it polls ``/v1/status`` once a second.
+state and round-trip time, the hub link's state and the policy in force. The page's own
+files are in ``status_page/`` beside this module (the head, ``/base.css`` and ``/common.js``:
+``edge_agent.http_page``); it polls ``/v1/status`` once a second.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from aiohttp import web
 
 from edge_agent.agent.deferral import held_until
 from edge_agent.agent.hub_devices import DeviceReporter
-from edge_agent.agent.page import html_page, page_handler
 from edge_agent.agent.service import Agent
+from edge_agent.http_page import add_shared_files, html_page, page_handler
 
 STATUS_PAGE = Path(__file__).with_name("status_page")
 #: Recent tasks the page lists.
@@ -91,9 +92,10 @@ def add_status_routes(app: web.Application, agent_key: web.AppKey[Agent]) -> Non
         STATUS_PAGE / "body.html",
         "agent",
         "agent health",
-        ["/status/base.css", "/status/style.css"],
-        ["/status/common.js", "/status/app.js"],
+        ["/base.css", "/status/style.css"],
+        ["/common.js", "/status/app.js"],
     )
     app.router.add_get("/", page_handler(page))
     app.router.add_get("/v1/status", status)
+    add_shared_files(app.router)  # base.css, common.js: the hub's dashboard loads them too
     app.router.add_static("/status/", STATUS_PAGE, append_version=False)

@@ -92,6 +92,8 @@ def mesh_config(config: AgentConfig, agent_id: str, generated: bool) -> MeshConf
         heartbeat_s=config.mesh_heartbeat_s,
         peer_cap=config.mesh_peer_cap,
         bid_above_s=config.mesh_bid_above_s,
+        bid_rate_per_s=config.mesh_bid_rate_per_s,
+        bid_burst=2 * config.mesh_bid_rate_per_s,
         lease_min_s=config.mesh_lease_min_s,
         lease_factor=config.mesh_lease_factor,
         lease_grace_s=config.mesh_lease_grace_s,

@@ -1,7 +1,7 @@
 """The origin side of the mesh: offloading the scheduler's tasks and settling their rows.
 
-The scheduler offers the mesh every task no device here can run, and every task whose
-local estimate exceeds ``[mesh] bid_above_s`` (``Offloader.take``). The task row turns
+The scheduler offers the mesh every task no device here can run, and every task the bid
+gate would ask a peer about (``Offloader.take``, edge_agent/mesh/bidgate.py). The task row turns
 ``offloaded``; the node asks trusted peers for bids and forwards it (idempotency key: the
 task id) or runs it here after all. The row records where it ran (``ran_on``, a peer's agent
 id) and the decision chain, origin → peer (``chain``). The hub's moves (hub_moves.py) go
@@ -41,14 +41,18 @@ class Offloader:
     def take(self, task: Waiting, decision: Decision) -> bool:
         """Scheduler hook: True when the mesh takes ``task`` (it is not dispatched here).
 
-        Offered: a task no device here can run, or one estimated over ``bid_above_s`` here,
-        while some trusted peer is online. A command task stays here (its allowlist is ours).
+        Offered: a task no device here can run, or one the mesh's bid gate would ask a peer
+        about (edge_agent/mesh/bidgate.py: over ``bid_above_s`` here, or a trusted peer's
+        fresh summary beats the estimate here). A command task stays here (its allowlist is
+        ours).
         """
         link = self.link
         if not link.started or task.command is not None or not link.node.peers.online():
             return False
-        if decision.placed and decision.latency_s <= link.cfg.bid_above_s:
-            return False
+        link.node.recent.note(decision.task)  # its class shows in the summary peers get
+        mesh = link.node.offloader
+        if decision.placed and not mesh.gate.affordable(mesh.ask(decision.task, decision)):
+            return False  # no peer likely to win, or no bid budget left: it runs here
         self.spawn(task, decision_row(decision))
         return True
 

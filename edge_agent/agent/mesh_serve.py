@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent import outbox
 from edge_agent.agent.executor import Job
-from edge_agent.agent.pools import usage_of
 from edge_agent.agent.scheduler import decision_row
 from edge_agent.agent.store import NewTask
 from edge_agent.errors import HetmeshError
@@ -29,6 +28,7 @@ from edge_agent.mesh.accept import MESH_META
 from edge_agent.mesh.errors import MeshError
 from edge_agent.mesh.offload import LOCAL
 from edge_agent.placement import Decision, TaskContract
+from edge_agent.placement.pools import usage_of
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -29,7 +29,6 @@ from typing import Any
 import aiohttp
 
 from edge_agent.agent.forecast import DeviceForecasts
-from edge_agent.agent.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
 from edge_agent.agent.local_model import LocalModel
 from edge_agent.agent.model_candidates import personal_candidate, personalise_buckets, recent_series
 from edge_agent.errors import HetmeshError, InvalidInput
@@ -38,6 +37,7 @@ from edge_agent.predictor.onnx_export import read_metadata, spec_from_metadata
 from edge_agent.predictor.personalise import Personalised
 from edge_agent.predictor.runtime import NOT_ENOUGH_DATA, Verdict
 from edge_agent.predictor.supernode import SuperNodeSupervisor
+from edge_agent.protocol.hub_client import REQUEST_TIMEOUT_S, HubRejected, HubUnreachable
 
 _log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from edge_agent.agent.db import Database
+from edge_agent.storage.db import Database
 
 
 def plain(value: Any) -> Any:

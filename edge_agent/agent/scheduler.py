@@ -25,12 +25,12 @@ from typing import Any
 from edge_agent.agent.executor import Job
 from edge_agent.agent.fairshare import FairQueue
 from edge_agent.agent.metrics import AgentMetrics
-from edge_agent.agent.pools import Pools, Verdict, admit_placed
 from edge_agent.agent.preempt import preempt_for, wants_preemption
 from edge_agent.agent.store import Store
 from edge_agent.errors import KernelError
 from edge_agent.placement import Decision, Placer, TaskContract, tiers
 from edge_agent.placement import layout as L
+from edge_agent.placement.pools import Pools, Verdict, admit_placed
 
 _log = logging.getLogger(__name__)
 

@@ -22,7 +22,6 @@ from edge_agent.agent.intake import Intake
 from edge_agent.agent.metrics import AgentMetrics
 from edge_agent.agent.model_pull import AgentLearning
 from edge_agent.agent.overrun import OverrunWatch
-from edge_agent.agent.pools import Pools, PoolSpec, parse_pools
 from edge_agent.agent.power import Meters, energy_between
 from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
 from edge_agent.agent.store import NewTask, Store
@@ -30,6 +29,7 @@ from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
 from edge_agent.loops import LoopFactory, Supervisor
 from edge_agent.placement import Placer, Policy, TaskContract
+from edge_agent.placement.pools import Pools, PoolSpec, parse_pools
 
 if TYPE_CHECKING:
     from edge_agent.agent.mesh_link import MeshLink

@@ -20,9 +20,9 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.agent import outbox, store_batch, store_runs
-from edge_agent.agent.db import Database, StoreError, decode_each
-from edge_agent.agent.schema import MIGRATIONS
 from edge_agent.errors import InvalidInput
+from edge_agent.storage.agent_schema import MIGRATIONS
+from edge_agent.storage.db import Database, StoreError, decode_each
 from edge_agent.tasks.contract import TaskContract
 
 #: Task states; ``WAITING`` ones are the scheduler's, ``FINAL`` ones never change again.

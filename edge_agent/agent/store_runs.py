@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 import sqlite_utils
 
 from edge_agent.agent import outbox
-from edge_agent.agent.db import Database
+from edge_agent.storage.db import Database
 
 I = TypeVar("I")  # an item to write
 R = TypeVar("R")  # what its caller gets back

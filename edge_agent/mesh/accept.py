@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import math
+from collections.abc import Callable
 from typing import Any
 
 from edge_agent.errors import InvalidInput
@@ -46,8 +47,17 @@ def _contract(doc: dict[str, Any]) -> TaskContract:
 class Acceptor:
     """Answers bids and runs forwarded attempts on this node's devices."""
 
-    def __init__(self, agent_id: str, placer: Placer, ledger: Ledger, run: RunPlaced) -> None:
+    def __init__(
+        self,
+        agent_id: str,
+        placer: Placer,
+        ledger: Ledger,
+        run: RunPlaced,
+        seen: Callable[[TaskContract], None] | None = None,
+    ) -> None:
         self.agent_id = agent_id
+        #: told each contract bid for or forwarded here (its class then shows in our summary)
+        self.seen = seen or (lambda _contract: None)
         self.placer = placer
         self.ledger = ledger
         self.run = run
@@ -56,6 +66,7 @@ class Acceptor:
     def bid(self, doc: dict[str, Any]) -> dict[str, Any]:
         """Return our estimate for a contract without committing any device."""
         contract = _contract(doc)
+        self.seen(contract)
         decision = self.placer.place_one(contract)
         if decision.placed:
             self.placer.release(decision)
@@ -71,6 +82,7 @@ class Acceptor:
         """Run a forwarded attempt (or join the one running, or return the stored result)."""
         key, attempt = _key(doc)
         contract = _contract(doc)
+        self.seen(contract)
         lease = doc.get("lease_s")
         if (
             isinstance(lease, bool)

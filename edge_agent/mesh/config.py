@@ -28,7 +28,12 @@ class MeshConfig:
     reject_backoff_s: float = 30.0  # a failed challenge is not retried before this
     challenge_timeout_s: float = 2.0
     bid_timeout_s: float = 0.5
-    bid_above_s: float = 0.0  # ask for bids when the local estimate exceeds this
+    bid_above_s: float = 0.0  # ask every peer for bids when the local estimate exceeds this
+    # below it, a peer is asked when its fresh summary beats the local estimate (bidgate.py)
+    bid_rate_per_s: float = 20.0  # bid messages a second this agent may send; 0: only needed
+    bid_burst: float = 40.0  # bid messages it may send at once
+    summary_max_age_s: float = 0.0  # a peer summary older than this is not used; 0: 3 beats
+    link_bytes_per_s: float = 125e6  # assumed link speed for a task's input (1 Gbit/s)
     lease_min_s: float = 5.0  # a forwarded task's lease: max(min, factor * estimate)
     lease_factor: float = 4.0
     lease_grace_s: float = 1.0  # the origin waits this past the lease before giving up

@@ -32,6 +32,7 @@ from edge_agent.mesh.offload import Offloader, RunPlaced
 from edge_agent.mesh.peers import OFFLINE, ONLINE, PeerTable
 from edge_agent.mesh.replay import Verifier
 from edge_agent.mesh.routes import make_mesh_app
+from edge_agent.mesh.summary import RecentContracts, SummaryError, build_summary, parse_summary
 from edge_agent.placement import Decision, Placer, TaskContract
 
 _log = logging.getLogger(__name__)
@@ -70,7 +71,12 @@ class MeshNode:
         )
         self.counters: Counter[str] = self.peers.counters
         self.ledger = Ledger(ledger_path)
-        self.acceptor = Acceptor(config.agent_id, placer, self.ledger, self.run_placed)
+        #: task classes seen here (bids asked, attempts forwarded, the agent's own tasks)
+        self.recent = RecentContracts()
+        self._summary: tuple[float, dict[str, Any]] | None = None  # (built at, document)
+        self.acceptor = Acceptor(
+            config.agent_id, placer, self.ledger, self.run_placed, self.recent.note
+        )
         self.kinds = kinds_summary([d.kind.name.lower() for d in placer.devices])
         self.api_port = 0
         self.own_endpoint = ("", 0)  # the (address, port) we advertise, once started
@@ -238,6 +244,7 @@ class MeshNode:
                 hint.name or None,
                 reply.rtt_s,
             )
+            self._take_summary(hint.agent_id, reply.doc.get("summary"))
             if counter is not None:
                 self.counters[counter] += 1
         except (AuthError, PeerRefused) as err:
@@ -254,6 +261,27 @@ class MeshNode:
     def _hello(self) -> dict[str, Any]:
         ours = {"agent_id": self.agent_id, "api_port": self.api_port}
         return {**ours, "version": self.cfg.version, "kinds": self.kinds}
+
+    def summary(self) -> dict[str, Any]:
+        """Return this node's capability summary (summary.py), as peers receive it: built at
+        most once a quarter heartbeat, however many peers ask."""
+        now = time.monotonic()
+        if self._summary is None or now - self._summary[0] > self.cfg.heartbeat_s / 4:
+            self._summary = (now, build_summary(self.placer, self.recent))
+        return self._summary[1]
+
+    def _take_summary(self, agent_id: str, doc: Any) -> None:
+        """Keep a trusted peer's signed summary; refuse a bad one, keeping the last good one."""
+        peer = self.peers.peers.get(agent_id)
+        if peer is None or doc is None:
+            return
+        try:
+            peer.summary = parse_summary(doc, time.monotonic())
+        except SummaryError as err:
+            self.counters["summary_rejected"] += 1
+            _log.warning("mesh: summary from %s refused: %s", agent_id, err)
+            return
+        self.counters["summaries_received"] += 1
 
     def _on_gone(self, name: str) -> None:
         agent_id = self.peers.goodbye(name)
@@ -274,6 +302,7 @@ class MeshNode:
             else:
                 self.peers.seen(agent_id, reply.rtt_s)
                 peer.load = dict(reply.doc.get("load", {}))
+                self._take_summary(agent_id, reply.doc.get("summary"))
                 if self.offloader.lost.get(agent_id) and agent_id not in self._reconciling:
                     self._reconciling.add(agent_id)
                     self.spawn(self._reconcile(agent_id), f"mesh-reconcile-{agent_id}")
@@ -359,7 +388,7 @@ class MeshNode:
                 hint = Hint(sender, version, port, self.key.fingerprint, kinds[:200], remote, "")
                 self._start_challenge(hint, "trusted_via_hello")
             self._notify()
-        return self._hello()
+        return {**self._hello(), "summary": self.summary()}
 
     async def on_heartbeat(self, sender: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Answer a heartbeat with a load summary."""
@@ -369,10 +398,12 @@ class MeshNode:
             "agent_id": self.agent_id,
             "leaving": self.leaving,
             "load": {"queued_s": busy, "forwarded_running": len(self.acceptor.running)},
+            "summary": self.summary(),
         }
 
     async def on_bid(self, sender: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Return this node's estimate for a contract."""
+        self.counters["bids_received"] += 1
         return self.acceptor.bid(doc)
 
     async def on_forward(self, sender: str, doc: dict[str, Any]) -> dict[str, Any]:

@@ -13,10 +13,11 @@ import logging
 import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
+from edge_agent.mesh.bidgate import Ask, BidGate
 from edge_agent.mesh.client import MeshClient, PeerRefused
 from edge_agent.mesh.config import MeshConfig
 from edge_agent.mesh.errors import AuthError, MeshError, PeerUnavailable
@@ -90,6 +91,8 @@ class Offloader:
         self.client = client
         self.ledger = ledger
         self.run_placed = run_placed
+        #: whom to ask for bids, and the bid budget (bidgate.py)
+        self.gate = BidGate(config)
         #: Attempts given up as ``lost`` (peer cut off), by peer: reconciled once it answers.
         self.lost: dict[str, set[tuple[str, int]]] = {}
 
@@ -169,19 +172,33 @@ class Offloader:
             "error": f"gave up after {self.cfg.max_attempts} attempts",
         }
 
-    async def _bids(
-        self, contract: TaskContract, local: Decision, excluded: set[str], only: str | None = None
-    ) -> list[Bid]:
-        if only is None and local.placed and local.latency_s <= self.cfg.bid_above_s:
-            return []
+    def _peers(self, excluded: Collection[str], only: str | None = None) -> list[Peer]:
         allowed = self.placer.policy.rules.get("allowed_peers")
-        peers = [
+        return [
             p
             for p in self.peers.online()
             if p.agent_id not in excluded
             and (allowed is None or p.agent_id in allowed)
             and (only is None or p.agent_id == only)
         ]
+
+    def ask(self, contract: TaskContract, local: Decision, excluded: Collection[str] = ()) -> Ask:
+        """Return whom the gate would ask for ``contract`` now (bidgate.py); sends nothing."""
+        margin = float(self.placer.policy.rules.get("offload_margin", 0.2))
+        return self.gate.choose(contract, local, self._peers(excluded), margin)
+
+    async def _bids(
+        self, contract: TaskContract, local: Decision, excluded: set[str], only: str | None = None
+    ) -> list[Bid]:
+        if only is not None:
+            ask = Ask(tuple(self._peers(excluded, only)), f"asked to move it to {only}", True)
+        else:
+            ask = self.ask(contract, local, excluded)
+        peers = await self.gate.admit(ask, contract.task_class)
+        counters = self.peers.counters
+        if len(peers) < len(ask.peers):
+            counters["bids_rate_limited"] += len(ask.peers) - len(peers)
+        counters["bids_sent"] += len(peers)
         doc = {"contract": contract.to_dict()}
         replies = await asyncio.gather(*(self._bid(p, doc) for p in peers), return_exceptions=True)
         return [b for b in replies if isinstance(b, Bid)]
@@ -198,7 +215,9 @@ class Offloader:
         d = reply.doc
         placed = bool(d["placed"])  # an unplaced bid has no estimate but stays in the chain
         latency = float(d["latency_s"]) if placed else math.inf
-        return Bid(peer, placed, latency, reply.rtt_s, str(d["summary"]))
+        # the link's cost: the least of the recent round trips, this one included (a busy
+        # moment on either box delays local work as much; it is not the link's)
+        return Bid(peer, placed, latency, peer.base_rtt_s, str(d["summary"]))
 
     async def _forward(
         self,

@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from edge_agent.mesh.advertise import Hint
+from edge_agent.mesh.summary import Summary
 
 _log = logging.getLogger(__name__)
 
 ONLINE, SUSPECT, OFFLINE = "online", "suspect", "offline"
+#: Round trips kept per peer.
+RTT_SAMPLES = 8
 
 
 @dataclass
@@ -34,7 +37,16 @@ class Peer:
     missed: int = 0
     last_seen: float = field(default_factory=time.monotonic)
     rtt_s: float | None = None  # last measured round trip of a signed request
+    #: the last RTT_SAMPLES round trips: their least is the path's base latency
+    rtts: deque[float] = field(default_factory=lambda: deque(maxlen=RTT_SAMPLES))
     load: dict[str, Any] = field(default_factory=dict)
+    summary: Summary | None = None  # its last good signed summary (summary.py)
+
+    @property
+    def base_rtt_s(self) -> float:
+        """Return the least recent round trip (0 before the first): a first connection's
+        setup or a busy moment does not count against the peer."""
+        return min(self.rtts, default=0.0)
 
     @property
     def endpoint(self) -> tuple[str, int]:
@@ -52,6 +64,10 @@ class Peer:
             "missed_heartbeats": self.missed,
             "seen_ago_s": round(time.monotonic() - self.last_seen, 3),
             "rtt_ms": None if self.rtt_s is None else round(self.rtt_s * 1e3, 3),
+            "summary_age_s": None
+            if self.summary is None
+            else round(time.monotonic() - self.summary.received, 3),
+            "summary_classes": 0 if self.summary is None else len(self.summary.classes),
         }
 
 
@@ -197,6 +213,7 @@ class PeerTable:
         peer.state, peer.missed, peer.last_seen = ONLINE, 0, time.monotonic()
         if rtt_s is not None:
             peer.rtt_s = rtt_s
+            peer.rtts.append(rtt_s)
 
     def missed(self, agent_id: str) -> None:
         """Count a missed heartbeat: suspect at once, offline after ``offline_after``."""

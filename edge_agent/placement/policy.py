@@ -48,7 +48,7 @@ RULE_DEFAULTS: dict[str, Any] = {
     "allowed_peers": None,  # list of agent ids that may take offload; None = any trusted peer
     "priority_classes": {"low": -10, "normal": 0, "high": 10, "critical": 100},
     "tenant_shares": {},  # tenant -> weight for fair share
-    "pools": {},  # tenant -> resource pool (edge_agent/agent/pools.py)
+    "pools": {},  # tenant -> resource pool (edge_agent/placement/pools.py)
     "tiers": {},  # task class -> ordered device tiers (edge_agent/placement/tiers.py)
     "queue_guard": None,  # >= 1, or 0 = off; None = the template's (QUEUE_GUARDS)
 }
@@ -219,7 +219,7 @@ def _rules(rules: object) -> dict[str, Any]:
 
 def _check_pools_and_tiers(rules: Mapping[str, Any]) -> None:
     """Raise PolicyError naming the field when the ``pools`` or ``tiers`` rule is invalid."""
-    from edge_agent.agent.pools import parse_pools
+    from edge_agent.placement.pools import parse_pools
     from edge_agent.placement.tiers import parse_tiers
 
     try:

@@ -16,11 +16,15 @@ from typing import Any
 
 from aiohttp.test_utils import TestClient, TestServer
 
-from cloud_hub.hub.agent_client import HubClient
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from cloud_hub.hub.protocol import NONCE_HEADER, RESPONSE_HEADER, signed_headers
-from edge_agent.agent.hub_auth import verify_answer
+from edge_agent.protocol.hub_auth import (
+    NONCE_HEADER,
+    RESPONSE_HEADER,
+    signed_headers,
+    verify_answer,
+)
+from edge_agent.protocol.hub_client import HubClient
 from tests.support.fuzz import Served, routes
 
 

@@ -1,10 +1,11 @@
-"""One HTML head for the agent's status page and the hub's dashboard.
+"""One HTML head for the agent's status page and the hub's dashboard, and their shared files.
 
 Each page keeps only its ``<main>`` and footer in ``body.html``; ``html_page`` puts the
-shared head and header (``status_page/head.html``: charset, viewport, title, stylesheets,
+shared head and header (``page_assets/head.html``: charset, viewport, title, stylesheets,
 deferred scripts, the page header with its summary and connection badge) before it, once,
-when the server starts. The head's stylesheet ``base.css`` and the script
-``common.js`` are shared files too.
+when the server starts. The head's stylesheet ``base.css`` and the script ``common.js`` are
+shared files too (``page_assets/``), served at ``/base.css`` and ``/common.js`` by
+``add_shared_files``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from pathlib import Path
 
 from aiohttp import web
 
-HEAD = Path(__file__).with_name("status_page") / "head.html"
+#: The files both pages share: head.html, base.css, common.js.
+ASSETS = Path(__file__).with_name("page_assets")
+HEAD = ASSETS / "head.html"
+#: The shared files a page loads, served at the root of both services.
+SHARED_FILES = ("base.css", "common.js")
 #: Pages load their own files only; they are small and change with the package.
 PAGE_HEADERS = {"Content-Security-Policy": "default-src 'self'", "Cache-Control": "no-cache"}
 
@@ -41,5 +46,18 @@ def page_handler(page: bytes) -> Callable[[web.Request], Awaitable[web.Response]
 
     async def handler(request: web.Request) -> web.Response:
         return web.Response(body=page, content_type="text/html", headers=PAGE_HEADERS)
+
+    return handler
+
+
+def add_shared_files(router: web.UrlDispatcher) -> None:
+    """Serve the shared files at ``/base.css`` and ``/common.js`` (the same paths on both)."""
+    for name in SHARED_FILES:
+        router.add_get(f"/{name}", _shared_file(ASSETS / name))
+
+
+def _shared_file(path: Path) -> Callable[[web.Request], Awaitable[web.FileResponse]]:
+    async def handler(request: web.Request) -> web.FileResponse:
+        return web.FileResponse(path, headers=PAGE_HEADERS)
 
     return handler

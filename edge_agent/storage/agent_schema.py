@@ -1,10 +1,14 @@
-"""The agent database's schema, as numbered migrations (applied once each, in order)."""
+"""The agent database's schema, as numbered migrations (applied once each, in order).
+
+The agent daemon writes it; the load predictor's ClientApp reads its ``telemetry`` table
+(``edge_agent.predictor.features``) and ``cloud_hub.learning.localfed`` builds such files.
+"""
 
 from __future__ import annotations
 
 import sqlite_utils
 
-from edge_agent.agent.db import Migration
+from edge_agent.storage.db import Migration
 
 
 def _v1(db: sqlite_utils.Database) -> None:

@@ -18,9 +18,14 @@ from typing import Any
 
 import aiohttp
 
-from edge_agent.agent.hub_auth import NONCE_HEADER, RESPONSE_HEADER, signed_headers, verify_answer
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh.errors import AuthError
+from edge_agent.protocol.hub_auth import (
+    NONCE_HEADER,
+    RESPONSE_HEADER,
+    signed_headers,
+    verify_answer,
+)
 
 #: Seconds one request to the hub may take before it counts as unreachable.
 REQUEST_TIMEOUT_S = 10.0

@@ -31,8 +31,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from edge_agent.agent.db import Migration, StoreError, migrate
-from edge_agent.agent.integrity import forget_existing, mark_existing, marker_path, problems
+from edge_agent.storage.db import Migration, StoreError, migrate
+from edge_agent.storage.integrity import forget_existing, mark_existing, marker_path, problems
 
 _log = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""SQLite access for the agent: one writer thread with group commit, a small reader pool.
+"""SQLite access (agent and hub): one writer thread with group commit, a small reader pool.
 
 Every write is a function ``op(db) -> T`` handed to ``Database.write``; the writer thread
 runs queued ops back to back in one transaction (each in its own savepoint, so one failing
@@ -28,8 +28,8 @@ from typing import Any, TypeVar
 
 import sqlite_utils
 
-from edge_agent.agent.integrity import DatabaseDamaged, check_at_open, mark_existing
 from edge_agent.errors import HetmeshError
+from edge_agent.storage.integrity import DatabaseDamaged, check_at_open, mark_existing
 
 _log = logging.getLogger(__name__)
 

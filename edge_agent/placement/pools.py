@@ -18,7 +18,8 @@ pool's quota, as borrowed work. When the owner's own work needs the quota back, 
 work that has not started yields (goes back to waiting); borrowed work already running
 keeps its quota until it finishes (the agent never stops a running task). Tenants with no
 pool are not limited. ``Pools`` is the one place of these rules: the agent's scheduler and
-the simulator (``cloud_hub/simulator/pools.py``) both call it.
+the simulator (``cloud_hub/simulator/pools.py``) each hold an instance (their admission
+state) and call it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from edge_agent.placement import Decision, Placer
+from edge_agent.placement.decision import Decision
+from edge_agent.placement.placer import Placer
+from edge_agent.placement.tiers import place_within
 from edge_agent.resources.device import Device
 from edge_agent.resources.vocab import DeviceKind
 
@@ -358,8 +361,6 @@ def admit_placed(
     ``placer``; the caller keeps it waiting (or fails it when the verdict says ``never``)
     and withdraws the verdict's ``yield_ids`` from their devices.
     """
-    from edge_agent.placement.tiers import place_within
-
     tenant = decision.task.tenant
     if not decision.placed or tenant not in pools.specs:
         pools.forget(task_id)  # no longer waiting on its pool (if it was)
