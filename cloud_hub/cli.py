@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cloud_hub import demo
 from cloud_hub.hub import cli as hub_cli
+from cloud_hub.hub import learning_cli
 from cloud_hub.simulator import cli as simulate_cli
 from edge_agent import __version__
 from edge_agent.clikit import CommandLine, columns, parse_blend, policy_line, positive_int
@@ -22,6 +23,7 @@ from edge_agent.placement import OBJECTIVE_NAMES, TEMPLATES, Policy
 cli = CommandLine("cloud-hub", "hetmesh cloud hub", __version__)
 cli.group("policy", "show, validate and list scheduling policies")
 hub_cli.register(cli)  # run, policy set, policy history
+learning_cli.register(cli)  # learning runs, learning run RUN, learning models
 
 
 def _show_options(parser: argparse.ArgumentParser) -> None:

@@ -54,19 +54,20 @@ def test_demo_trains_ships_and_agents_judge_the_model_then_nothing_is_left(
     assert demo.run(a) == 0
     out = capsys.readouterr().out
     assert "learning: SuperNodes running on demo-jetson_orin_nano, demo-rk3588" in out, out
-    assert re.search(r"learning: run \d+ completed, 1 round; model v1 registered", out), (
+    assert re.search(r"learning: run \d+ completed, 1 round, 2 nodes; model v1 registered", out), (
         out + flower_logs(tmp_path)
     )
     # each agent validated the shipped ONNX on its own telemetry and says what it decided
     verdicts = {agent: (what, why) for agent, what, why in VERDICT.findall(out)}
     assert set(verdicts) == {"demo-rk3588", "demo-jetson_orin_nano"}, out
-    assert all("candidate MAE" in why for _, why in verdicts.values())
+    assert all("candidate rel. MAE" in why for _, why in verdicts.values())
     for agent, (what, _) in verdicts.items():
         state = json.loads((tmp_path / agent / "predictor" / "state.json").read_text())
         assert state["history"][-1]["version"] == 1
         assert state["history"][-1]["accepted"] is (what == "accepted")
     runs = json.loads((tmp_path / "hub" / "learning" / "runs.json").read_text())
     assert [r["status"] for r in runs] == ["completed"] and runs[0]["model_version"] == 1
+    assert runs[0]["nodes"] == 2 and runs[0]["rounds"][0]["train"] == 2  # took part
     index: Any = json.loads((tmp_path / "hub" / "learning" / "models" / "index.json").read_text())
     # the federated evaluation's error, registered, from both nodes
     assert "eval_rel_mae" in json.dumps(index), flower_logs(tmp_path)

@@ -204,9 +204,17 @@ async def test_dashboard_shows_mesh_carbon_deferred_work_moves_and_the_true_run_
                 assert task["state"] == "deferred", task
                 held.append(task)
             fed = app[FEDERATION]
+            replies = [
+                {"round": r, "train": 4, "train_failures": 0, "evaluate": e,
+                 "evaluate_failures": 4 - e}
+                for r, e in ((1, 4), (2, 3))
+            ]  # fmt: skip
             fed.runs.append(
-                RunRecord(now - 60, run_id=run_id, ended_at=now - 5, status="completed", nodes=4)
-            )
+                RunRecord(
+                    now - 60, run_id=run_id, ended_at=now - 5, status="completed", nodes=4,
+                    rounds=replies,  # type: ignore[arg-type]
+                )
+            )  # fmt: skip
             learning = await get_json(http, f"{hub}/v1/learning")
             assert learning["runs"][-1]["run_id"] == str(run_id)  # a string in the JSON
 
@@ -264,6 +272,7 @@ async def test_dashboard_shows_mesh_carbon_deferred_work_moves_and_the_true_run_
             await run.wait_for(timeout=10_000)
             texts = await run.locator("td").all_inner_texts()
             assert texts[1] == str(run_id) and texts[3] == "4", texts
+            assert texts[4] == "4/4 · 4/3", texts  # replies per round (train/evaluate)
             if os.environ.get("HETMESH_DASHBOARD_PNG"):
                 await page.screenshot(path=os.environ["HETMESH_DASHBOARD_PNG"], full_page=True)
 

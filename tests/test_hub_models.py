@@ -6,6 +6,7 @@ scored by onnxruntime in the agent's validation gate.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -21,8 +22,11 @@ import pytest
 import sqlite_utils
 from aiohttp import web
 
+from cloud_hub.cli import cli as cloud_hub_cli
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
+from cloud_hub.hub.models_api import FEDERATION
+from cloud_hub.learning.federation import RunRecord
 from cloud_hub.learning.localfed import free_port
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
@@ -180,14 +184,14 @@ async def test_agent_pulls_validates_keeps_and_refuses_a_worse_model(
             assert (await upload(s, hub, good, hub_cfg.admin_token))[0] == 201
             await until(lambda: learning.local.model_version == 1)
             accepted = learning.local.history[-1]
-            assert accepted["accepted"] and accepted["candidate_mae"] < accepted["ewma_mae"]
+            assert accepted["accepted"] and accepted["candidate_rel_mae"] < accepted["ewma_rel_mae"]
             assert (agent_cfg.data_dir / "predictor" / "model.onnx").read_bytes() == good
 
             assert (await upload(s, hub, bad, hub_cfg.admin_token))[0] == 201
             await until(lambda: learning.local.history[-1]["version"] == 2)
             refused = learning.local.history[-1]
-            assert not refused["accepted"] and "candidate MAE" in refused["reason"]
-            assert refused["candidate_mae"] > refused["ewma_mae"]
+            assert not refused["accepted"] and "candidate rel. MAE" in refused["reason"]
+            assert refused["candidate_rel_mae"] > refused["ewma_rel_mae"]
             assert learning.local.model_version == 1  # the old model stays in use
             assert learning.local.sha256 == hashlib.sha256(good).hexdigest()
 
@@ -244,7 +248,7 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
             report = {
                 "model": {
                     "version": 1,
-                    "accepted": {"candidate_mae": 0.0421, "ewma_mae": 0.0977},
+                    "accepted": {"candidate_rel_mae": 0.0421, "ewma_rel_mae": 0.0977},
                     "last_verdict": {"version": 1, "accepted": True, "reason": "ok"},
                 },
                 "supernode": {"running": False},
@@ -265,7 +269,9 @@ async def test_learning_panel_shows_models_and_agent_error_in_a_browser(
         cells = await page.locator("#fl-models tbody tr td").all_inner_texts()
         assert cells[:6] == ["v1", cells[1], "3", "0.800", "1.000", "20 %"], cells
         agent = await page.locator("#fl-agents tbody tr td").all_inner_texts()
-        assert agent[:5] == ["box-1", "v1", "0.0421", "0.0977", "v1 accepted"], agent
+        assert agent[:5] == ["box-1", "v1", "0.042", "0.098", "v1 accepted"], (
+            agent
+        )  # one unit, as models
         assert "No training runs yet." in await page.locator("#learning").inner_text()
         assert errors == []
     finally:
@@ -287,3 +293,89 @@ async def test_learning_run_config_is_checked_when_the_config_loads() -> None:
     # the run's deadline follows the round timeout the run config sets
     settings = LearningSettings(Path("."), run_config={"num-rounds": 2, "round-timeout-s": 30.0})
     assert settings.run_deadline_s == settings.gather_s + 60.0 + 2 * 30.0 + 60.0
+
+
+async def _error(s: aiohttp.ClientSession, url: str) -> tuple[int, str]:
+    async with s.get(url) as resp:
+        return resp.status, (await resp.json())["error"]
+
+
+async def test_model_versions_and_learning_runs_take_ids_like_git(
+    hub_config: MakeHub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A model version by number (3, v3) or unique sha256 prefix; a run by id or unique prefix
+    (4+ characters); clear answers for unknown, short and ambiguous ones; run ids strings."""
+    config = hub_config()
+    hub = Server(lambda: hub_app(config))
+    await hub.start()
+    good, bad = good_model(), bad_model()
+    try:
+        async with aiohttp.ClientSession() as s:
+            for data in (good, bad):
+                assert (await upload(s, hub, data, config.admin_token))[0] == 201
+            sha2 = hashlib.sha256(bad).hexdigest()
+            for given in ("2", "v2", sha2, sha2[:4], sha2[:9].upper()):
+                async with s.get(f"{hub.url}/v1/models/{given}/onnx") as resp:
+                    assert resp.status == 200, given
+                    assert resp.headers["X-Model-Sha256"] == sha2 and await resp.read() == bad
+            base = f"{hub.url}/v1/models"
+            assert await _error(s, f"{base}/v9/onnx") == (404, "no model version 'v9'")
+            assert await _error(s, f"{base}/zzzzz/onnx") == (404, "no model version 'zzzzz'")
+            assert await _error(s, f"{base}/{sha2[:3]}/onnx") == (
+                404, f"no model version '{sha2[:3]}' (an id prefix needs 4+ characters)"
+            )  # fmt: skip
+
+            assert hub.runner is not None
+            fed = hub.runner.app[FEDERATION]
+            ids = [1234567890123456789, 1234599999999999999, 1234600000000000000]
+            fed.runs += [RunRecord(time.time(), run_id=i, status="completed") for i in ids]
+            fed.runs[0].nodes, fed.runs[0].rounds = (
+                3,
+                [
+                    {
+                        "round": 1,
+                        "train": 3,
+                        "train_failures": 0,
+                        "evaluate": 2,
+                        "evaluate_failures": 1,
+                    }
+                ],
+            )
+            base = f"{hub.url}/v1/learning/runs"
+            async with s.get(f"{base}/123456") as resp:
+                run = (await resp.json())["run"]
+            assert run["run_id"] == "1234567890123456789" and run["nodes"] == 3
+            assert run["rounds"][0]["evaluate_failures"] == 1
+            async with s.get(f"{base}/1234600000000000000") as resp:
+                assert (await resp.json())["run"]["run_id"] == "1234600000000000000"
+            assert await _error(s, f"{base}/1234") == (
+                404, "ambiguous: 3 learning runs start with '1234'; give more characters"
+            )  # fmt: skip
+            assert await _error(s, f"{base}/12345") == (
+                404, "ambiguous: 2 learning runs start with '12345'; give more characters"
+            )  # fmt: skip
+            assert await _error(s, f"{base}/9876") == (404, "no learning run '9876'")
+            assert await _error(s, f"{base}/12") == (
+                404, "no learning run '12' (an id prefix needs 4+ characters)"
+            )  # fmt: skip
+            async with s.get(f"{hub.url}/v1/learning") as resp:
+                listed = (await resp.json())["runs"]
+            assert [r["run_id"] for r in listed] == [str(i) for i in ids]
+
+        async def cli(*argv: str) -> tuple[int, str, str]:  # the `cloud-hub` command
+            code = await asyncio.to_thread(cloud_hub_cli.main, [*argv, "--url", hub.url])
+            out, err = capsys.readouterr()
+            return code, out, err
+
+        code, out, _ = await cli("learning", "run", "123456")
+        assert code == 0 and "run 1234567890123456789: completed, 3 nodes took part" in out
+        assert out.splitlines()[-1].split() == ["1", "3", "0", "2", "1"]  # round 1's replies
+        code, _, err = await cli("learning", "run", "1234")
+        assert code == 2 and "ambiguous: 3 learning runs start with '1234'" in err
+        code, out, _ = await cli("learning", "runs")
+        assert code == 0 and out.splitlines()[-1].split()[0] == "1234567890123456789"
+        assert "3/2" in out  # train/evaluate results per round
+        code, out, _ = await cli("learning", "models")
+        assert code == 0 and "REL. MAE" in out and "0.100" in out  # eval_rel_mae 0.1
+    finally:
+        await hub.stop()

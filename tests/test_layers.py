@@ -36,7 +36,8 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
         SHARED,
         "service kit",
         "edge_agent.http_errors+edge_agent.http_limits+edge_agent.http_logging"
-        "+edge_agent.http_page edge_agent.loops edge_agent.config_file edge_agent.clikit",
+        "+edge_agent.http_page+edge_agent.id_prefix edge_agent.loops edge_agent.config_file"
+        " edge_agent.clikit",
     ),
     (SHARED, "mesh library", "edge_agent.mesh"),
     (SHARED, "agent-hub protocol", "edge_agent.protocol"),

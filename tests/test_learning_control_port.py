@@ -16,6 +16,7 @@ import select
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -145,6 +146,40 @@ async def test_gateway_cuts_a_slow_head_and_keeps_serving(tmp_path: Path) -> Non
         assert gateway.guard.counts["header_timeout"] == 1
         status, _ = await asyncio.to_thread(_post, gateway.port, tls.ca_cert, "GET", "/docs")
         assert status == 404  # still serving (and still refusing all but the Fleet API)
+    finally:
+        await gateway.stop()
+
+
+@pytest.mark.asyncio
+async def test_gateway_keeps_a_keepalive_connection_past_the_header_timeout(
+    tmp_path: Path,
+) -> None:
+    """A SuperNode's keep-alive connection that outlives header_timeout_s is not cut: the
+    header clock covers a head in progress only (the cause of a lost training reply, #16)."""
+    tls = make_tls(tmp_path / "pki", ["127.0.0.1"])
+    upstream = free_loopback_port()  # nothing listens: the gateway answers 502 itself
+    limits = ServerLimits(header_timeout_s=0.3, body_timeout_s=5.0, max_connections=64)
+    gateway = fleet_gateway.FleetGateway("127.0.0.1", free_loopback_port(), upstream, tls, limits)
+    await gateway.start()
+
+    def three_calls() -> list[int]:
+        ctx = ssl.create_default_context(cafile=str(tls.ca_cert))
+        conn = http.client.HTTPSConnection("127.0.0.1", gateway.port, context=ctx, timeout=10)
+        statuses = []
+        try:
+            for _ in range(3):  # one connection, idle longer than the header timeout between
+                conn.request("POST", "/v1/fleet/pull-object", body=b"x" * 10)
+                resp = conn.getresponse()
+                resp.read()
+                statuses.append(resp.status)
+                time.sleep(2 * limits.header_timeout_s)
+        finally:
+            conn.close()
+        return statuses
+
+    try:
+        assert await asyncio.to_thread(three_calls) == [502, 502, 502]
+        assert gateway.guard.counts["header_timeout"] == 0
     finally:
         await gateway.stop()
 

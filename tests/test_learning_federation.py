@@ -40,6 +40,12 @@ Until = Callable[..., Awaitable[Any]]
 MakeHub = Callable[..., HubConfig]
 MakeAgent = Callable[..., AgentConfig]
 DEVICE = "rk3588/cpu"
+#: Seconds for every agent's SuperNode to start once rounds are wanted (a loaded 2-core box
+#: starts two Flower processes per agent).
+SUPERNODES_UP_S = 60.0
+#: Seconds past the hub's own run deadline (``LearningSettings.run_deadline_s``) the test
+#: waits for the run's end: never giving up before the hub does, so a failure shows its error.
+RUN_GRACE_S = 15.0
 
 
 async def serve(app: web.Application) -> tuple[web.AppRunner, str]:
@@ -101,8 +107,9 @@ async def federation(
             async with s.post(f"{hub_url}/v1/learning/runs", headers=headers) as resp:
                 assert resp.status == 202
         await until(lambda: fed.wanted, 10)
-        await until(lambda: all(sn.running for sn in supernodes), 30)
-        await until(lambda: fed.runs and fed.runs[-1].status != "running", 120)
+        await until(lambda: all(sn.running for sn in supernodes), SUPERNODES_UP_S)
+        deadline = fed.settings.run_deadline_s + RUN_GRACE_S
+        await until(lambda: fed.runs and fed.runs[-1].status != "running", deadline)
         await until(lambda: all(sn.exit_codes for sn in supernodes), 30)  # stopped by the agent
         assert not any(sn.running for sn in supernodes)
         assert all(sn.starts == 1 and stopped_cleanly(sn.exit_codes[-1]) for sn in supernodes)
@@ -110,13 +117,24 @@ async def federation(
         if min_nodes > agents:
             assert run.status == "failed" and "finished:failed" in (run.error or "")
             assert fed.registry.latest() is None
+            assert run.nodes == 0  # registered and running, but no round ever had its nodes
         else:
             assert run.status == "completed", run.error
             assert run.model_version == 1
+            # the nodes that took part, from Flower's record of the run (each round's replies)
+            assert run.nodes == agents, run.rounds
+            assert [(r["round"], r["train"], r["evaluate"]) for r in run.rounds] == [
+                (1, agents, agents)
+            ]
+            async with aiohttp.ClientSession() as s:  # the API: by a unique prefix, id a string
+                url = f"{hub_url}/v1/learning/runs/{str(run.run_id)[:6]}"
+                async with s.get(url) as resp:
+                    doc = (await resp.json())["run"]
+            assert doc["run_id"] == str(run.run_id) and doc["nodes"] == agents
             for lr in learnings:  # every agent pulls the new model and scores it locally
                 await until(lambda: lr.local.history, 30)  # noqa: B023  # awaited at once
                 verdict = lr.local.history[-1]
-                assert verdict["version"] == 1 and verdict["candidate_mae"] is not None
+                assert verdict["version"] == 1 and verdict["candidate_rel_mae"] is not None
     finally:
         for runner in runners:
             await runner.cleanup()

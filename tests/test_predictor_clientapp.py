@@ -95,7 +95,7 @@ def test_federated_round_on_agent_telemetry_and_no_samples_is_an_error(tmp_path:
     _, result = train_federated(grid, RoundSettings(spec=SPEC, num_rounds=1, min_nodes=2))
     assert sorted(set(grid.delivered)) == [101, 102]
     # the node with samples trained and evaluated (the other replied with an error)
-    assert float(result.train_metrics_clientapp[1]["train_mae_norm"]) > 0  # type: ignore[arg-type]
+    assert float(result.train_metrics_clientapp[1]["train_rel_mae"]) > 0  # type: ignore[arg-type]
     scored = result.evaluate_metrics_clientapp[1]
     assert float(scored["eval_rel_mae"]) < float(scored["ewma_rel_mae"])  # type: ignore[arg-type]
     with pytest.raises(InvalidInput, match="no utilization samples"):

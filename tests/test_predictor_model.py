@@ -104,7 +104,7 @@ def test_gate_accepts_good_refuses_degraded_and_keeps_old(tmp_path: Path) -> Non
     bad_model = _trained(series[:400])
     bad_model.set_weights([w * 3.0 for w in bad_model.get_weights()])
     verdict = fc.offer(to_onnx(bad_model, metadata=spec_metadata(SPEC)), series[400:], 400 * 60.0)
-    assert not verdict.accepted and verdict.candidate_mae > verdict.ewma_mae
+    assert not verdict.accepted and verdict.candidate_rel_mae > verdict.ewma_rel_mae
     assert fc.version == kept
 
 

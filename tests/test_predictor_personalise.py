@@ -99,9 +99,9 @@ def test_a_site_unlike_the_fleet_adopts_its_personalised_model(tmp_path: Path) -
     row = local.history[-1]
     assert verdict.accepted and row["accepted"] and row["personalised"] is True
     assert row["reason"].startswith(f"personalised (Ditto mu {personal.mu:g}, ")
-    assert "candidate MAE" in row["reason"]
-    assert row["personalised_mae"] * 1.02 < row["global_mae"]  # clearly better, same gate
-    assert row["candidate_mae"] == row["personalised_mae"] < row["ewma_mae"]
+    assert "candidate rel. MAE" in row["reason"]
+    assert row["personalised_rel_mae"] * 1.02 < row["global_rel_mae"]  # clearly better, same gate
+    assert row["candidate_rel_mae"] == row["personalised_rel_mae"] < row["ewma_rel_mae"]
     sha = hashlib.sha256(data).hexdigest()
     assert (
         row["global_sha256"] == sha and row["sha256"] == hashlib.sha256(personal.data).hexdigest()
@@ -135,7 +135,7 @@ def test_too_little_data_judges_the_global_model_alone(tmp_path: Path) -> None:
     row = local.history[-1]
     assert row["personalised"] is False and row["sha256"] == row["global_sha256"]
     assert row["reason"].startswith("global model only (too little data to personalise: ")
-    assert "candidate MAE" in row["reason"] and "mu" not in row
+    assert "candidate rel. MAE" in row["reason"] and "mu" not in row
 
 
 def test_the_choice_never_sees_the_gate_slice(tmp_path: Path) -> None:
@@ -160,7 +160,7 @@ def test_the_choice_never_sees_the_gate_slice(tmp_path: Path) -> None:
     again, again_gate, _ = personal_candidate(data, changed, SPEC)
     assert again is not None
     assert not np.array_equal(again_gate[0][0], base_gate[0][0])  # the gate did change
-    assert (again.mu, again.epochs, again.val_mae) == (base.mu, base.epochs, base.val_mae)
+    assert (again.mu, again.epochs, again.val_rel_mae) == (base.mu, base.epochs, base.val_rel_mae)
     assert again.data == base.data
 
     # whereas the last bucket before the gate (a validation target) does change the choice's
@@ -168,7 +168,7 @@ def test_the_choice_never_sees_the_gate_slice(tmp_path: Path) -> None:
     touched = [(v.copy(), t0) for v, t0 in series]
     touched[0][0][len(older[0][0]) - 1] += 0.5
     other, _, _ = personal_candidate(data, touched, SPEC)
-    assert other is not None and other.val_mae != base.val_mae
+    assert other is not None and other.val_rel_mae != base.val_rel_mae
 
 
 Until = Callable[..., Awaitable[Any]]

@@ -109,10 +109,11 @@ class LearningWatch:
         self.version = int(run["model_version"])
         model = next(m for m in doc["models"] if m["version"] == self.version)
         m = model["metrics"]
-        print(f"learning: run {run['run_id']} completed, {m.get('rounds_completed', 0):g} round; "
-              f"model v{self.version} registered; federated eval MAE "
+        print(f"learning: run {run['run_id']} completed, {m.get('rounds_completed', 0):g} round, "
+              f"{run.get('nodes', 0)} nodes; "
+              f"model v{self.version} registered; federated eval rel. MAE "
               f"{m.get('eval_rel_mae', float('nan')):.3f} vs EWMA "
-              f"{m.get('ewma_rel_mae', float('nan')):.3f} (relative to mean load)")  # fmt: skip
+              f"{m.get('ewma_rel_mae', float('nan')):.3f}")  # fmt: skip
 
     def _show_verdicts(self, reports: dict[str, Any]) -> None:
         final = 0

@@ -2,9 +2,12 @@
 
 * ``GET /v1/models``: every version with its metrics (sha256, download URL), newest last.
 * ``GET /v1/models/{version}/onnx``: the ONNX bytes, checked against the registered sha256
-  before they are sent (header ``X-Model-Sha256``).
+  before they are sent (header ``X-Model-Sha256``). ``version``: its number (``3`` or ``v3``)
+  or a unique prefix (4+ characters) of its sha256, as git takes commits.
 * ``POST /v1/models`` (admin token): register ``{"onnx_base64": "...", "metrics": {...}}``.
 * ``GET /v1/learning``: runs, models and each agent's predictor error (the dashboard).
+* ``GET /v1/learning/runs/{run_id}``: one run (a whole Flower run id or a unique prefix, 4+
+  characters), with the nodes that took part and each round's replies.
 * ``POST /v1/learning/runs`` (admin token): start a training run now.
 * ``POST /v1/agents/{id}/learning`` (signed by the agent): the agent's predictor report; the
   answer names the latest model and whether its SuperNode should run now.
@@ -18,6 +21,8 @@ import base64
 import binascii
 import math
 from collections.abc import AsyncIterator
+from dataclasses import asdict
+from typing import Any
 
 from aiohttp import web
 
@@ -25,11 +30,14 @@ from cloud_hub.hub.request_auth import HUB, require_admin, signed_request
 from cloud_hub.learning.federation import (
     Federation,
     LearningSettings,
+    RunRecord,
     model_entry,
     parse_run_config,
 )
+from cloud_hub.learning.registry import ModelVersion
 from edge_agent.errors import InvalidInput
 from edge_agent.http_errors import ApiError, parse_json_body
+from edge_agent.id_prefix import MIN_PREFIX, ids_starting, resolve_id
 from edge_agent.predictor.supernode import ConfigValue
 
 FEDERATION = web.AppKey("federation", Federation)
@@ -43,12 +51,35 @@ async def _models(request: web.Request) -> web.Response:
     )
 
 
+def model_version(fed: Federation, given: str) -> ModelVersion:
+    """The version ``given`` names: its number (``3``, ``v3``) or a unique sha256 prefix."""
+    versions = fed.registry.versions()
+    number = given[1:] if given[:1] in ("v", "V") else given
+    by_number = {str(v.version): v for v in versions}
+    if number in by_number:
+        return by_number[number]
+    if number.isdigit() and len(given) < MIN_PREFIX:  # a version number, none of ours
+        raise ApiError(404, f"no model version {given!r}")
+    by_sha = {v.sha256: v for v in versions}
+    sha = given.lower()
+    return by_sha[resolve_id(sha, ids_starting(sha, by_sha), "model version")]
+
+
+def learning_run(fed: Federation, given: str) -> RunRecord:
+    """The run ``given`` names: a whole Flower run id or a unique prefix of one."""
+    by_id = {str(r.run_id): r for r in fed.runs if r.run_id is not None}
+    return by_id[resolve_id(given, ids_starting(given, by_id), "learning run")]
+
+
+def run_doc(run: RunRecord) -> dict[str, Any]:
+    """A run as the API shows it: ids are strings (a Flower run id is a 64-bit integer, which
+    a JavaScript number, a double, would round past 2**53)."""
+    return asdict(run) | {"run_id": None if run.run_id is None else str(run.run_id)}
+
+
 async def _download(request: web.Request) -> web.Response:
     fed = request.app[FEDERATION]
-    version = int(request.match_info["version"])
-    entry = next((v for v in fed.registry.versions() if v.version == version), None)
-    if entry is None:
-        raise ApiError(404, f"no model version {version}; GET /v1/models lists them")
+    entry = model_version(fed, request.match_info["version"])
     data = fed.registry.read(entry)  # InvalidInput if the file no longer matches its sha256
     return web.Response(
         body=data,
@@ -80,13 +111,14 @@ async def _upload(request: web.Request) -> web.Response:
 
 
 async def _learning(request: web.Request) -> web.Response:
-    doc = request.app[FEDERATION].summary()
-    # ids are strings in every JSON document: a Flower run id is a 64-bit integer, which a
-    # JavaScript number (a double) would round past 2**53
-    doc["runs"] = [
-        r | {"run_id": None if r["run_id"] is None else str(r["run_id"])} for r in doc["runs"]
-    ]
+    fed = request.app[FEDERATION]
+    doc = fed.summary() | {"runs": [run_doc(r) for r in fed.recent_runs()]}
     return web.json_response({"ok": True, **doc})
+
+
+async def _run(request: web.Request) -> web.Response:
+    run = learning_run(request.app[FEDERATION], request.match_info["run_id"])
+    return web.json_response({"ok": True, "run": run_doc(run)})
 
 
 async def _run_now(request: web.Request) -> web.Response:
@@ -144,7 +176,8 @@ def register(app: web.Application) -> None:
     r = app.router
     r.add_get("/v1/models", _models)
     r.add_post("/v1/models", _upload)
-    r.add_get("/v1/models/{version:[0-9]{1,9}}/onnx", _download)
+    r.add_get("/v1/models/{version:[^/]{1,80}}/onnx", _download)
     r.add_get("/v1/learning", _learning)
     r.add_post("/v1/learning/runs", _run_now)
+    r.add_get("/v1/learning/runs/{run_id:[^/]{1,80}}", _run)
     r.add_post("/v1/agents/{agent_id:[A-Za-z0-9._-]{1,64}}/learning", _agent_learning)

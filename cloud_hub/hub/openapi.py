@@ -53,6 +53,13 @@ def _get(summary: str, answer: str, **kw: Any) -> Any:
     return _op(summary, {"200": s.ANSWERS[answer]}, **kw)
 
 
+def _id_param(name: str, description: str) -> dict[str, Any]:
+    """A path parameter naming one thing by id or unique prefix (edge_agent.id_prefix)."""
+    schema = {"type": "string", "minLength": 1, "maxLength": 80, "pattern": "^[^/]+$"}
+    return {"name": name, "in": "path", "required": True, "description": description,
+            "schema": schema}  # fmt: skip
+
+
 def _raw(description: str, media: str) -> dict[str, Any]:
     return {"description": description, "content": {media: {}}}
 
@@ -162,11 +169,7 @@ def _paths() -> dict[str, Any]:
                 "one version's ONNX file (sha256 checked before sending; 404: no such version)",
                 {"200": _raw("the ONNX bytes (X-Model-Sha256)", "application/octet-stream")},
                 params=[
-                    {
-                        **_AGENT,
-                        "name": "version",
-                        "schema": {"type": "integer", "minimum": 0, "maximum": 999999999},
-                    }
+                    _id_param("version", "its number (3 or v3) or a unique sha256 prefix (4+)")
                 ],
             )
         },
@@ -181,6 +184,14 @@ def _paths() -> dict[str, Any]:
                 "or when learning is off",
                 {"202": a["run_queued"], "409": _ERROR},
                 security=_ADMIN,
+            )
+        },
+        "/v1/learning/runs/{run_id}": {
+            "get": _get(
+                "one federated run: the nodes that took part and each round's replies "
+                "(404: no such run, or an ambiguous prefix)",
+                "learning_run",
+                params=[_id_param("run_id", "a whole Flower run id or a unique prefix (4+)")],
             )
         },
         "/v1/agents/{agent_id}/learning": {

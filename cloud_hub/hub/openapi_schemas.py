@@ -143,6 +143,10 @@ ANSWERS: dict[str, dict[str, Any]] = {
     "models": ok("versions", {"models": _LIST}),
     "model": ok("registered", {"model": _OBJ}),
     "learning": ok("runs, models, per-agent error", {"runs": _LIST, "models": _LIST}),
+    "learning_run": ok(
+        "one run: run_id (a string), status, nodes that took part, replies per round",
+        {"run": {"type": "object", "required": ["run_id", "status", "nodes", "rounds"]}},
+    ),
     "run_queued": {
         "description": "queued: it starts at once",
         "content": {

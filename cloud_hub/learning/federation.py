@@ -25,6 +25,7 @@ from typing import Any
 
 from cloud_hub.learning.fleet_gateway import FleetGateway
 from cloud_hub.learning.registry import ModelRegistry, ModelVersion
+from cloud_hub.learning.run_log import RoundReplies, nodes_taking_part, read_round_replies
 from cloud_hub.learning.superlink import LOOPBACK, FederationError, SuperLink, SuperLinkConfig
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.supernode import ConfigValue, free_loopback_port, parse_config_arg
@@ -116,7 +117,8 @@ class RunRecord:
     status: str = "running"  # running | completed | failed
     error: str | None = None
     model_version: int | None = None
-    nodes: int = 0
+    nodes: int = 0  # the most nodes that replied with a result in one round (run_log)
+    rounds: list[RoundReplies] = field(default_factory=list)  # replies per round
 
 
 class Federation:
@@ -237,9 +239,13 @@ class Federation:
             before = self.registry.latest()
             config = {**s.config, "registry-dir": str(self.registry.root)}
             link = self.superlink
-            record.nodes = len(self._registered)
             record.run_id = await asyncio.to_thread(link.submit, config)
-            await asyncio.to_thread(link.wait, record.run_id, s.run_deadline_s)
+            try:
+                await asyncio.to_thread(link.wait, record.run_id, s.run_deadline_s)
+            finally:  # who took part, from Flower's record of the run (failed runs too)
+                path = link.run_log(record.run_id)
+                record.rounds = await asyncio.to_thread(read_round_replies, path)
+                record.nodes = nodes_taking_part(record.rounds)
             after = self.registry.latest()
             if after is not None and (before is None or after.version != before.version):
                 record.model_version = after.version
@@ -294,6 +300,10 @@ class Federation:
             self._registered[agent_id] = public_key
             log.info("registered SuperNode key of agent %s", agent_id)
 
+    def recent_runs(self) -> list[RunRecord]:
+        """The runs kept in the history, oldest first."""
+        return self.runs[-RUN_HISTORY:]
+
     def summary(self) -> dict[str, Any]:
         """What the dashboard shows: runs, models with their metrics, each agent's predictor."""
         return {
@@ -301,7 +311,7 @@ class Federation:
             "superlink": None if self.gateway is None else self.gateway.address,
             "refused_requests": 0 if self.gateway is None else self.gateway.refused,
             "active": self.wanted,
-            "runs": [asdict(r) for r in self.runs[-RUN_HISTORY:]],
+            "runs": [asdict(r) for r in self.recent_runs()],
             "models": [model_entry(v) for v in self.registry.versions()],
             "agents": self.reports,
         }

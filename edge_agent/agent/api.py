@@ -31,6 +31,7 @@ from edge_agent.http_errors import (
 )
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
+from edge_agent.id_prefix import MAX_SHOWN, resolve_id
 
 _log = logging.getLogger(__name__)
 
@@ -39,8 +40,6 @@ AGENT = web.AppKey("agent", Agent)
 SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
-#: The shortest id prefix taken (git's rule: short prefixes are ambiguous too often).
-MIN_PREFIX = 4
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -66,17 +65,8 @@ def _key(request: web.Request) -> str | None:
 async def _task_id(request: web.Request) -> str:
     """Return the whole id the path's ``task_id`` names (an id or a unique prefix); 404 else."""
     given = request.match_info["task_id"]
-    ids = await request.app[AGENT].store.ids_starting(given, 11)
-    if ids and ids[0] == given:
-        return given
-    if len(given) < MIN_PREFIX:
-        raise ApiError(404, f"no task {given!r} (an id prefix needs {MIN_PREFIX}+ characters)")
-    if not ids:
-        raise ApiError(404, f"no task {given!r}")
-    if len(ids) > 1:
-        many = f"{len(ids)}" if len(ids) <= 10 else "more than 10"
-        raise ApiError(404, f"ambiguous: {many} tasks start with {given!r}; give more characters")
-    return ids[0]
+    matches = await request.app[AGENT].store.ids_starting(given, MAX_SHOWN + 1)
+    return resolve_id(given, matches, "task")
 
 
 def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:

@@ -107,7 +107,7 @@ class LocalModel:
 
         ``data`` is the hub's model, ``personal`` the agent's own candidate built from it (if
         any): both face the same gate on ``series``; of those that pass, the personalised one
-        is adopted if its MAE is lower than the hub model's by more than the gate's margin, the
+        is adopted if its rel. MAE is lower than the hub model's by more than the gate's margin, the
         hub model otherwise. ``note`` (e.g. why nothing was personalised) leads the reason.
         """
         fc = self._forecaster_for(data)
@@ -116,7 +116,7 @@ class LocalModel:
         if personal is not None:
             mine = fc.validate_many(personal.data, list(series))
             # the fleet's model unless the own one is clearly better (by the gate's margin)
-            better = mine.candidate_mae * (1.0 + fc.margin) < glob.candidate_mae
+            better = mine.candidate_rel_mae * (1.0 + fc.margin) < glob.candidate_rel_mae
             if mine.accepted and (not glob.accepted or better):
                 verdict, chosen = mine, personal.data
         row: dict[str, Any] = {
@@ -125,15 +125,15 @@ class LocalModel:
             "global_sha256": hashlib.sha256(data).hexdigest(),
             "personalised": chosen is not data,
             "accepted": verdict.accepted,
-            "candidate_mae": _num(verdict.candidate_mae),
-            "current_mae": None if verdict.current_mae is None else _num(verdict.current_mae),
-            "ewma_mae": _num(verdict.ewma_mae),
+            "candidate_rel_mae": _num(verdict.candidate_rel_mae),
+            "current_rel_mae": _opt_num(verdict.current_rel_mae),
+            "ewma_rel_mae": _num(verdict.ewma_rel_mae),
             "reason": self._reason(verdict, chosen is not data, personal, mine, note),
             "at": time.time(),
         }
         if personal is not None and mine is not None:
-            row["global_mae"] = _num(glob.candidate_mae)
-            row["personalised_mae"] = _num(mine.candidate_mae)
+            row["global_rel_mae"] = _num(glob.candidate_rel_mae)
+            row["personalised_rel_mae"] = _num(mine.candidate_rel_mae)
             row.update({k: v for k, v in personal.provenance().items() if k != "personalised"})
         self.history = [*self.history, row][-HISTORY:]
         if verdict.accepted:  # on disk first: what the agent shows in use survives a crash
@@ -159,7 +159,8 @@ class LocalModel:
         if is_personal:
             return f"{own}: {verdict.reason}"
         assert mine is not None
-        other = f"{own} MAE {mine.candidate_mae:.4g}" + ("" if mine.accepted else " refused")
+        refused = "" if mine.accepted else " refused"
+        other = f"{own} rel. MAE {mine.candidate_rel_mae:.4g}{refused}"
         return f"global model: {verdict.reason}; {other}"
 
     def _forecaster_for(self, data: bytes) -> Forecaster:
@@ -199,3 +200,8 @@ class LocalModel:
 def _num(value: float) -> float | None:
     """A JSON-safe number (NaN and infinities become None)."""
     return float(value) if np.isfinite(value) else None
+
+
+def _opt_num(value: float | None) -> float | None:
+    """As _num, keeping None."""
+    return None if value is None else _num(value)

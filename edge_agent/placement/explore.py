@@ -18,10 +18,24 @@ tries such pairs now and then, bounded:
   Otherwise the usual decision stands and nothing is probed, and that class's interval
   doubles (up to ``EXPLORE_MAX_EVERY``): pairs that stay out of reach (infeasible, or
   far slower than the choice) cost ever fewer extra kernel calls;
+- a probe never spends a deadline: the task carries it only when the probed device's
+  honest estimate (the prior, not the optimistic one) still meets the task's deadline, or
+  when the task has none, or when no device can meet it anyway (a hopeless task: its
+  deadline is lost wherever it goes). A due probe that the task cannot carry is
+  *deferred*, not abandoned: the class is due again after its interval, which does not
+  grow (a fleet whose work all has tight deadlines still explores once a hopeless or a
+  slack task comes: under overload, hopeless tasks are what finds the missing capacity);
 - so each untried pair is probed at most once, at most one decision in ``EXPLORE_EVERY``
-  per class is a probe, and a probe's service is at most the optimism factor times the
+  per class is a probe (one in ``HOPELESS_EVERY`` while its tasks are hopeless, and then
+  the probe costs no deadline), and a probe's service is at most the optimism factor times the
   usual choice's estimate when the prior was right. ``ExplorationStats`` counts probes and
   their measured cost (probe's measured service - the usual choice's estimate).
+- while a class's last decision was *pressed* — hopeless, or congested (its estimated
+  finish over ``CONGESTED`` times its service: it waits mostly in a queue) — its probe is
+  due every ``HOPELESS_EVERY`` decisions (at most) instead: the fleet is short of
+  capacity, which is when an untried pair may supply it, and a probe costs little next
+  to the wait (a hopeless task carries one at no deadline's cost);
+- ``enabled`` (``Placer(explore=False)``) turns it off: every decision is the usual one.
 
 Deterministic: counters, no random draws, so the same inputs give the same decisions on
 both kernel backends (it runs above the kernel).
@@ -35,6 +49,8 @@ import numpy as np
 import numpy.typing as npt
 
 EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
+HOPELESS_EVERY = 4  # the interval while a class's last decision was pressed, at most
+CONGESTED = 4.0  # pressed: estimated finish > this many times the service (queue-bound)
 EXPLORE_MAX_EVERY = 1024  # the interval after fruitless optimistic passes, at most
 ROOFLINE_WITHIN = 8.0  # a roofline estimate may be this many times too pessimistic
 OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted more
@@ -58,6 +74,8 @@ class ExplorationStats:
     decisions: int = 0
     optimistic_passes: int = 0  # extra kernel calls (one per due decision)
     probes: int = 0
+    deferred: int = 0  # due probes the task could not carry (its deadline), tried later
+    hopeless_probes: int = 0  # probes carried by a task no device could finish in time
     measured: int = 0  # probes whose service was measured (feedback)
     extra_service_s: float = 0.0  # sum of (measured - usual choice's estimate); < 0: a win
 
@@ -68,6 +86,8 @@ class ExplorationStats:
             "decisions": self.decisions,
             "optimistic_passes": self.optimistic_passes,
             "probes": self.probes,
+            "deferred": self.deferred,
+            "hopeless_probes": self.hopeless_probes,
             "probes_per_1000": round(per_k, 3),
             "probe_extra_service_s": self.extra_service_s,
             "probe_mean_extra_service_s": (
@@ -79,13 +99,17 @@ class ExplorationStats:
 class Explorer:
     """Per class: which pairs are untried (their optimism) and when the next probe is due."""
 
-    def __init__(self, n_devices: int) -> None:
+    def __init__(self, n_devices: int, *, enabled: bool = True) -> None:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
+        # per class: the last decision was hopeless (no device met its deadline) or
+        # congested (see CONGESTED); the Placer sets it after each decision
+        self.pressed: list[bool] = []
         self.stats = ExplorationStats()
+        self.enabled = enabled  # False: never probe (decisions are still counted)
         self.paused = False  # set while the Placer previews: nothing is counted or probed
 
     def add_class(self) -> None:
@@ -93,6 +117,7 @@ class Explorer:
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
         self._tick.append(0)
         self._every.append(EXPLORE_EVERY)
+        self.pressed.append(False)
 
     def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
         """Set a class's estimate sources (after priors); tried pairs stay tried."""
@@ -107,10 +132,11 @@ class Explorer:
         if self.paused:
             return False
         self.stats.decisions += 1
-        if self._optimism[cls] is None:
+        if self._optimism[cls] is None or not self.enabled:
             return False
         tick = self._tick[cls] + 1
-        if tick < self._every[cls]:
+        every = self._every[cls]
+        if tick < (min(every, HOPELESS_EVERY) if self.pressed[cls] else every):
             self._tick[cls] = tick
             return False
         self._tick[cls] = 0
@@ -123,11 +149,21 @@ class Explorer:
         assert row is not None  # due() said so
         return row
 
-    def probed(self, cls: int, device: int, key: object, usual_service_s: float) -> None:
-        """Record a probe of (cls, device); the usual choice's service estimate is its cost base."""
+    def probed(
+        self, cls: int, device: int, key: object, usual_service_s: float, *, hopeless: bool
+    ) -> None:
+        """Record a probe of (cls, device); the usual choice's service estimate is its cost base.
+
+        ``hopeless``: no device could meet the carrying task's deadline.
+        """
         self.stats.probes += 1
+        self.stats.hopeless_probes += hopeless
         self._usual[key] = usual_service_s
         self.tried(cls, device)
+
+    def deferred(self) -> None:
+        """A due probe the task could not carry (its deadline): due again later, no back-off."""
+        self.stats.deferred += 1
 
     def fruitless(self, cls: int) -> None:
         """An optimistic pass picked no untried device: wait twice as long next time."""

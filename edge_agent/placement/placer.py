@@ -12,10 +12,11 @@ import numpy.typing as npt
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
+from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
-from edge_agent.placement.explore import Explorer
+from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
@@ -27,10 +28,12 @@ from edge_agent.tasks.contract import TaskContract
 
 __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
+_LATENCY = L.OUT_EST + L.EST_LATENCY_S
+_SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(CorrectionTable, LiveState):
+class Placer(BatchPlacing, CorrectionTable, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -51,6 +54,7 @@ class Placer(CorrectionTable, LiveState):
         keep_reasons: bool = True,
         learning_rate: float = 0.3,
         clock: Callable[[], float] = time.monotonic,
+        explore: bool = True,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -70,7 +74,8 @@ class Placer(CorrectionTable, LiveState):
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._probe_tick = 0
-        self.exploration = Explorer(len(ids))  # untried pairs, tried now and then (bounded)
+        # untried pairs, tried now and then (bounded; ``explore=False``: never)
+        self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
@@ -197,6 +202,11 @@ class Placer(CorrectionTable, LiveState):
             row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
+        explorer = self.exploration
+        if not explorer.paused:  # a preview leaves exploration as it was
+            explorer.pressed[cls] = row[L.OUT_FLAGS] != 0.0 or (  # OF_LATE, or congested
+                row[_LATENCY] > CONGESTED * row[_SERVICE]
+            )
         return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
 
     def _decide(
@@ -257,25 +267,32 @@ class Placer(CorrectionTable, LiveState):
         ws.devices[:] = before
         row = ws.corrections[cls]
         kept = row.copy()
-        row /= self.exploration.optimism_row(cls)
+        divisors = self.exploration.optimism_row(cls).copy()  # tried() may change the row
+        row /= divisors
         try:
             out, reasons = self._decide(1, candidates)
         finally:
             row[:] = kept
         chosen = int(out[L.OUT_ASSIGNED])
-        optimism = self.exploration.optimism_row(cls)[chosen] if chosen >= 0 else 1.0
+        optimism = divisors[chosen] if chosen >= 0 else 1.0
         if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
             ws.devices[:] = before
             out, reasons = self._decide(1, (self.device_ids[chosen],))
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
-        if optimism == 1.0 or not decision.placed or decision.late:
-            # no untried device won, or trying it would cost this task its bound (a probe
-            # never spends a deadline): the usual decision stands
+        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
+        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
+        if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
+            # no untried device won (back off), or trying it would cost this task its
+            # bound: a probe never spends a deadline that the usual choice would meet
+            # (deferred to a task that can carry it); the usual decision stands
             ws.devices[:] = after
-            self.exploration.fruitless(cls)
+            if optimism == 1.0:
+                self.exploration.fruitless(cls)
+            else:
+                self.exploration.deferred()
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
         usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
-        self.exploration.probed(cls, chosen, decision, usual_s)
+        self.exploration.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
         return decision
 
     def _probe(
@@ -292,40 +309,6 @@ class Placer(CorrectionTable, LiveState):
             return self._decide(1, candidates)
         finally:
             row[stuck] = saved
-
-    def place(
-        self,
-        tasks: Sequence[TaskContract | PreparedTask],
-        *,
-        candidates: Collection[str] | None = None,
-    ) -> list[Decision]:
-        """Place a batch in priority order (higher first, then earlier deadline).
-
-        Returns decisions aligned with ``tasks``. One batch never overbooks a device.
-        ``candidates`` restricts every task of the batch as in ``place_one``.
-        """
-        if self._started:
-            self._running.credit(self._ws.devices)
-        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
-        order = sorted(range(len(prepared)), key=lambda i: _urgency(prepared[i].contract))
-        if len(prepared) > self._ws.capacity:
-            self._rebuild(capacity=len(prepared))
-        classes = [self._class_of(p) for p in prepared]
-        ws = self._ws  # a new class may have grown the workspace
-        if order:
-            ws.tasks[: len(order)] = [prepared[i].row for i in order]
-            ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
-        self._decide(len(order), candidates)
-        rows = ws.out[: len(order)].tolist()
-        out: list[Decision | None] = [None] * len(order)
-        keep = ws.keep_reasons
-        for slot, i in enumerate(order):
-            reasons = ws.reasons[slot].tobytes() if keep else None
-            cls = classes[i]
-            out[i] = Decision(
-                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
-            )
-        return [d for d in out if d is not None]
 
     # --- feedback --------------------------------------------------------------------
     def feedback(
@@ -419,8 +402,3 @@ class Placer(CorrectionTable, LiveState):
             device_id: L.REASON_NAMES[code]
             for device_id, code in zip(self.device_ids, decision.reasons, strict=True)
         }
-
-
-def _urgency(contract: TaskContract) -> tuple[int, float]:
-    deadline = contract.requirements.deadline_s
-    return (-contract.priority, deadline if deadline > 0 else math.inf)

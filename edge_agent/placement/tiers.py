@@ -24,6 +24,7 @@ import math
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from edge_agent.placement.batch import urgency
 from edge_agent.placement.codec import PreparedTask
 from edge_agent.placement.decision import Decision
 from edge_agent.placement.placer import Placer
@@ -103,7 +104,7 @@ def place(placer: Placer, tasks: Sequence[TaskContract]) -> list[Decision]:
     rules = rules_of(placer.policy)
     if not any(t.task_class in rules.classes for t in tasks):
         return placer.place(tasks)
-    order = sorted(range(len(tasks)), key=lambda i: _urgency(tasks[i]))
+    order = sorted(range(len(tasks)), key=lambda i: urgency(tasks[i]))
     out: dict[int, Decision] = {}
     for i in order:
         out[i] = place_one(placer, tasks[i], rules)
@@ -178,8 +179,3 @@ def _why_out(tier: str, wanted: Sequence[str], full: Sequence[str]) -> str:
     if tier in wanted:
         return f"tier {tier} not needed (an earlier tier had room)"
     return f"tier {tier} is not one of this class's tiers ({', '.join(wanted)})"
-
-
-def _urgency(contract: TaskContract) -> tuple[int, float]:
-    deadline = contract.requirements.deadline_s
-    return (-contract.priority, deadline if deadline > 0 else math.inf)

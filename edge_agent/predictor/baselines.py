@@ -38,3 +38,16 @@ def seasonal_naive(windows: FloatArray, season: int, horizon: int = 1) -> FloatA
 def ewma_update(state: float | None, value: float, alpha: float = 0.5) -> float:
     """Streaming EWMA: the agent's always-available fallback, O(1) per sample."""
     return value if state is None else alpha * value + (1.0 - alpha) * state
+
+
+def rel_mae(pred: FloatArray, truth: FloatArray, floor: float) -> float:
+    """The load model's error in the one unit hub and agents report: relative MAE.
+
+    mean |forecast − observed| ÷ mean observed load (at least ``floor``), a fraction: 0.10
+    means forecasts are off by 10 % of the mean load. +inf if any forecast is not finite.
+    Every JSON key with this figure ends in ``rel_mae``; texts call it "rel. MAE".
+    """
+    if not np.all(np.isfinite(pred)):
+        return float("inf")
+    scale = max(float(np.mean(np.abs(truth))), floor)
+    return float(np.mean(np.abs(pred - truth))) / scale

@@ -74,6 +74,7 @@ class LocalData:
     spec: FeatureSpec
     train_x: FloatArray
     train_y: FloatArray
+    train_level: FloatArray
     test_x: FloatArray
     test_y: FloatArray
     test_level: FloatArray
@@ -97,8 +98,9 @@ def local_data(context: Context, msg_config: Mapping[str, object]) -> LocalData:
         )
 
     return LocalData(
-        spec, pool(0, True), pool(1, True), pool(0, False), pool(1, False), pool(2, False)
-    )
+        spec, pool(0, True), pool(1, True), pool(2, True), pool(0, False), pool(1, False),
+        pool(2, False),
+    )  # fmt: skip
 
 
 @app.train()
@@ -115,12 +117,16 @@ def train(msg: Message, context: Context) -> Message:
         seed=int(cast(int, cfg.get("server-round", 0))) * 7919 + int(context.node_id) % 7919,
     )
     cut = int(data.train_x.shape[0])
-    train_mae = model.fit(data.train_x, data.train_y, tc)
-    log.info("node %s trained on %d windows, MAE %.4f", context.node_id, cut, train_mae)
+    model.fit(data.train_x, data.train_y, tc)
+    # the training error in the one unit hub and agents report (baselines.rel_mae)
+    level = data.train_level
+    pred = np.maximum(model.predict(data.train_x) * level, 0.0)
+    train_rel_mae = baselines.rel_mae(pred, data.train_y * level, spec.floor)
+    log.info("node %s trained on %d windows, rel. MAE %.4f", context.node_id, cut, train_rel_mae)
     reply = RecordDict(
         {
             "arrays": ArrayRecord(model.get_weights()),
-            "metrics": MetricRecord({"train_mae_norm": train_mae, "num-examples": cut}),
+            "metrics": MetricRecord({"train_rel_mae": train_rel_mae, "num-examples": cut}),
         }
     )
     return Message(content=reply, reply_to=msg)
@@ -137,11 +143,10 @@ def evaluate(msg: Message, context: Context) -> Message:
     truth = data.test_y * level
     pred = np.maximum(model.predict(data.test_x) * level, 0.0)
     ewma = baselines.ewma(data.test_x[:, : spec.window] * level[:, None])
-    scale = max(float(np.mean(np.abs(truth))), spec.floor)
     metrics = MetricRecord(
         {
-            "eval_rel_mae": float(np.mean(np.abs(pred - truth))) / scale,
-            "ewma_rel_mae": float(np.mean(np.abs(ewma - truth))) / scale,
+            "eval_rel_mae": baselines.rel_mae(pred, truth, spec.floor),
+            "ewma_rel_mae": baselines.rel_mae(ewma, truth, spec.floor),
             "num-examples": int(truth.shape[0]),
         }
     )

@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from edge_agent.errors import InvalidInput
+from edge_agent.predictor.baselines import rel_mae
 from edge_agent.predictor.features import FeatureSpec, device_datasets, split_point
 from edge_agent.predictor.model import LoadModel, TrainConfig, model_for
 from edge_agent.predictor.onnx_export import digest, from_onnx, spec_metadata, to_onnx
@@ -90,15 +91,17 @@ def early_stopped(
 ) -> tuple[LoadModel, float, int]:
     """Train a copy of ``model`` up to cfg.epochs on the windows before each validation slice.
 
-    The newest ``val_fraction`` of each part scores the model (MAE in the series' units, pooled)
-    after every epoch and before the first; returns the best (model, validation MAE, epochs).
+    The newest ``val_fraction`` of each part scores the model (relative MAE, pooled) after
+    every epoch and before the first; returns the best (model, validation rel. MAE, epochs).
     """
     if not parts:
         raise TooLittleData("no training windows")
     (fit_x, fit_y, _), (val_x, val_y, val_level) = _split(parts, val_fraction)
 
+    floor = FeatureSpec().floor
+
     def val_mae(m: LoadModel) -> float:
-        return float(np.mean(np.abs(np.maximum(m.predict(val_x), 0.0) - val_y) * val_level))
+        return rel_mae(np.maximum(m.predict(val_x), 0.0) * val_level, val_y * val_level, floor)
 
     model = copy_model(model)
     best, best_mae, best_epochs = model.get_weights(), val_mae(model), 0
@@ -117,7 +120,7 @@ class DittoChoice:
     model: LoadModel
     mu: float
     epochs: int
-    val_mae: float
+    val_rel_mae: float
 
 
 def ditto(
@@ -177,7 +180,7 @@ class Personalised:
     global_sha256: str
     mu: float
     epochs: int
-    val_mae: float
+    val_rel_mae: float
     windows: int  # older windows it was trained and chosen on
 
     def provenance(self) -> dict[str, object]:
@@ -187,7 +190,7 @@ class Personalised:
             "global_sha256": self.global_sha256,
             "mu": self.mu,
             "epochs": self.epochs,
-            "val_mae": self.val_mae,
+            "val_rel_mae": self.val_rel_mae,
             "train_windows": self.windows,
         }
 
@@ -229,4 +232,4 @@ def personalise(
         "hetmesh.epochs": str(choice.epochs),
     }
     data = to_onnx(choice.model, name="hetmesh-load-predictor-personalised", metadata=meta)
-    return Personalised(data, sha, choice.mu, choice.epochs, choice.val_mae, windows)
+    return Personalised(data, sha, choice.mu, choice.epochs, choice.val_rel_mae, windows)

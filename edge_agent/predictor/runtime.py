@@ -70,17 +70,10 @@ class Verdict:
     """The outcome of validating a candidate model on local recent data."""
 
     accepted: bool
-    candidate_mae: float
-    current_mae: float | None
-    ewma_mae: float
+    candidate_rel_mae: float  # relative MAE (baselines.rel_mae), as the hub reports models
+    current_rel_mae: float | None
+    ewma_rel_mae: float
     reason: str
-
-
-def _mae(pred: FloatArray, truth: FloatArray) -> float:
-    """Mean absolute error; +inf if any forecast is not finite."""
-    if not np.all(np.isfinite(pred)):
-        return float("inf")
-    return float(np.mean(np.abs(pred - truth)))
 
 
 class Forecaster:
@@ -140,15 +133,17 @@ class Forecaster:
         level = np.concatenate([p[2] for p in parts])
         truth = np.concatenate([p[1] for p in parts]) * level
         windows = x[:, : self.spec.window] * level[:, None]
-        ewma_mae = _mae(baselines.ewma(windows, EWMA_ALPHA), truth)
-        cand_mae = _mae(np.maximum(cand.predict_norm(x) * level, 0.0), truth)
+        floor = self.spec.floor
+        ewma_mae = baselines.rel_mae(baselines.ewma(windows, EWMA_ALPHA), truth, floor)
+        cand_mae = baselines.rel_mae(np.maximum(cand.predict_norm(x) * level, 0.0), truth, floor)
         cur_mae = None
         if self.current is not None:
-            cur_mae = _mae(np.maximum(self.current.predict_norm(x) * level, 0.0), truth)
+            cur = np.maximum(self.current.predict_norm(x) * level, 0.0)
+            cur_mae = baselines.rel_mae(cur, truth, floor)
         bar = min(ewma_mae, cur_mae if cur_mae is not None else float("inf"))
         ok = cand_mae <= bar * (1.0 + self.margin)
         reason = (
-            f"candidate MAE {cand_mae:.4g} vs bar {bar:.4g} (margin {self.margin:.0%}, "
+            f"candidate rel. MAE {cand_mae:.4g} vs bar {bar:.4g} (margin {self.margin:.0%}, "
             f"{x.shape[0]} forecasts)"
         )
         return Verdict(ok, cand_mae, cur_mae, ewma_mae, reason)

@@ -38,9 +38,11 @@
     const status = doc.enabled
       ? "SuperLink " + doc.superlink + (doc.active ? " — rounds wanted now" : " — idle")
       : "no SuperLink (hub learning_port is 0); models can still be registered";
+    // replies per round (train / evaluate results), from Flower's record of the run
+    const replies = (r) => (r.rounds || []).map((x) => x.train + "/" + x.evaluate).join(" · ");
     const runs = doc.runs.slice().reverse().map((r) => row([
       [when(r.started_at)], [r.run_id === null ? "—" : r.run_id, "mono run-id"],
-      [r.status, "run-" + r.status], [r.nodes, "num"],
+      [r.status, "run-" + r.status], [r.nodes, "num run-nodes"], [replies(r) || "—", "num"],
       [r.model_version === null ? "—" : "v" + r.model_version], [r.error || "", "why"],
     ]));
     const models = doc.models.slice().reverse().map((m) => {
@@ -62,20 +64,21 @@
       const sn = a.supernode || {};
       return row([
         [id, "mono"], [m.version ? "v" + m.version + (m.personalised ? " (personalised)" : "") : "EWMA"],
-        [num(acc.candidate_mae, 4), "num"], [num(acc.ewma_mae, 4), "num"],
+        [num(acc.candidate_rel_mae, 3), "num"], [num(acc.ewma_rel_mae, 3), "num"],
         [verdict, "why"], [sn.running ? "running" : "stopped"],
       ]);
     });
     box.replaceChildren(
       el("h2", "Federated learning"), el("p", status, "empty"),
       el("h3", "Rounds"),
-      ...table("fl-runs", ["started", "run", "status", "nodes", "model", "error"], runs,
+      ...table("fl-runs", ["started", "run", "status", "nodes", "replies per round (train/eval)",
+        "model", "error"], runs,
         "No training runs yet."),
-      el("h3", "Models (federated evaluation, MAE ÷ mean load)"),
-      ...table("fl-models", ["version", "added", "rounds", "model MAE", "EWMA MAE",
+      el("h3", "Models (federated evaluation; rel. MAE = MAE ÷ mean load)"),
+      ...table("fl-models", ["version", "added", "rounds", "model rel. MAE", "EWMA rel. MAE",
         "better than EWMA", "sha256"], models, "No model registered yet."),
-      el("h3", "Predictor on each agent (MAE on its own recent telemetry)"),
-      ...table("fl-agents", ["agent", "model", "model MAE", "EWMA MAE", "last verdict",
+      el("h3", "Predictor on each agent (rel. MAE on its own recent telemetry)"),
+      ...table("fl-agents", ["agent", "model", "model rel. MAE", "EWMA rel. MAE", "last verdict",
         "SuperNode"], agents, "No agent has reported its predictor yet."),
     );
     box.hidden = false;

@@ -1,0 +1,119 @@
+"""A Placer's batch placement: priority order, hopeless tasks last (the ``BatchPlacing`` mixin)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from edge_agent.placement import layout as L
+from edge_agent.placement.codec import PreparedTask, prepare
+from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.running import RunningWork
+from edge_agent.placement.workspace import Workspace
+from edge_agent.tasks.contract import TaskContract
+
+
+class BatchPlacing:
+    """``Placer.place``: a batch in one kernel call, with hopeless tasks decided last."""
+
+    _ws: Workspace
+    _started: dict[Decision, tuple[float, list[float]]]
+    _running: RunningWork
+    _ctx: DecisionContext
+    _sources: list[tuple[str, ...] | None]
+
+    def _class_of(self, prepared: PreparedTask) -> int:
+        raise NotImplementedError  # Placer's
+
+    def _rebuild(self, *, corrections: np.ndarray | None = None, capacity: int = 0) -> None:
+        raise NotImplementedError  # Placer's
+
+    def _decide(
+        self, n_task: int, candidates: Collection[str] | None
+    ) -> tuple[Sequence[float], bytes | None]:
+        raise NotImplementedError  # Placer's
+
+    def place(
+        self,
+        tasks: Sequence[TaskContract | PreparedTask],
+        *,
+        candidates: Collection[str] | None = None,
+    ) -> list[Decision]:
+        """Place a batch in priority order (higher first, then earlier deadline).
+
+        Returns decisions aligned with ``tasks``. One batch never overbooks a device.
+        ``candidates`` restricts every task of the batch as in ``place_one``. A hopeless
+        task (no device meets its deadline even before the batch's other tasks) does not
+        block feasible ones: it is decided after them (see ``_hopeless_last``).
+        """
+        if self._started:
+            self._running.credit(self._ws.devices)
+        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
+        order = sorted(range(len(prepared)), key=lambda i: urgency(prepared[i].contract))
+        if len(prepared) > self._ws.capacity:
+            self._rebuild(capacity=len(prepared))
+        classes = [self._class_of(p) for p in prepared]
+        ws = self._ws  # a new class may have grown the workspace
+        before = ws.devices.copy()
+        self._decide_batch(order, prepared, classes, candidates)
+        late = (ws.out[: len(order), L.OUT_FLAGS].astype(np.int64) & L.OF_LATE) != 0
+        if late.any():
+            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
+        rows = ws.out[: len(order)].tolist()
+        out: list[Decision | None] = [None] * len(order)
+        keep = ws.keep_reasons
+        for slot, i in enumerate(order):
+            reasons = ws.reasons[slot].tobytes() if keep else None
+            cls = classes[i]
+            out[i] = Decision(
+                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
+            )
+        return [d for d in out if d is not None]
+
+    def _decide_batch(
+        self,
+        order: Sequence[int],
+        prepared: Sequence[PreparedTask],
+        classes: Sequence[int],
+        candidates: Collection[str] | None,
+    ) -> None:
+        ws = self._ws
+        if order:
+            ws.tasks[: len(order)] = [prepared[i].row for i in order]
+            ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
+        self._decide(len(order), candidates)
+
+    def _hopeless_last(
+        self,
+        order: list[int],
+        late: npt.NDArray[np.bool_],
+        before: npt.NDArray[np.float64],
+        prepared: Sequence[PreparedTask],
+        classes: Sequence[int],
+        candidates: Collection[str] | None,
+    ) -> list[int]:
+        """Decide the batch again with its hopeless tasks last; return the new order.
+
+        A task late in the batch is hopeless when it is late alone on the fleet as it was
+        before the batch (one kernel call each); the others were late only behind it.
+        """
+        ws = self._ws
+        hopeless = set()
+        for slot in np.flatnonzero(late).tolist():
+            ws.devices[:] = before
+            self._decide_batch([order[slot]], prepared, classes, candidates)
+            if int(ws.out[0, L.OUT_FLAGS]) & L.OF_LATE:
+                hopeless.add(order[slot])
+        ws.devices[:] = before
+        order = [i for i in order if i not in hopeless] + [i for i in order if i in hopeless]
+        self._decide_batch(order, prepared, classes, candidates)
+        return order
+
+
+def urgency(contract: TaskContract) -> tuple[int, float]:
+    """Return a batch's sort key: higher priority first, then the earlier deadline."""
+    deadline = contract.requirements.deadline_s
+    return (-contract.priority, deadline if deadline > 0 else math.inf)
