@@ -74,12 +74,18 @@ class ServerLimits:
         return cls(config.header_timeout_s, config.body_timeout_s, config.max_connections)
 
 
+#: The end of an HTTP/1 request head.
+_HEAD_END = b"\r\n\r\n"
+
+
 class _Conn:
-    __slots__ = ("busy", "timer", "transport")
+    __slots__ = ("busy", "head_done", "tail", "timer", "transport")
 
     def __init__(self, transport: asyncio.Transport) -> None:
         self.transport = transport
         self.busy = False  # inside a request (head complete, handler not returned)
+        self.head_done = False  # the head's end arrived; the handler may not have started yet
+        self.tail = b""  # the last bytes of the head so far (its end may span two reads)
         self.timer: asyncio.TimerHandle | None = None
 
 
@@ -111,10 +117,21 @@ class ConnectionGuard(Collector):
         self._arm(conn)
         return True
 
-    def received(self, transport: asyncio.Transport) -> None:
-        """Note bytes arriving: the first byte of a head on an idle connection starts its clock."""
+    def received(self, transport: asyncio.Transport, data: bytes) -> None:
+        """Note bytes arriving: the first byte of a head on an idle connection starts its clock,
+        and the head's end stops it (a loaded loop may start the handler much later)."""
         conn = self._conns.get(transport)
-        if conn is not None and not conn.busy and conn.timer is None:
+        if conn is None or conn.busy or conn.head_done:
+            return
+        seen = conn.tail + data
+        if _HEAD_END in seen:
+            conn.head_done, conn.tail = True, b""
+            if conn.timer is not None:
+                conn.timer.cancel()
+                conn.timer = None
+            return
+        conn.tail = seen[-(len(_HEAD_END) - 1) :]
+        if conn.timer is None:
             self._arm(conn)
 
     def closed(self, transport: asyncio.Transport) -> None:
@@ -153,9 +170,15 @@ class ConnectionGuard(Collector):
         if conn is None:
             return
         conn.busy = busy
+        conn.head_done, conn.tail = False, b""  # the next bytes after this request: a new head
         if conn.timer is not None:
             conn.timer.cancel()
             conn.timer = None
+
+    def _finished(self, request: web.Request, transport: asyncio.Transport | None) -> None:
+        """The request is over once its body has all arrived: a handler may answer before
+        reading it (a proxy whose upstream is down), and the rest is no new request's head."""
+        request.content.on_eof(lambda: self._request(transport, busy=False))
 
     @property
     def middleware(self) -> Middleware:
@@ -177,7 +200,7 @@ class ConnectionGuard(Collector):
                         return refused
                 return await handler(request)
             finally:
-                self._request(transport, busy=False)
+                self._finished(request, transport)
 
         return limits
 
@@ -198,7 +221,7 @@ class ConnectionGuard(Collector):
             try:
                 return await handler(request)
             finally:
-                self._request(transport, busy=False)
+                self._finished(request, transport)
 
         return busy
 
@@ -287,7 +310,7 @@ class _Tracked(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._transport is not None:
-            self._guard.received(self._transport)
+            self._guard.received(self._transport, data)
             self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:

@@ -64,7 +64,21 @@ async def test_scheduler_batches_follow_tenant_shares(tmp_path: Path) -> None:
     store = Store(tmp_path / "a.db")
     await asyncio.to_thread(store.open)
     jobs: list[Job] = []
-    sched = Scheduler(placer, store, AgentMetrics(), jobs.append, lambda: 0, batch_size=4)
+
+    class Collect:  # the scheduler's Dispatcher: keeps the jobs, never busy, none preemptible
+        def dispatch(self, job: Job) -> None:
+            jobs.append(job)
+
+        def busy(self) -> int:
+            return 0
+
+        def queued(self) -> list[Job]:
+            return []
+
+        def withdraw(self, job: Job) -> None:
+            raise AssertionError("nothing is preempted here")
+
+    sched = Scheduler(placer, store, AgentMetrics(), Collect(), batch_size=4)
     rows = await store.submit([_new(contract(tenant=t)) for t in ["batch"] * 8 + ["vision"] * 8])
     for row, _ in rows:
         sched.add(_waiting(row))
@@ -137,7 +151,7 @@ async def test_urgent_task_preempts_queued_work_end_to_end(
 
 
 def _new(c: TaskContract) -> Any:
-    from edge_agent.agent.store import NewTask
+    from edge_agent.agent.intake import NewTask
 
     return NewTask(c, "hash")
 

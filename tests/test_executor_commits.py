@@ -17,7 +17,8 @@ import pytest
 
 from edge_agent.agent.executor import Executor, Job, Outcome
 from edge_agent.agent.fleet import build_fleet
-from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.intake import NewTask
+from edge_agent.agent.store import Store
 from edge_agent.agent.store_runs import Finish
 from edge_agent.placement import Placer, Policy, Semantics, TaskContract
 from edge_agent.storage.db import Database
@@ -32,15 +33,16 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     commit = asyncio.get_running_loop().create_future()  # the first outcome's commit, held
     done: list[str] = []
 
-    async def on_start(job: Job) -> bool:
-        return True
+    class Hooks:  # the executor's JobHooks: the first outcome's commit is held
+        async def job_starting(self, job: Job) -> bool:
+            return True
 
-    async def on_done(job: Job, outcome: Outcome) -> None:
-        done.append(job.task_id)
-        if job.task_id == "first":
-            await commit
+        async def job_finished(self, job: Job, outcome: Outcome) -> None:
+            done.append(job.task_id)
+            if job.task_id == "first":
+                await commit
 
-    executor = Executor(fleet, placer, on_start, on_done, jitter=0.0)
+    executor = Executor(fleet, placer, Hooks(), jitter=0.0)
     executor.start()
     for task_id in ("first", "second"):  # one device, one slot: one after the other
         executor.submit(Job(task_id, decision, None, 0, math.inf))

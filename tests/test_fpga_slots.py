@@ -168,7 +168,7 @@ async def test_emulated_kv260_runs_two_configurations_side_by_side(
             break
         await asyncio.sleep(0.01)
     assert {j.task_id for j in ex.running_jobs(FPGA)} == set(ids)
-    assert agent._queued_jobs() == []  # running in a slot is not queued (nor preemptible)
+    assert agent.jobs.queued() == []  # running in a slot is not queued (nor preemptible)
     fpga_doc = next(d for d in agent.devices() if d["id"] == FPGA)
     assert set(fpga_doc["running_tasks"]) == set(ids)
     a, b = [await _finished(client, i) for i in ids]

@@ -12,8 +12,8 @@ import pytest
 
 from edge_agent import loops
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.intake import NewTask
 from edge_agent.agent.service import Agent
-from edge_agent.agent.store import NewTask
 from edge_agent.placement import Semantics, TaskContract
 from edge_agent.storage import db
 

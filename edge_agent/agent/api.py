@@ -261,9 +261,8 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
-    agent = Agent(app[CONFIG])
+    agent = Agent(app[CONFIG], app.get(MESH))
     agent.metrics.registry.register(app[GUARD])  # connections and cuts on /metrics
-    agent.mesh = app.get(MESH)
     await agent.start()
     app[AGENT] = agent
     app[SUBMITS] = SubmitCoalescer(agent.submit)

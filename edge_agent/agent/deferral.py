@@ -39,7 +39,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from edge_agent.agent.carbon import CarbonSource
-from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.intake import NewTask
+from edge_agent.agent.store import Store
 from edge_agent.placement import Placer, TaskContract
 from edge_agent.scheduling.window import HOUR_S, WindowPlanner
 
@@ -131,6 +132,7 @@ class Deferrer:
         safety: float = 2.0,
         margin_s: float = 600.0,
         clock: Callable[[], float] = time.time,
+        forward: Forward | None = None,
     ) -> None:
         if not 0 < max_load <= 1:
             raise ValueError("max_load must be in (0, 1]")
@@ -143,7 +145,7 @@ class Deferrer:
         #: forecast work seconds of a Unix hour; None: seasonal-naive from history
         self.load_forecast: Callable[[int], float] | None = None
         #: takes a moved task at its release time (None: no mesh; it is queued here)
-        self.forward: Forward | None = None
+        self.forward = forward
         self._held: dict[str, tuple[float, int, float]] = {}  # id -> (not_before, hour, est)
         self._plans: dict[str, Deferral] = {}
         self._heap: list[tuple[float, str]] = []

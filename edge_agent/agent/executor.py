@@ -18,124 +18,27 @@ from __future__ import annotations
 import asyncio
 import functools
 import heapq
-import itertools
 import logging
-import math
 import random
-import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.fleet import Fleet
+from edge_agent.agent.runners import OVER_ESTIMATE, Job, Outcome, Sessions, checked, run_command
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import Decision, Placer
+from edge_agent.placement import Placer
 from edge_agent.resources.vocab import DeviceKind
 
+if TYPE_CHECKING:
+    from edge_agent.agent.roles import JobHooks
+
 _log = logging.getLogger(__name__)
+__all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slots"]
 
-#: A run this many times over its estimate is flagged in its result.
-OVER_ESTIMATE = 4.0
-COMMAND_TIMEOUT_S = 300.0
-_DTYPES = {
-    "tensor(float)": np.float32,
-    "tensor(float16)": np.float16,
-    "tensor(double)": np.float64,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(int32)": np.int32,
-    "tensor(int64)": np.int64,
-    "tensor(bool)": np.bool_,
-}
-
-
-@dataclass(eq=False)
-class Job:
-    """A placed task waiting for, or running on, its device."""
-
-    task_id: str
-    decision: Decision
-    command: tuple[str, ...] | None
-    priority: int
-    deadline_at: float
-    cancelled: bool = False
-    submitted_at: float = 0.0
-    energy_start: Any = None  # power.Reading at start, where a meter covers the device
-    # the store's record of the start (True once committed; False: the task was no longer
-    # placed); None until started. Its finish is recorded only after it.
-    started: asyncio.Future[bool] | None = None
-    seq: int = field(default_factory=itertools.count().__next__)
-
-
-@dataclass
-class Outcome:
-    """How a run went: measured seconds, result document or error, how it ran."""
-
-    ok: bool
-    latency_s: float
-    result: dict[str, Any] | None = None
-    error: str | None = None
-    emulated: bool = False
-
-
-class _Sessions:
-    """onnxruntime sessions and their sample inputs, one per (model, provider)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._sessions: dict[tuple[str, str], tuple[Any, dict[str, np.ndarray]]] = {}
-
-    def run(self, model: str, provider: str) -> dict[str, Any]:
-        """Run one inference of ``model`` (blocking); return timing and output shapes."""
-        # imported on first use: an agent that never runs a model (an emulated board, opaque
-        # or command tasks) does not carry onnxruntime's ~30 MB
-        import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
-
-        note = None
-        if provider not in ort.get_available_providers():
-            note = f"{provider} is not available in this onnxruntime build; ran on CPU"
-            provider = "CPUExecutionProvider"
-        with self._lock:
-            found = self._sessions.get((model, provider))
-        if found is None:
-            opts = ort.SessionOptions()
-            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = ort.InferenceSession(model, opts, providers=[provider])
-            feeds = {i.name: _sample(i.shape, i.type) for i in session.get_inputs()}
-            found = (session, feeds)
-            with self._lock:
-                self._sessions[(model, provider)] = found
-        session, feeds = found
-        start = time.perf_counter()
-        outputs = session.run(None, feeds)
-        elapsed = time.perf_counter() - start
-        result: dict[str, Any] = {
-            "execution_provider": provider,
-            "outputs": [list(np.shape(o)) for o in outputs],
-            "latency_s": elapsed,
-        }
-        if note:
-            result["provider_fallback"] = note
-        return result
-
-
-def _sample(shape: list[Any], type_name: str) -> np.ndarray:
-    """Return a seeded random input of ``shape`` (symbolic dimensions as 1)."""
-    dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
-    dtype = _DTYPES.get(type_name, np.float32)
-    rng = np.random.default_rng(0)
-    if np.issubdtype(dtype, np.floating):
-        return rng.standard_normal(dims).astype(dtype)
-    return rng.integers(0, 2, size=dims).astype(dtype)
-
-
-StartHook = Callable[[Job], Awaitable[bool]]
-DoneHook = Callable[[Job, Outcome], Awaitable[None]]
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
 
@@ -173,20 +76,18 @@ def profile_slots(fleet: Fleet, device_id: str) -> int:
 
 
 class Executor:
-    """Per-device job queues and slots; reports starts and outcomes through hooks.
+    """Per-device job queues and slots; reports starts and outcomes to its ``JobHooks``.
 
-    ``on_start`` returns False when the job must not run after all (it was cancelled); it
-    decides from memory (``Job.cancelled``), not from a commit. ``on_done`` runs after the
-    slot is freed.
+    ``hooks.job_starting`` returns False when the job must not run after all (it was
+    cancelled); it decides from memory (``Job.cancelled``), not from a commit.
+    ``hooks.job_finished`` runs after the slot is freed.
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
-    def __init__(
-        self, fleet: Fleet, placer: Placer, on_start: StartHook, on_done: DoneHook, jitter: float
-    ) -> None:
+    def __init__(self, fleet: Fleet, placer: Placer, hooks: JobHooks, jitter: float) -> None:
         self.fleet = fleet
         self.placer = placer
-        self._on_start, self._on_done = on_start, on_done
+        self._hooks = hooks
         self._jitter = jitter
         self._rng = random.Random()
         self._devices: dict[str, _Device] = {}
@@ -200,7 +101,7 @@ class Executor:
         self._pool = ThreadPoolExecutor(
             max(1, sum(not d.emulated for d in fleet.devices)), thread_name_prefix="agent-run"
         )
-        self._sessions = _Sessions()
+        self._sessions = Sessions()
         self._stopping = False
 
     # --- what runs where ----------------------------------------------------------
@@ -368,12 +269,12 @@ class Executor:
         start = time.perf_counter()
         held = True
         try:
-            if not await self._on_start(job):  # cancelled meanwhile
+            if not await self._hooks.job_starting(job):  # cancelled meanwhile
                 return
             outcome = await self._execute(job, device.slots[k], reconfig)
             self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
             held = self._free(device, k)
-            await self._on_done(job, outcome)
+            await self._hooks.job_finished(job, outcome)
         except asyncio.CancelledError:
             raise
         except Exception:  # a hook failed: log it, keep the device serving
@@ -402,7 +303,7 @@ class Executor:
         """Run ``job`` and return its outcome; an error of the task is an outcome, not raised."""
         try:
             if job.command is not None:
-                return await self._command(job.command)
+                return await run_command(job.command)
             device = self.fleet.device(job.decision.device_ids[0])
             model = job.decision.task.model
             if device.emulated or model is None:
@@ -412,7 +313,7 @@ class Executor:
             started = time.perf_counter()
             result = await loop.run_in_executor(self._pool, self._sessions.run, model, provider)
             result["wall_s"] = time.perf_counter() - started
-            return self._checked(job, Outcome(True, result["latency_s"], result))
+            return checked(job, Outcome(True, result["latency_s"], result))
         except asyncio.CancelledError:
             raise
         except Exception as err:  # onnxruntime/OS errors: the task failed, the agent did not
@@ -457,40 +358,4 @@ class Executor:
             result["slot"] = self._devices[device_id].slots.index(slot)
         if contract.model is None:
             result["note"] = "opaque task (no model, no command): service time emulated"
-        return self._checked(job, Outcome(True, target, result, emulated=True))
-
-    async def _command(self, argv: tuple[str, ...]) -> Outcome:
-        """Run an allowlisted command; its exit status decides the outcome."""
-        start = time.perf_counter()
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        try:
-            async with asyncio.timeout(COMMAND_TIMEOUT_S):
-                out, err = await proc.communicate()
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return Outcome(False, time.perf_counter() - start, None, "command timed out")
-        elapsed = max(time.perf_counter() - start, 1e-9)
-        result = {
-            "exit_status": proc.returncode,
-            "stdout": out[-4096:].decode(errors="replace"),
-            "stderr": err[-4096:].decode(errors="replace"),
-            "latency_s": elapsed,
-        }
-        ok = proc.returncode == 0
-        return Outcome(ok, elapsed, result, None if ok else f"exit status {proc.returncode}")
-
-    @staticmethod
-    def _checked(job: Job, outcome: Outcome) -> Outcome:
-        """Flag a run far over its estimate (the estimate is in the result)."""
-        estimate = job.decision.service_s
-        if outcome.result is not None:
-            outcome.result["estimate_s"] = estimate
-            if math.isfinite(estimate) and outcome.latency_s > OVER_ESTIMATE * max(estimate, 1e-6):
-                outcome.result["over_estimate"] = True
-                _log.debug(
-                    "task %s ran %.3g s, estimate %.3g s", job.task_id, outcome.latency_s, estimate
-                )
-        return outcome
+        return checked(job, Outcome(True, target, result, emulated=True))

@@ -97,6 +97,7 @@ class HubLink:
         report: Callable[[], dict[str, Any]],
         apply_policy: Callable[[dict[str, Any]], Awaitable[None]],
         labels: dict[str, str],
+        on_moves: Callable[[list[Any]], Awaitable[None]] | None = None,
     ) -> None:
         self.config = config
         self.outbox = outbox
@@ -128,8 +129,8 @@ class HubLink:
         self._clock_wait_s = 0.0
         self._session: aiohttp.ClientSession | None = None
         self.client: HubClient
-        #: carries out the hub's ``moves`` (its re-evaluation's; the mesh link), if set
-        self.on_moves: Callable[[list[Any]], Awaitable[None]] | None = None
+        #: carries out the hub's ``moves`` (its re-evaluation's; the mesh link), if given
+        self.on_moves = on_moves
 
     async def start(self) -> None:
         """Open the HTTP session and load the stored credential."""

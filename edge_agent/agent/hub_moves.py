@@ -11,7 +11,6 @@ with the reason. Outcomes go back in the next heartbeats (``HubMoves.report``).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import OrderedDict
@@ -22,8 +21,6 @@ from edge_agent.agent.deferral import Deferral
 from edge_agent.agent.scheduler import decision_row, waiting_from_row
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from edge_agent.agent.mesh_link import MeshLink
 
 _log = logging.getLogger(__name__)
@@ -166,16 +163,7 @@ class HubMoves:
         return f"it is no longer movable (state {state})"
 
     async def _store_plan(self, task_id: str, plan: Deferral) -> bool:
-        doc = json.dumps(plan.to_dict())
-
-        def op(db: sqlite_utils.Database) -> bool:
-            cur = db.execute(
-                "UPDATE tasks SET deferral = ?, not_before = ? WHERE id = ? AND state = 'deferred'",
-                (doc, plan.not_before, task_id),
-            )
-            return cur.rowcount == 1
-
-        return bool(await self.link.agent.store.db.write(op))
+        return await self.link.agent.store.store_deferral(task_id, plan.to_dict(), plan.not_before)
 
     async def forward_deferred(self, task_id: str, plan: Deferral) -> None:
         """Deferrer hook: a moved task's hour has come; forward it to its peer (or run it here
@@ -200,7 +188,7 @@ class HubMoves:
         link.offloader.spawn(waiting, local, plan.moved_to, plan.move_reason or "moved")
 
     def cancelled(self, task_id: str) -> None:
-        """Offloader hook: ``task_id`` was cancelled before it could be offloaded."""
+        """MeshHandoff hook: ``task_id`` was cancelled before it could be offloaded."""
         moving = self._moving.pop(task_id, None)
         if moving is not None:
             self._outcome(moving[0], "failed", "cancelled before it was forwarded")
@@ -208,7 +196,7 @@ class HubMoves:
     def settled(
         self, task_id: str, done: bool, peer: str | None, ran_on: str | None, error: str | None
     ) -> None:
-        """Offloader hook: an offloaded task settled (``peer``: the other agent it ran on)."""
+        """MeshHandoff hook: an offloaded task settled (``peer``: the other agent it ran on)."""
         moving = self._moving.pop(task_id, None)
         if moving is None:
             return

@@ -12,11 +12,10 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import asdict, dataclass, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.agent.store import NewTask
 from edge_agent.errors import ContractError
 from edge_agent.placement.codec import prepare
 from edge_agent.tasks.contract import Semantics, TaskContract
@@ -29,6 +28,23 @@ _CACHE_LIMIT = 256
 #: submits the same few task kinds over and over, and a repeat then costs one ``json.dumps``
 #: and one sha256 instead of a parse, a range check and an encoding (about 0.3 ms).
 CONTRACT_CACHE_LIMIT = 1024
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A validated submission, ready to be stored (``Store.submit``)."""
+
+    contract: TaskContract
+    request_hash: str
+    idempotency_key: str | None = None
+    command: tuple[str, ...] | None = None
+    contract_json: str = ""  # the contract as stored; computed here when empty
+    deferrable: bool = False  # held until a low-carbon, low-load hour before its deadline
+    deferral: dict[str, Any] | None = None  # the agent's plan (stored state "deferred")
+
+    def stored_contract(self) -> str:
+        """Return the contract's JSON text (as ``TaskContract.to_dict`` writes it)."""
+        return self.contract_json or json.dumps(self.contract.to_dict())
 
 
 def _check_ranges(contract: TaskContract) -> None:

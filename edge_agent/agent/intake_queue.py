@@ -16,7 +16,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from edge_agent.agent.store import NewTask
+from edge_agent.agent.intake import NewTask
 from edge_agent.errors import InvalidInput
 
 _log = logging.getLogger(__name__)

@@ -26,7 +26,7 @@ from aiohttp import web
 from edge_agent import __version__
 from edge_agent.agent.config import AgentConfig, ConfigError
 from edge_agent.agent.hub_moves import HubMoves
-from edge_agent.agent.mesh_offload import Offloader
+from edge_agent.agent.mesh_offload import MeshHandoff
 from edge_agent.agent.mesh_serve import MeshServe
 from edge_agent.mesh import FleetKey, MeshConfig, MeshNode, Verifier, new_agent_id
 from edge_agent.mesh.errors import FleetKeyError, MeshError
@@ -114,7 +114,7 @@ class MeshLink:
         self.started = False
         self._node: MeshNode | None = None
         self._agent: Agent | None = None
-        self.offloader = Offloader(self)  # origin: the scheduler's tasks offered to peers
+        self.offloader = MeshHandoff(self)  # origin: the scheduler's tasks offered to peers
         self.moves = HubMoves(self)  # the hub's re-evaluation moves and their outcomes
         self.serve = MeshServe(self)  # work the node placed on this box
 
@@ -138,7 +138,8 @@ class MeshLink:
         return self._agent
 
     def attach(self, agent: Agent) -> None:
-        """Build the node around ``agent``'s placer; offer the agent's scheduler its peers."""
+        """Build the node around ``agent``'s placer (the agent was built with this link: its
+        scheduler offers ``offloader`` its tasks, its deferrer hands ``moves`` the moved ones)."""
         self._agent = agent
         node = MeshNode(
             self.cfg,
@@ -152,8 +153,6 @@ class MeshLink:
         node.loops = agent.loops  # the heartbeat loop shows in the agent's health
         node.on_duplicate = self.offloader.duplicate
         self._node = node
-        agent.scheduler.offload = self.offloader.take
-        agent.deferrer.forward = self.moves.forward_deferred  # moved tasks, at their hour
         agent.metrics.watch_mesh(lambda: node.counters, self.peer_states)
 
     async def start(self, api_port: int) -> None:

@@ -1,37 +1,33 @@
 """The origin side of the mesh: offloading the scheduler's tasks and settling their rows.
 
 The scheduler offers the mesh every task no device here can run, and every task the bid
-gate would ask a peer about (``Offloader.take``, edge_agent/mesh/bidgate.py). The task row turns
-``offloaded``; the node asks trusted peers for bids and forwards it (idempotency key: the
-task id) or runs it here after all. The row records where it ran (``ran_on``, a peer's agent
-id) and the decision chain, origin → peer (``chain``). The hub's moves (hub_moves.py) go
-through the same offload with their peer asked first.
+gate would ask a peer about (``MeshHandoff.take``, edge_agent/mesh/bidgate.py). The task
+row turns ``offloaded``; the node asks trusted peers for bids and forwards it (idempotency
+key: the task id) or runs it here after all. The row records where it ran (``ran_on``, a
+peer's agent id) and the decision chain, origin → peer (``chain``). The hub's moves
+(hub_moves.py) go through the same offload with their peer asked first.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from edge_agent.agent import outbox
-from edge_agent.agent.mesh_serve import TaskFailed, insert_decision
-from edge_agent.agent.scheduler import Scheduler, Waiting, decision_row
+from edge_agent.agent.mesh_serve import TaskFailed
+from edge_agent.agent.scheduler import Waiting, decision_row
 from edge_agent.mesh.errors import MeshError
 from edge_agent.mesh.offload import LOCAL
 from edge_agent.placement import Decision
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from edge_agent.agent.mesh_link import MeshLink
 
 _log = logging.getLogger(__name__)
 
 
-class Offloader:
+class MeshHandoff:
     """Hands the link's node the tasks the scheduler offers it and records their outcome."""
 
     def __init__(self, link: MeshLink) -> None:
@@ -74,24 +70,11 @@ class Offloader:
         self, task: Waiting, local: dict[str, Any], to: str | None = None, reason: str = ""
     ) -> None:
         agent = self.link.agent
-
-        def mark(db: sqlite_utils.Database) -> bool:
-            now = time.time()
-            cur = db.execute(
-                "UPDATE tasks SET state = 'offloaded', placed_at = ? "
-                "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                (now, task.task_id),
-            )
-            if cur.rowcount != 1:
-                return False  # cancelled meanwhile
-            insert_decision(db, task.task_id, now, local)
-            return True
-
-        if not await agent.store.db.write(mark):
+        if not await agent.store.mark_offloaded(task.task_id, local):
             self.link.moves.cancelled(task.task_id)
             return
         agent.metrics.move(task.state, "offloaded")
-        contract = Scheduler._contract(task, time.time())  # the deadline counts from now
+        contract = task.contract_at(time.time())  # the deadline counts from now
         try:
             out = await self.link.node.submit(
                 contract, {LOCAL: task.task_id}, key=task.task_id, to=to, reason=reason
@@ -108,35 +91,19 @@ class Offloader:
         ran_on = out.get("ran_on")
         peer = ran_on if ran_on not in (None, self.link.agent_id) else None
         links = list(out.get("chain", []))
-        chain = json.dumps(links)
         done = out.get("state") == "done"
         result = out.get("result") if done else None
         error = None if done else str(out.get("error") or _last_action(out))
         state = "done" if done else "failed"
-        device = _peer_device(peer, links) if peer else None
-
-        text = None if result is None else json.dumps(result)
         ran_emulated = result.get("emulated") if isinstance(result, dict) else None
-        emulated = None if not isinstance(ran_emulated, bool) else int(ran_emulated)
-
-        def op(db: sqlite_utils.Database) -> bool:
-            now = time.time()
-            db.execute(
-                "UPDATE tasks SET chain = ?, ran_on = ? WHERE id = ?", (chain, peer, task_id)
-            )
-            cur = db.execute(  # a run here recorded its own outcome already
-                "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ?, "
-                "device = COALESCE(?, device), emulated = COALESCE(?, emulated) "
-                "WHERE id = ? AND state = 'offloaded'",
-                (state, now, text, error, device, emulated, task_id),
-            )
-            if cur.rowcount != 1:
-                return False
-            record = {"id": task_id, "state": state, "result": result, "error": error}
-            outbox.append(db, "task", {**record, "ran_on": peer}, now, agent.store.outbox_limit)
-            return True
-
-        if await agent.store.db.write(op):
+        outcome = {
+            "state": state,
+            "result": result,
+            "error": error,
+            "device": _peer_device(peer, links) if peer else None,
+            "emulated": None if not isinstance(ran_emulated, bool) else int(ran_emulated),
+        }
+        if await agent.store.record_peer_result(task_id, outcome, peer, links):
             agent.metrics.move("offloaded", state)
         self.link.moves.settled(task_id, done, peer, ran_on, error)
 
@@ -149,16 +116,7 @@ class Offloader:
             "action": "duplicate",
             "summary": "completed there after all while cut off; recorded, its result unused",
         }
-
-        def op(db: sqlite_utils.Database) -> None:
-            found = db.execute("SELECT chain FROM tasks WHERE id = ?", (key,)).fetchone()
-            if found is None:
-                return
-            chain = json.loads(found[0]) if found[0] else []
-            chain.append(link)
-            db.execute("UPDATE tasks SET chain = ? WHERE id = ?", (json.dumps(chain), key))
-
-        await self.link.agent.store.db.write(op)
+        await self.link.agent.store.record_duplicate(key, link)
 
 
 def _peer_device(peer: str, chain: list[dict[str, Any]]) -> str:

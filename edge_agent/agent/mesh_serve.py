@@ -19,10 +19,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from edge_agent.agent import outbox
 from edge_agent.agent.executor import Job
+from edge_agent.agent.intake import NewTask
 from edge_agent.agent.scheduler import decision_row
-from edge_agent.agent.store import NewTask
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh.accept import MESH_META
 from edge_agent.mesh.errors import MeshError
@@ -31,8 +30,6 @@ from edge_agent.placement import Decision, TaskContract
 from edge_agent.placement.pools import usage_of
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
     from edge_agent.agent.mesh_link import MeshLink
 
 
@@ -64,7 +61,7 @@ class MeshServe:
             agent.placer.release(decision)
             raise
         job = Job(task_id, decision, None, contract.priority, math.inf, submitted_at=time.time())
-        outcome = await agent.run_job(job)
+        outcome = await agent.jobs.run_job(job)
         if not outcome.ok:
             raise TaskFailed(outcome.error or "the task failed")
         return dict(outcome.result or {})
@@ -74,7 +71,7 @@ class MeshServe:
 
         Work run for a peer never makes this box's own borrowed work yield, and never waits:
         refused, the attempt fails with the pool's reason and its origin places it elsewhere.
-        The pool is given back when the task finishes, as for any task (``Agent._finished``).
+        The pool is given back when the task finishes, as for any task (``Jobs.job_finished``).
         """
         agent = self.link.agent
         pools = agent.scheduler.pools
@@ -87,19 +84,7 @@ class MeshServe:
             return
         pools.forget(task_id)
         error = f"refused for {origin}: {verdict.reason}"
-
-        def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            cur = db.execute(
-                "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-                "WHERE id = ? AND state = 'placed'",
-                (now, error, task_id),
-            )
-            if cur.rowcount == 1:
-                record = {"id": task_id, "state": "failed", "result": None, "error": error}
-                outbox.append(db, "task", record, now, agent.store.outbox_limit)
-
-        await agent.store.db.write(op)
+        await agent.store.refuse_forwarded(task_id, error)
         agent.metrics.move("placed", "failed")
         raise TaskFailed(error)
 
@@ -110,22 +95,11 @@ class MeshServe:
     async def _local_row(self, task_id: str, decision: Decision) -> str:
         """Turn our own offloaded task back into a placed one (the bids did not beat us)."""
         agent = self.link.agent
-        row = decision_row(decision)
-        emulated = int(self._emulated(decision))
-
-        def op(db: sqlite_utils.Database) -> bool:
-            now = time.time()
-            cur = db.execute(
-                "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
-                "attempts = attempts + 1 WHERE id = ? AND state = 'offloaded'",
-                (now, decision.device_id, emulated, task_id),
-            )
-            if cur.rowcount != 1:
-                return False
-            insert_decision(db, task_id, now, row)
-            return True
-
-        if not await agent.store.db.write(op):
+        emulated = self._emulated(decision)
+        placed = await agent.store.take_back(
+            task_id, decision.device_id, emulated, decision_row(decision)
+        )
+        if not placed:
             raise MeshError(f"task {task_id} is no longer offloaded (cancelled?)")
         agent.metrics.move("offloaded", "placed")
         return task_id
@@ -149,30 +123,9 @@ class MeshServe:
         if not created:
             raise MeshError(f"forwarded attempt {key} is already recorded here")
         agent.metrics.move(None, "queued")
-        placed = decision_row(decision)
-        emulated = int(self._emulated(decision))
+        emulated = self._emulated(decision)
         origin = str(meta.get("origin"))
-
-        def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            db.execute(
-                "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
-                "attempts = 1, origin = ? WHERE id = ?",
-                (now, decision.device_id, emulated, origin, row["id"]),
-            )
-            insert_decision(db, row["id"], now, placed)
-
-        await agent.store.db.write(op)
+        placed = decision_row(decision)
+        await agent.store.place_forwarded(row["id"], decision.device_id, emulated, origin, placed)
         agent.metrics.move("queued", "placed")
         return str(row["id"])
-
-
-def insert_decision(
-    db: sqlite_utils.Database, task_id: str, decided_at: float, row: dict[str, Any]
-) -> None:
-    """Insert a ``decisions`` row (``decision_row``'s columns) for ``task_id``."""
-    record = {"task_id": task_id, "decided_at": decided_at, **row}
-    db.execute(
-        f"INSERT INTO decisions ({', '.join(record)}) VALUES ({', '.join('?' for _ in record)})",
-        list(record.values()),
-    )

@@ -18,9 +18,8 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.executor import Job
 from edge_agent.agent.fairshare import FairQueue
@@ -31,6 +30,9 @@ from edge_agent.errors import KernelError
 from edge_agent.placement import Decision, Placer, TaskContract, tiers
 from edge_agent.placement import layout as L
 from edge_agent.placement.pools import Pools, Verdict, admit_placed
+
+if TYPE_CHECKING:
+    from edge_agent.agent.roles import Dispatcher, Offload
 
 _log = logging.getLogger(__name__)
 
@@ -51,14 +53,22 @@ class Waiting:
     deadline_at: float  # epoch seconds; inf = none
     state: str  # queued or interrupted
 
+    def contract_at(self, now: float) -> TaskContract:
+        """Return the contract with its deadline counted from ``now`` (it was from submission)."""
+        if math.isinf(self.deadline_at):
+            return self.contract
+        left = max(self.deadline_at - now, 1e-9)
+        req = dataclasses.replace(self.contract.requirements, deadline_s=left)
+        return dataclasses.replace(self.contract, requirements=req)
 
-def waiting_from_row(row: dict[str, Any]) -> Waiting:
-    """Return the scheduler's view of a stored task row."""
+
+def waiting_from_row(row: dict[str, Any], contract: TaskContract | None = None) -> Waiting:
+    """Return the scheduler's view of a stored task row (``contract``: already parsed)."""
     command = row.get("command")
     deadline = row.get("deadline_at")
     return Waiting(
         row["id"],
-        TaskContract.from_dict(row["contract"]),
+        TaskContract.from_dict(row["contract"]) if contract is None else contract,
         None if command is None else tuple(command),
         float(row["submitted_at"]),
         math.inf if deadline is None else float(deadline),
@@ -122,25 +132,23 @@ class Scheduler:
         placer: Placer,
         store: Store,
         metrics: AgentMetrics,
-        dispatch: Callable[[Job], None],
-        busy: Callable[[], int],
+        jobs: Dispatcher,
         batch_size: int,
-        queued: Callable[[], list[Job]] = list,
-        withdraw: Callable[[Job], None] = lambda job: None,
+        pools: Pools | None = None,
+        offload: Offload | None = None,
     ) -> None:
+        """``jobs``: where placed jobs go; ``pools``: the tenants' resource pools (None:
+        none); ``offload``: the mesh, offered each task before it runs here (None: no mesh)."""
         self.placer, self.store, self.metrics = placer, store, metrics
-        self._dispatch, self._busy, self._batch = dispatch, busy, batch_size
-        self._queued, self._withdraw = queued, withdraw
+        self.jobs, self._batch = jobs, batch_size
         self._waiting: dict[str, Waiting] = {}
         self.queue = FairQueue(self._waiting.__contains__, self._shares())
         self._parked: list[Waiting] = []
         self._wake = asyncio.Event()
         self.placing: set[str] = set()  # popped, decision not yet persisted
         self._persisted: set[str] = set()  # the batch being placed: decisions stored
-        # the mesh's hook (mesh_offload.Offloader.take, wired by MeshLink.attach): True when
-        # it takes the task elsewhere
-        self.offload: Callable[[Waiting, Decision], bool] = lambda task, decision: False
-        self.pools = Pools({}, 0)  # the tenants' resource pools (the agent sets them)
+        self.offload = offload
+        self.pools = Pools({}, 0) if pools is None else pools
 
     def _shares(self) -> dict[str, float]:
         shares = self.placer.policy.rules.get("tenant_shares") or {}
@@ -233,7 +241,7 @@ class Scheduler:
 
     async def _place(self, batch: list[Waiting]) -> None:
         now = time.time()
-        contracts = [self._contract(t, now) for t in batch]
+        contracts = [t.contract_at(now) for t in batch]
         start = time.perf_counter()
         try:
             decisions = tiers.place(self.placer, contracts)
@@ -245,11 +253,12 @@ class Scheduler:
         entries, keep = [], []
         refused: list[Waiting] = []  # more than their whole pool asks for: they fail
         for i, (task, decision) in enumerate(zip(batch, decisions, strict=True)):
-            if not decision.placed and self._transient(decision) and self._busy():
+            if not decision.placed and self._transient(decision) and self.jobs.busy():
                 self._parked.append(task)  # retried when work finishes
                 keep.append(task)
                 continue
-            if self.offload(task, decision):  # the mesh runs it (here or on a peer) from now
+            # the mesh runs it (here or on a peer) from now
+            if self.offload is not None and self.offload.take(task, decision):
                 keep.append(task)
                 self._waiting.pop(task.task_id, None)
                 if decision.placed:
@@ -288,7 +297,7 @@ class Scheduler:
             if not decision.placed:
                 continue
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
-            self._dispatch(
+            self.jobs.dispatch(
                 Job(
                     task.task_id,
                     decision,
@@ -319,13 +328,13 @@ class Scheduler:
             return Verdict(True), decision
         for job in victims:  # preempted: gives its pool back now, not when requeued
             self.pools.release(job.task_id)
-        queued = {job.task_id: job for job in self._queued()}
+        queued = {job.task_id: job for job in self.jobs.queued()}
         verdict, decision = admit_placed(
             self.pools, self.placer, task.task_id, decision, queued.__contains__
         )
         for task_id in verdict.yield_ids:  # borrowed work that has not started gives way
             job = queued[task_id]
-            self._withdraw(job)
+            self.jobs.withdraw(job)
             self.placer.release(job.decision)
             victims.append(job)
         return verdict, decision
@@ -340,14 +349,14 @@ class Scheduler:
                 continue
             if decision.placed:  # late: try to meet the deadline by preempting first
                 self.placer.release(decision)
-            found = preempt_for(self.placer, contracts[i], self._queued())
+            found = preempt_for(self.placer, contracts[i], self.jobs.queued())
             if found is None:
                 if decision.placed:  # nothing to preempt: late, on the earliest finish
                     decisions[i] = tiers.place_one(self.placer, contracts[i])
                 continue
             decisions[i], displaced = found
             for job in displaced:
-                self._withdraw(job)
+                self.jobs.withdraw(job)
             victims += displaced
             self.metrics.preemptions.inc(len(displaced))
             _log.info(
@@ -369,15 +378,6 @@ class Scheduler:
         await self.store.fail(task.task_id, f"refused by the placement kernel: {err}")
         if self._waiting.pop(task.task_id, None) is not None:
             self.metrics.move(task.state, "failed")
-
-    @staticmethod
-    def _contract(task: Waiting, now: float) -> TaskContract:
-        """Return the contract with its deadline counted from now (it was from submission)."""
-        if math.isinf(task.deadline_at):
-            return task.contract
-        left = max(task.deadline_at - now, 1e-9)
-        req = dataclasses.replace(task.contract.requirements, deadline_s=left)
-        return dataclasses.replace(task.contract, requirements=req)
 
     @staticmethod
     def _transient(decision: Decision) -> bool:

@@ -1,30 +1,37 @@
-"""One running agent: store, fleet, placer, scheduler, executor and metrics, wired together."""
+"""One running agent: store, fleet, placer, scheduler, executor and metrics, wired together.
+
+``Agent.start`` is the one place the parts are wired: each is given what it calls, through
+the small interfaces of roles.py, when it is built (the scheduler its ``Jobs`` dispatcher,
+pools and the mesh's ``MeshHandoff``; the executor its ``Jobs`` hooks; the deferrer and the
+hub link the mesh's hooks), never a private method and never an attribute set afterwards.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import logging
-import math
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edge_agent import __version__
-from edge_agent.agent.carbon import CarbonFeed, CarbonSource, task_carbon
+from edge_agent.agent.carbon import CarbonFeed, CarbonSource
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.deferral import Deferrer, deferred_submission
-from edge_agent.agent.executor import Executor, Job, Outcome
+from edge_agent.agent.executor import Executor
 from edge_agent.agent.fleet import Fleet, build_fleet
 from edge_agent.agent.hub_devices import DeviceReporter
 from edge_agent.agent.hub_link import HubLink
-from edge_agent.agent.intake import Intake
+from edge_agent.agent.intake import Intake, NewTask
+from edge_agent.agent.jobs import Jobs
+from edge_agent.agent.lifecycle import sources_of
 from edge_agent.agent.metrics import AgentMetrics
 from edge_agent.agent.model_pull import AgentLearning
 from edge_agent.agent.overrun import OverrunWatch
-from edge_agent.agent.power import Meters, energy_between
-from edge_agent.agent.scheduler import Scheduler, Waiting, waiting_from_row
-from edge_agent.agent.store import NewTask, Store
+from edge_agent.agent.power import Meters
+from edge_agent.agent.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.store import Store
 from edge_agent.agent.telemetry import Sampler
 from edge_agent.errors import InvalidInput
 from edge_agent.loops import LoopFactory, Supervisor
@@ -37,13 +44,13 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 #: States a task may be cancelled from.
-CANCELLABLE = ("queued", "interrupted", "placed", "deferred")
+CANCELLABLE = sources_of("cancelled")
 
 
 class Agent:
     """The daemon's state and background work; ``start`` then ``stop``, once each."""
 
-    def __init__(self, config: AgentConfig) -> None:
+    def __init__(self, config: AgentConfig, mesh: MeshLink | None = None) -> None:
         self.config = config
         self.store = Store(config.db_path, config.hub_outbox_limit)
         self.metrics = AgentMetrics()
@@ -54,9 +61,8 @@ class Agent:
         self.started_at = time.monotonic()
         self.link: HubLink | None = None
         self.learning: AgentLearning | None = None  # load forecasts, model pulls, SuperNode
-        self.slo_misses = 0
         self.loops = Supervisor()  # every background loop, restarted after an error
-        self._jobs: dict[str, Job] = {}
+        self.jobs = Jobs(self)  # the dispatched jobs: the scheduler's and executor's hooks
         #: what makes the agent ``degraded``: each returns its problems (one line each); other
         #: concerns (the hub link's clock, ...) append theirs
         self.checks: list[Callable[[], list[str]]] = [
@@ -64,8 +70,7 @@ class Agent:
             self.loops.problems,
             self._link_problems,
         ]
-        self.mesh: MeshLink | None = None  # set by the app when [mesh] is on (mesh_link.py)
-        self.finish_waiters: dict[str, asyncio.Future[Outcome]] = {}  # task id -> outcome
+        self.mesh = mesh  # the app's when [mesh] is on (mesh_link.py)
         self.carbon = CarbonSource.from_config(config)  # None: the profiles' intensity
         self.fleet: Fleet
         self.placer: Placer
@@ -90,24 +95,21 @@ class Agent:
             self.placer = Placer(self.fleet.devices, self.policy)
             self.meters = await asyncio.to_thread(Meters.discover, self.fleet.devices)
             self.executor = Executor(
-                self.fleet,
-                self.placer,
-                self._started,
-                self._finished,
-                self.config.emulation_jitter,
+                self.fleet, self.placer, self.jobs, self.config.emulation_jitter
             )
             self.scheduler = Scheduler(
                 self.placer,
                 self.store,
                 self.metrics,
-                self._dispatch,
-                self._busy,
+                self.jobs,
                 self.config.batch_size,
-                self._queued_jobs,
-                self._withdraw,
+                Pools.for_devices(self.pool_specs(), self.fleet.devices),
+                None if self.mesh is None else self.mesh.offloader,
             )
-            self.scheduler.pools = Pools.for_devices(self.pool_specs(), self.fleet.devices)
-            self.deferrer = Deferrer(self.placer, self.carbon, self._release_deferred)
+            forward = None if self.mesh is None else self.mesh.moves.forward_deferred
+            self.deferrer = Deferrer(
+                self.placer, self.carbon, self.release_deferred, forward=forward
+            )
             if self.carbon is not None:
                 CarbonFeed(self.carbon, self.placer, self.config.carbon_update_s).update()
             if from_hub is None:
@@ -144,7 +146,7 @@ class Agent:
         if self.carbon is not None:
             feed = CarbonFeed(self.carbon, self.placer, self.config.carbon_update_s)
             self._spawn(feed.run, "agent-carbon")
-        self.overrun = OverrunWatch(ex, self.placer, self._queued_jobs, self._requeue)
+        self.overrun = OverrunWatch(ex, self.placer, self.jobs.queued, self.jobs.requeue)
         self._spawn(self.overrun.run, "agent-overrun-watch")
         self.sampler = Sampler(
             self.fleet,
@@ -159,11 +161,11 @@ class Agent:
         if self.config.hub_url:
             self.reporter = DeviceReporter(self.fleet, self.placer, ex.busy_s.__getitem__)
             labels = {"mode": self.fleet.mode, **self.config.hub_labels}
+            # the hub's re-evaluation moves work through the mesh
+            moves = None if self.mesh is None else self.mesh.execute_moves
             self.link = HubLink(
-                self.config, self.store.outbox, self.hub_report, self.apply_policy, labels
+                self.config, self.store.outbox, self.hub_report, self.apply_policy, labels, moves
             )
-            if self.mesh is not None:  # the hub's re-evaluation moves work through the mesh
-                self.link.on_moves = self.mesh.execute_moves
             await self.link.start()
             self.metrics.watch_hub(self.link.status)
             self._spawn(self.link.run, "agent-hub-link")
@@ -209,17 +211,7 @@ class Agent:
                 continue
             if created:
                 self.metrics.move(None, "queued")
-                deadline = row["deadline_at"]
-                self.scheduler.add(
-                    Waiting(
-                        row["id"],
-                        task.contract,
-                        task.command,
-                        row["submitted_at"],
-                        math.inf if deadline is None else deadline,
-                        "queued",
-                    )
-                )
+                self.scheduler.add(waiting_from_row(row, task.contract))
         return stored
 
     async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:
@@ -228,7 +220,7 @@ class Agent:
         # executor records starts without waiting for their commit, so it must not start a
         # job whose cancel may commit first. A job already in its slot has started, whatever
         # the store reads yet.
-        job = self._jobs.get(task_id)
+        job = self.jobs.get(task_id)
         running = job is not None and self.executor.is_running(job)
         held = job if job is not None and not running and not job.cancelled else None
         states = tuple(s for s in CANCELLABLE if s != "placed") if running else CANCELLABLE
@@ -253,7 +245,7 @@ class Agent:
             self.deferrer.cancel(task_id)
             self.scheduler.remove(task_id)
             if held is not None:
-                self._jobs.pop(task_id, None)
+                self.jobs.forget(task_id)
                 self.placer.release(held.decision)
         return row, before
 
@@ -348,7 +340,7 @@ class Agent:
             "devices": self.reporter.entries(),
             "peers": [] if self.mesh is None else self.mesh.peer_ids(),  # trusted, online
             "queue_depth": self.scheduler.depth(),
-            "slo_misses": self.slo_misses,
+            "slo_misses": self.jobs.slo_misses,
             # hub re-evaluation: carbon forecast, deferred and queued work, moves' outcomes
             **self.deferrer.report(self._movable()),
             "mesh_id": None if self.mesh is None else self.mesh.agent_id,
@@ -377,123 +369,11 @@ class Agent:
             )
         return out
 
-    # --- executor hooks -------------------------------------------------------------
-    def _busy(self) -> int:
-        return self.executor.backlog() + len(self.scheduler.placing)
-
-    def _queued_jobs(self) -> list[Job]:
-        """Return the dispatched jobs that have not started (preemption candidates)."""
-        running = self.executor.is_running
-        return [job for job in self._jobs.values() if not job.cancelled and not running(job)]
-
-    def _withdraw(self, job: Job) -> None:
-        """Take a preempted job off its device queue (the scheduler places it again)."""
-        job.cancelled = True
-        self._jobs.pop(job.task_id, None)
-
-    async def _requeue(self, jobs: list[Job]) -> None:
-        """Withdraw queued jobs from their device, release them, and place them again."""
-        for job in jobs:
-            self._withdraw(job)
-            self.placer.release(job.decision)
-        await self.store.placed([], [job.task_id for job in jobs])
-        for job in jobs:
-            self.scheduler.requeue(job)
-
-    async def _release_deferred(self, task_id: str) -> None:
+    # --- the deferrer's -----------------------------------------------------------
+    async def release_deferred(self, task_id: str) -> None:
         """Queue a deferred task whose hour has come."""
         if await self.store.release_deferred(task_id):
             row = await self.store.get(task_id)
             if row is not None:
                 self.metrics.move("deferred", "queued")
                 self.scheduler.add(waiting_from_row(row))
-
-    async def run_job(self, job: Job) -> Outcome:
-        """Run a job placed outside the scheduler (the mesh); return its outcome.
-
-        Cancelled before the job starts, it is withdrawn (the task cancelled, its devices
-        released); once started it runs to its end, as every run does.
-        """
-        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
-        self.finish_waiters[job.task_id] = waiter
-        self._dispatch(job)
-        try:
-            return await asyncio.shield(waiter)
-        except asyncio.CancelledError:
-            self.finish_waiters.pop(job.task_id, None)
-            if not self.executor.is_running(job):
-                await asyncio.shield(self.cancel(job.task_id))
-            raise
-
-    def _dispatch(self, job: Job) -> None:
-        self._jobs[job.task_id] = job
-        self.executor.submit(job)
-
-    async def _started(self, job: Job) -> bool:
-        """Start ``job`` unless cancelled (in memory: ``cancel`` marks it before its commit);
-        its start is recorded through the store's group commit, not waited for here."""
-        if job.cancelled:
-            return False
-        job.started = self.store.started(job.task_id)
-        job.started.add_done_callback(self._start_recorded)
-        self.placer.started(job.decision)  # its queue charge now shrinks as it runs
-        device = self.fleet.device(job.decision.device_ids[0])
-        if self.meters.measures(device):
-            job.energy_start = await asyncio.to_thread(self.meters.read, device)
-        return True
-
-    def _start_recorded(self, started: asyncio.Future[bool]) -> None:
-        if not started.cancelled() and started.exception() is None and started.result():
-            self.metrics.move("placed", "running")
-
-    async def _finished(self, job: Job, outcome: Outcome) -> None:
-        self._jobs.pop(job.task_id, None)
-        if job.started is not None and not await job.started:  # never expected: cancel and
-            # preemption take a job back before their commit; whoever moved the task owns it
-            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
-            self.placer.release(job.decision)
-            return
-        self.overrun.finished(job)
-        d = job.decision
-        energy = None
-        if job.energy_start is not None and not outcome.emulated:
-            device = self.fleet.device(d.device_ids[0])
-            energy = energy_between(
-                job.energy_start, await asyncio.to_thread(self.meters.read, device)
-            )
-        try:
-            if outcome.ok:
-                self.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9), energy_j=energy)
-            else:
-                self.placer.release(d)
-        except InvalidInput as err:
-            _log.warning("feedback for task %s refused: %s", job.task_id, err)
-            self.placer.release(d)
-        state = "done" if outcome.ok else "failed"
-        bound = d.task.requirements.max_latency_s
-        if not outcome.ok or (bound > 0 and outcome.latency_s > bound):
-            self.slo_misses += 1
-        telemetry = {
-            "kind": "task",
-            "device": d.device_id,
-            "task_class": d.task.task_class,
-            "latency_s": outcome.latency_s,
-            "estimate_s": d.service_s,
-            "energy_j": energy,  # None: the platform reports no power for this device
-            "emulated": int(outcome.emulated),
-            **task_carbon(self.carbon, self.fleet.device(d.device_ids[0]), energy, d.energy_j),
-        }
-        self.deferrer.ran(d.service_s)
-        await self.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
-        self.metrics.move("running", state)
-        waiter = self.finish_waiters.pop(job.task_id, None)
-        if waiter is not None and not waiter.done():
-            waiter.set_result(outcome)
-        if outcome.ok:
-            self.metrics.service_seconds.labels(str(outcome.emulated).lower()).observe(
-                outcome.latency_s
-            )
-        if outcome.result and outcome.result.get("over_estimate"):
-            self.metrics.over_estimate.inc()
-        self.scheduler.pools.release(job.task_id)
-        self.scheduler.poke()

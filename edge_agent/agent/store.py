@@ -13,65 +13,32 @@ import asyncio
 import json
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
 from edge_agent.agent import outbox, store_batch, store_runs
+from edge_agent.agent.lifecycle import FINAL, STATES, WAITING, where
+from edge_agent.agent.store_moves import TaskMoves, decode_row
 from edge_agent.errors import InvalidInput
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import Database, StoreError, decode_each
-from edge_agent.tasks.contract import TaskContract
 
-#: Task states; ``WAITING`` ones are the scheduler's, ``FINAL`` ones never change again.
-STATES = (
-    "queued",
-    "placed",
-    "running",
-    "done",
-    "failed",
-    "cancelled",
-    "interrupted",
-    "offloaded",  # handed to the mesh (edge_agent/agent/mesh_link.py): a peer may run it
-    "deferred",  # held until a low-carbon hour before its deadline (edge_agent/agent/deferral.py)
-)
-WAITING = ("queued", "interrupted")
-FINAL = ("done", "failed", "cancelled")
+if TYPE_CHECKING:
+    from edge_agent.agent.intake import NewTask
+
 #: Rows kept in the hub outbox (oldest dropped first) unless the store is told otherwise.
 OUTBOX_LIMIT = 10_000
-_JSON_COLUMNS = ("contract", "command", "result", "chain", "deferral")
+__all__ = ["FINAL", "STATES", "WAITING", "IdempotencyConflict", "Store"]
+# the restart's moves, checked against the lifecycle here, once
+_FORWARDED_CUT = where(("placed", "running"), "failed")
+_CUT = where(("placed", "running", "offloaded"), "interrupted")
+_WAITING = f"state IN ({', '.join(repr(s) for s in WAITING)})"
 
 
 class IdempotencyConflict(InvalidInput):
     """An Idempotency-Key was reused with a different request body."""
-
-
-@dataclass(frozen=True)
-class NewTask:
-    """A validated submission, ready to be stored."""
-
-    contract: TaskContract
-    request_hash: str
-    idempotency_key: str | None = None
-    command: tuple[str, ...] | None = None
-    contract_json: str = ""  # the contract as stored; computed here when empty
-    deferrable: bool = False  # held until a low-carbon, low-load hour before its deadline
-    deferral: dict[str, Any] | None = None  # the agent's plan (stored state "deferred")
-
-    def stored_contract(self) -> str:
-        """Return the contract's JSON text (as ``TaskContract.to_dict`` writes it)."""
-        return self.contract_json or json.dumps(self.contract.to_dict())
-
-
-def _row(row: dict[str, Any]) -> dict[str, Any]:
-    """Return a task row with its JSON columns decoded."""
-    for key in _JSON_COLUMNS:
-        if row.get(key) is not None:
-            row[key] = json.loads(row[key])
-    row["emulated"] = bool(row.get("emulated"))
-    return row
 
 
 _TASK_COLUMNS = (
@@ -96,15 +63,6 @@ _INSERT_TASK = (
 )
 
 
-def _select(db: sqlite_utils.Database, where: str, value: object) -> dict[str, Any] | None:
-    """Return the one task row matching ``where`` (one ``?``), undecoded, or None."""
-    cur = db.execute(f"SELECT * FROM tasks WHERE {where}", (value,))
-    found = cur.fetchone()
-    if found is None:
-        return None
-    return dict(zip((c[0] for c in cur.description), found, strict=True))
-
-
 def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
     """Insert ``row`` into ``table`` with plain SQL (the column names are ours, not input)."""
     db.execute(
@@ -113,8 +71,8 @@ def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
     )
 
 
-class Store:
-    """Task and decision records over one SQLite file."""
+class Store(TaskMoves):
+    """Task and decision records over one SQLite file (single-task moves: ``TaskMoves``)."""
 
     def __init__(self, path: Path, outbox_limit: int = OUTBOX_LIMIT) -> None:
         self.db = Database(path, MIGRATIONS, repair=f"edge-agent repair --data-dir {path.parent}")
@@ -125,7 +83,7 @@ class Store:
 
     def _decoded(self, rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         """Return ``rows`` decoded, skipping (logged, counted) any that cannot be."""
-        out, bad = decode_each(rows, _row, "task")
+        out, bad = decode_each(rows, decode_row, "task")
         self.bad_rows += bad
         return out
 
@@ -163,7 +121,7 @@ class Store:
                             f"Idempotency-Key {task.idempotency_key!r} was already used "
                             "with a different request"
                         )
-                    out.append((_row(dict(found)), False))
+                    out.append((decode_row(dict(found)), False))
                     continue
                 row = dict(row)
                 row.update(
@@ -186,20 +144,6 @@ class Store:
 
         def op(db: sqlite_utils.Database) -> None:
             store_batch.record_placed(db, entries, requeued, self.outbox_limit)
-
-        await self.db.persist(op)
-
-    async def fail(self, task_id: str, error: str) -> None:
-        """Fail a waiting task that cannot be placed."""
-
-        def op(db: sqlite_utils.Database) -> None:
-            now = time.time()
-            db.execute(
-                "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-                "WHERE id = ? AND state IN ('queued', 'interrupted')",
-                (now, error, task_id),
-            )
-            self._outbox(db, "task", {"id": task_id, "state": "failed"}, now)
 
         await self.db.persist(op)
 
@@ -234,29 +178,6 @@ class Store:
 
         await self.db.write(op)
 
-    async def cancel(
-        self, task_id: str, states: tuple[str, ...]
-    ) -> tuple[dict[str, Any], str] | None:
-        """Cancel the task if its state is one of ``states``; return (row, state before)."""
-
-        def op(db: sqlite_utils.Database) -> tuple[dict[str, Any], str] | None:
-            found = _select(db, "id = ?", task_id)
-            if found is None:
-                return None
-            rows = [found]
-            before = str(found["state"])
-            if before in states:
-                now = time.time()
-                db.execute(
-                    "UPDATE tasks SET state = 'cancelled', finished_at = ? WHERE id = ?",
-                    (now, task_id),
-                )
-                rows[0].update(state="cancelled", finished_at=now)
-                self._outbox(db, "task", {"id": task_id, "state": "cancelled"}, now)
-            return _row(rows[0]), before
-
-        return await self.db.write(op)
-
     async def recover(self) -> list[dict[str, Any]]:
         """Mark placed/running tasks interrupted; return every waiting task, oldest first."""
 
@@ -264,15 +185,11 @@ class Store:
             # a task a peer forwarded to us is not ours to resume: its origin places it again
             db.execute(
                 "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-                "WHERE state IN ('placed', 'running') AND origin IS NOT NULL",
+                f"WHERE {_FORWARDED_CUT} AND origin IS NOT NULL",
                 (time.time(), "interrupted by a restart; the origin agent places it again"),
             )
-            db.execute(
-                "UPDATE tasks SET state = 'interrupted' "
-                "WHERE state IN ('placed', 'running', 'offloaded')"
-            )
-            where = "state IN ('queued', 'interrupted')"
-            return list(db.table("tasks").rows_where(where, order_by="rowid"))
+            db.execute(f"UPDATE tasks SET state = 'interrupted' WHERE {_CUT}")
+            return list(db.table("tasks").rows_where(_WAITING, order_by="rowid"))
 
         return self._decoded(await self.db.write(op))
 
@@ -284,17 +201,6 @@ class Store:
             )
         )
         return self._decoded(rows)
-
-    async def release_deferred(self, task_id: str) -> bool:
-        """Move a deferred task to queued (its hour came); False if it is no longer deferred."""
-
-        def op(db: sqlite_utils.Database) -> bool:
-            cur = db.execute(
-                "UPDATE tasks SET state = 'queued' WHERE id = ? AND state = 'deferred'", (task_id,)
-            )
-            return cur.rowcount == 1
-
-        return await self.db.persist(op)
 
     async def work_history(self, since: float) -> list[tuple[float, float]]:
         """Return (time, estimated seconds) of the tasks finished since ``since`` (telemetry)."""
@@ -350,7 +256,7 @@ class Store:
         if not rows:
             return None
         try:
-            return _row(rows[0])
+            return decode_row(rows[0])
         except (ValueError, TypeError) as err:
             self.bad_rows += 1
             raise StoreError(f"task {task_id}'s stored row is damaged: {err}") from err

@@ -18,12 +18,19 @@ from typing import TYPE_CHECKING, Any
 import sqlite_utils
 
 from edge_agent.agent import outbox
+from edge_agent.agent.lifecycle import WAITING, check, where
 from edge_agent.placement.decision import why_not_text
 
 if TYPE_CHECKING:
-    from edge_agent.agent.store import NewTask
+    from edge_agent.agent.intake import NewTask
 
 _KEYS_AT_ONCE = 500  # idempotency keys looked up per SELECT (SQLite's variable limit: 999)
+# the moves these statements make, checked against the lifecycle once, here
+check("(new)", None, "queued")
+check("(new)", None, "deferred")
+_REQUEUE = where(("placed",), "queued")
+_PLACE = where(WAITING, "placed")
+_FAIL = where(WAITING, "failed")
 
 
 def existing_keys(db: sqlite_utils.Database, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -91,7 +98,7 @@ def record_placed(
     now = time.time()
     if requeued:
         db.conn.executemany(
-            "UPDATE tasks SET state = 'queued', device = NULL WHERE id = ? AND state = 'placed'",
+            f"UPDATE tasks SET state = 'queued', device = NULL WHERE id = ? AND {_REQUEUE}",
             [(task_id,) for task_id in requeued],
         )
     if not entries:
@@ -115,12 +122,11 @@ def record_placed(
             records.append(("task", {"id": task_id, "state": "failed"}))
     db.conn.executemany(
         "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
-        "attempts = attempts + 1 WHERE id = ? AND state IN ('queued', 'interrupted')",
+        f"attempts = attempts + 1 WHERE id = ? AND {_PLACE}",
         placed,
     )
     db.conn.executemany(
-        "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-        "WHERE id = ? AND state IN ('queued', 'interrupted')",
+        f"UPDATE tasks SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND {_FAIL}",
         failed,
     )
     outbox.append_many(db, records, now, outbox_limit)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,12 +23,16 @@ from typing import Any, Generic, TypeVar
 import sqlite_utils
 
 from edge_agent.agent import outbox
+from edge_agent.agent.lifecycle import where
 from edge_agent.storage.db import Database
 
 I = TypeVar("I")  # an item to write
 R = TypeVar("R")  # what its caller gets back
 
 _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
+_START = where(("placed",), "running")  # the moves, checked against the lifecycle once
+_FINISH = {state: where(("running",), state) for state in ("done", "failed")}
+_log = logging.getLogger(__name__)
 
 
 class Gather(Generic[I, R]):
@@ -100,7 +105,7 @@ def write_started(db: sqlite_utils.Database, task_ids: Sequence[str]) -> list[bo
     for i in range(0, len(task_ids), _IDS_AT_ONCE):
         part = task_ids[i : i + _IDS_AT_ONCE]
         cur = db.execute(
-            "UPDATE tasks SET state = 'running', started_at = ? WHERE state = 'placed' "
+            f"UPDATE tasks SET state = 'running', started_at = ? WHERE {_START} "
             f"AND id IN ({', '.join('?' for _ in part)}) RETURNING id",
             [now, *part],
         )
@@ -113,13 +118,22 @@ def write_finished(
 ) -> list[None]:
     """Record outcomes, their telemetry rows and one outbox record each (one op)."""
     now = time.time()
-    db.conn.executemany(
-        "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? WHERE id = ?",
-        [
-            (f.state, now, None if f.result is None else json.dumps(f.result), f.error, f.task_id)
-            for f in finishes
-        ],
-    )
+    moved = 0
+    for state, condition in _FINISH.items():
+        cur = db.conn.executemany(
+            f"UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? "
+            f"WHERE id = ? AND {condition}",
+            [
+                (state, now, None if f.result is None else json.dumps(f.result), f.error, f.task_id)
+                for f in finishes
+                if f.state == state
+            ],
+        )
+        moved += max(cur.rowcount, 0)
+    if moved != len(finishes):  # never expected: a task finishes only once it is running
+        _log.error(
+            "%s of %s finished tasks were no longer running", len(finishes) - moved, len(finishes)
+        )
     shapes: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}  # telemetry rows by columns
     records: list[tuple[str, dict[str, Any]]] = []
     for f in finishes:

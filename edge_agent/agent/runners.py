@@ -1,0 +1,152 @@
+"""How one job runs: its ``Job`` and ``Outcome``, an onnxruntime session, an allowlisted command.
+
+The executor (executor.py) owns the device queues and slots; what runs in a slot is here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from edge_agent.placement import Decision
+
+_log = logging.getLogger(__name__)
+
+#: A run this many times over its estimate is flagged in its result.
+OVER_ESTIMATE = 4.0
+COMMAND_TIMEOUT_S = 300.0
+_DTYPES = {
+    "tensor(float)": np.float32,
+    "tensor(float16)": np.float16,
+    "tensor(double)": np.float64,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(int32)": np.int32,
+    "tensor(int64)": np.int64,
+    "tensor(bool)": np.bool_,
+}
+
+
+@dataclass(eq=False)
+class Job:
+    """A placed task waiting for, or running on, its device."""
+
+    task_id: str
+    decision: Decision
+    command: tuple[str, ...] | None
+    priority: int
+    deadline_at: float
+    cancelled: bool = False
+    submitted_at: float = 0.0
+    energy_start: Any = None  # power.Reading at start, where a meter covers the device
+    # the store's record of the start (True once committed; False: the task was no longer
+    # placed); None until started. Its finish is recorded only after it.
+    started: asyncio.Future[bool] | None = None
+    seq: int = field(default_factory=itertools.count().__next__)
+
+
+@dataclass
+class Outcome:
+    """How a run went: measured seconds, result document or error, how it ran."""
+
+    ok: bool
+    latency_s: float
+    result: dict[str, Any] | None = None
+    error: str | None = None
+    emulated: bool = False
+
+
+class Sessions:
+    """onnxruntime sessions and their sample inputs, one per (model, provider)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sessions: dict[tuple[str, str], tuple[Any, dict[str, np.ndarray]]] = {}
+
+    def run(self, model: str, provider: str) -> dict[str, Any]:
+        """Run one inference of ``model`` (blocking); return timing and output shapes."""
+        # imported on first use: an agent that never runs a model (an emulated board, opaque
+        # or command tasks) does not carry onnxruntime's ~30 MB
+        import onnxruntime as ort  # type: ignore[import-untyped]  # no type information shipped
+
+        note = None
+        if provider not in ort.get_available_providers():
+            note = f"{provider} is not available in this onnxruntime build; ran on CPU"
+            provider = "CPUExecutionProvider"
+        with self._lock:
+            found = self._sessions.get((model, provider))
+        if found is None:
+            opts = ort.SessionOptions()
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+            session = ort.InferenceSession(model, opts, providers=[provider])
+            feeds = {i.name: _sample(i.shape, i.type) for i in session.get_inputs()}
+            found = (session, feeds)
+            with self._lock:
+                self._sessions[(model, provider)] = found
+        session, feeds = found
+        start = time.perf_counter()
+        outputs = session.run(None, feeds)
+        elapsed = time.perf_counter() - start
+        result: dict[str, Any] = {
+            "execution_provider": provider,
+            "outputs": [list(np.shape(o)) for o in outputs],
+            "latency_s": elapsed,
+        }
+        if note:
+            result["provider_fallback"] = note
+        return result
+
+
+def _sample(shape: list[Any], type_name: str) -> np.ndarray:
+    """Return a seeded random input of ``shape`` (symbolic dimensions as 1)."""
+    dims = [d if isinstance(d, int) and d > 0 else 1 for d in shape]
+    dtype = _DTYPES.get(type_name, np.float32)
+    rng = np.random.default_rng(0)
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(dims).astype(dtype)
+    return rng.integers(0, 2, size=dims).astype(dtype)
+
+
+async def run_command(argv: tuple[str, ...]) -> Outcome:
+    """Run an allowlisted command; its exit status decides the outcome."""
+    start = time.perf_counter()
+    proc = await asyncio.create_subprocess_exec(
+        *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    try:
+        async with asyncio.timeout(COMMAND_TIMEOUT_S):
+            out, err = await proc.communicate()
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return Outcome(False, time.perf_counter() - start, None, "command timed out")
+    elapsed = max(time.perf_counter() - start, 1e-9)
+    result = {
+        "exit_status": proc.returncode,
+        "stdout": out[-4096:].decode(errors="replace"),
+        "stderr": err[-4096:].decode(errors="replace"),
+        "latency_s": elapsed,
+    }
+    ok = proc.returncode == 0
+    return Outcome(ok, elapsed, result, None if ok else f"exit status {proc.returncode}")
+
+
+def checked(job: Job, outcome: Outcome) -> Outcome:
+    """Flag a run far over its estimate (the estimate is in the result)."""
+    estimate = job.decision.service_s
+    if outcome.result is not None:
+        outcome.result["estimate_s"] = estimate
+        if math.isfinite(estimate) and outcome.latency_s > OVER_ESTIMATE * max(estimate, 1e-6):
+            outcome.result["over_estimate"] = True
+            _log.debug(
+                "task %s ran %.3g s, estimate %.3g s", job.task_id, outcome.latency_s, estimate
+            )
+    return outcome
