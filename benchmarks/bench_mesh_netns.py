@@ -29,7 +29,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from edge_agent.mesh.netns import Lan, NodeProcess
+from edge_agent.mesh.netns import Lan
+from edge_agent.mesh.netns_processes import NodeProcess
 
 COUNTER = """
 import socket, sys, time

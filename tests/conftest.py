@@ -31,7 +31,7 @@ unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
 ``metric``: ``await metric(session, url, 'name_total{label="value"}')``, that sample's value
 on the ``/metrics`` page at ``url`` (0.0 when absent).
 
-``netns_fleet``: starts ``edge_agent.mesh.netns.start_fleet`` for the module (root; skipped
+``netns_fleet``: starts ``edge_agent.mesh.netns_fleet.start_fleet`` for the module (root; skipped
 with the reason where network namespaces cannot be made, failed instead with
 ``HETMESH_REQUIRE_NETNS=1`` or ``HETMESH_REQUIRE_ALL=1``).
 
@@ -64,7 +64,8 @@ import pytest_asyncio
 
 from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.config import AgentConfig
-from edge_agent.mesh.netns import NetnsUnavailable, start_fleet
+from edge_agent.mesh.netns import NetnsUnavailable
+from edge_agent.mesh.netns_fleet import start_fleet
 from edge_agent.placement import native_available
 
 CHROMIUM = "/usr/bin/chromium"

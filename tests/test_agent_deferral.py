@@ -20,7 +20,7 @@ from edge_agent.agent.carbon import CarbonSource
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.deferral import Deferral, Deferrer
 from edge_agent.carbon_series import Series, load_series
-from edge_agent.cli_agent import _task_rows
+from edge_agent.cli_agent_views import _task_rows
 from edge_agent.placement import (
     Placer,
     Requirements,

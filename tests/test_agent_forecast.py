@@ -46,7 +46,7 @@ def write_samples(db_path: Path, load: dict[str, float], minutes: int, now: floa
 
 
 def store_model(data_dir: Path, data: bytes) -> None:
-    """The files an agent leaves after accepting a model (model_pull.LocalModel)."""
+    """The files an agent leaves after accepting a model (local_model.LocalModel)."""
     d = data_dir / "predictor"
     d.mkdir(parents=True)
     (d / "model.onnx").write_bytes(data)

@@ -14,46 +14,21 @@ from hypothesis import strategies as st
 
 from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
+from tests.support.fuzz import json_values
+from tests.support.fuzzed_agent import TASK_KEYS
 
-KEYS = st.sampled_from(
-    [
-        "semantics",
-        "requirements",
-        "model",
-        "priority",
-        "tenant",
-        "task_class",
-        "policy",
-        "command",
-        "deferrable",
-        "gflops",
-        "kinds",
-        "precision",
-        "device_count",
-        "max_latency_s",
-        "deadline_s",
-        "operator_histogram",
-        "param_bytes",
-        "model_format",
-        "config_id",
-    ]
+KEYS = (
+    *TASK_KEYS,
+    "max_latency_s",
+    "deadline_s",
+    "operator_histogram",
+    "param_bytes",
+    "model_format",
+    "config_id",
 )
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats(allow_nan=False)
-    | st.text(max_size=12)
-    | st.sampled_from(["tiny_cnn_int8", "int8", "cpu", "npu", "../x"])
-)
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=3) | st.dictionaries(KEYS | st.text(max_size=6), inner, max_size=4)
-    ),
-    max_leaves=10,
-)
-BODIES = st.dictionaries(KEYS, VALUES, max_size=5) | VALUES
+WORDS = ["tiny_cnn_int8", "int8", "cpu", "npu", "../x"]
+VALUES = json_values(KEYS, WORDS, nan=False, huge=None, width=3, max_leaves=10)
+BODIES = st.dictionaries(st.sampled_from(KEYS), VALUES, max_size=5) | VALUES
 
 Fixture = tuple[asyncio.AbstractEventLoop, TestClient[Any, Any]]
 

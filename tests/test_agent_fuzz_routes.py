@@ -11,106 +11,51 @@ a normal submit and a normal forward afterwards still complete.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_agent.agent.api import make_app
-from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.mesh_link import MESH, PREFIX
+from edge_agent.agent.mesh_link import PREFIX
 from edge_agent.agent.store import STATES
 from edge_agent.mesh import FleetKey, sign_request
-from edge_agent.mesh.credential import (
-    H_NONCE,
-    H_RESPONSE,
-    H_SIGNATURE,
-    H_TIMESTAMP,
-    verify_response,
-)
+from edge_agent.mesh.credential import H_RESPONSE, H_SIGNATURE, H_TIMESTAMP
 from edge_agent.placement import TaskContract
+from tests.support.fuzz import (
+    HUGE,
+    PARAM_TEXT,
+    assert_error_shape,
+    json_bodies,
+    json_values,
+    odd_bodies,
+)
+from tests.support.fuzzed_agent import CONTRACT, PEER, TASK_KEYS, Agent, final_state, fuzzed_agent
 
-KEY = "agent-fuzz-routes-fleet-key-0000"
-PEER = "fuzz-peer"
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD")
 MESH_ROUTES = ("hello", "heartbeat", "bid", "tasks", "tasks/cancel")
-#: A contract any emulated board runs at once: opaque (no model), a tenth of a GFLOP.
-CONTRACT = {"semantics": {"gflops": 0.1}, "requirements": {"model_format": None}}
-
-KEYS = st.sampled_from(
-    [
-        "semantics",
-        "requirements",
-        "model",
-        "priority",
-        "tenant",
-        "task_class",
-        "policy",
-        "command",
-        "deferrable",
-        "tasks",
-        "gflops",
-        "kinds",
-        "precision",
-        "device_count",
-        "contract",
-        "key",
-        "attempt",
-        "lease_s",
-        "payload",
-        "agent_id",
-        "api_port",
-        "version",
-    ]
+KEYS = (
+    *TASK_KEYS,
+    "tasks",
+    "contract",
+    "key",
+    "attempt",
+    "lease_s",
+    "payload",
+    "agent_id",
+    "api_port",
+    "version",
 )
-HUGE = st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -(10**30), 10**300])
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | HUGE
-    | st.floats()  # NaN and ±Infinity too: json.dumps writes them as the NaN tokens
-    | st.text(max_size=12)
-    | st.sampled_from(["NaN", "-1", "1e400", "tiny_cnn_int8", "int8", "npu", "../x", ""])
+WORDS = ["NaN", "-1", "1e400", "tiny_cnn_int8", "int8", "npu", "../x", ""]
+VALUES = json_values(KEYS, WORDS)
+ODD_BODIES = odd_bodies(
+    "contract", b'{"attempt": ' + b"9" * 5000 + b"}", b'{"lease_s": NaN, "attempt": Infinity}'
 )
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(KEYS | st.text(max_size=6), inner, max_size=5)
-    ),
-    max_leaves=12,
-)
-ODD_BODIES = st.sampled_from(
-    [
-        b"",
-        b"   ",
-        b"null",
-        b"[" * 50_000 + b"]" * 50_000,  # nested past the parser's recursion limit
-        b'{"contract": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
-        b"1" * 5000,  # an integer past Python's 4300-digit conversion limit
-        b'{"attempt": ' + b"9" * 5000 + b"}",
-        b"1e400",
-        b"NaN",
-        b'{"lease_s": NaN, "attempt": Infinity}',
-        b'{"a": "\xff\xfe"}',  # invalid UTF-8 inside a string
-        b'"\\ud800"',  # a lone surrogate
-        b"\xef\xbb\xbf{}",  # a UTF-8 byte-order mark
-    ]
-)
-BODIES = st.builds(lambda v: json.dumps(v).encode(), VALUES) | st.binary(max_size=64) | ODD_BODIES
-PARAM_TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=20
-)
+BODIES = json_bodies(VALUES, ODD_BODIES)
 QUERY = st.dictionaries(
     st.sampled_from(["limit", "state", "device", "name", "fresh", "x"]),
     st.sampled_from(["0", "1", "10000", "10001", "-1", "1e3", "", "99" * 20, *STATES]) | PARAM_TEXT,
@@ -118,131 +63,9 @@ QUERY = st.dictionaries(
 )
 
 
-@dataclass
-class Agent:
-    loop: asyncio.AbstractEventLoop
-    client: TestClient[Any, Any]
-    app: web.Application
-    key: FleetKey
-    routes: list[tuple[str, str]]
-    task_id: str  # a task done before the fuzz
-    task: dict[str, Any]  # ... and its document then
-
-    def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
-    def request(
-        self, method: str, path: str, body: bytes = b"", headers: dict[str, str] | None = None
-    ) -> tuple[int, bytes, str, dict[str, str]]:
-        async def go() -> tuple[int, bytes, str, dict[str, str]]:
-            async with self.client.request(
-                method,
-                path,
-                data=body,
-                headers={"Content-Type": "application/json", **(headers or {})},
-            ) as resp:
-                return resp.status, await resp.read(), resp.content_type, dict(resp.headers)
-
-        result: tuple[int, bytes, str, dict[str, str]] = self.run(go())
-        return result
-
-    def signed(self, route: str, body: bytes, method: str = "POST") -> tuple[int, Any]:
-        """Send a request signed with the fleet key; check the agent signed its answer."""
-        path = f"{PREFIX}/{route}"
-        headers = sign_request(self.key, PEER, method, path, body, to=self.mesh.agent_id)
-        status, raw, _, answer_headers = self.request(method, path, body, headers)
-        verify_response(
-            self.key,
-            self.mesh.agent_id,
-            headers[H_NONCE],
-            status,
-            raw,
-            answer_headers.get(H_RESPONSE),
-            to=PEER,
-        )
-        return status, json.loads(raw)
-
-    @property
-    def mesh(self) -> Any:
-        return self.app[MESH]
-
-    @property
-    def endpoint(self) -> str:
-        """Return the address:port a hello to this agent is sent to."""
-        return f"{self.client.host}:{self.client.port}"
-
-    def counters(self) -> dict[str, int]:
-        return dict(self.mesh.node.counters)
-
-
-def routes(app: web.Application) -> list[tuple[str, str]]:
-    """(method, path template) of every route, like tests/test_openapi_coverage.py reads them."""
-    out = set()
-    for route in app.router.routes():
-        info = route.resource.get_info() if route.resource is not None else {}
-        path = info.get("formatter") or info.get("path") or (info.get("prefix", "") + "/{file}")
-        out.add((route.method, re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)))
-    return sorted(out)
-
-
-async def _final(client: TestClient[Any, Any], task_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 15
-    while True:
-        resp = await client.get(f"/v1/tasks/{task_id}")
-        task: dict[str, Any] = (await resp.json())["task"]
-        if task["state"] in ("done", "failed", "cancelled"):
-            return task
-        assert time.monotonic() < deadline, task
-        await asyncio.sleep(0.02)
-
-
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Agent]:
-    tmp = tmp_path_factory.mktemp("agentfuzz")
-    config = AgentConfig(
-        data_dir=tmp / "data",
-        port=0,
-        profile="rk3588",
-        emulation_jitter=0.0,
-        shutdown_grace_s=0.0,
-        telemetry_interval_s=0.0,
-        mesh_fleet_key=KEY,
-    )
-    app = make_app(config)
-    loop = asyncio.new_event_loop()
-
-    async def start() -> tuple[TestClient[Any, Any], str, dict[str, Any]]:
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        assert client.server.port is not None
-        await app[MESH].start(client.server.port)  # what daemon.serve does once it listens
-        resp = await client.post("/v1/tasks", json={"semantics": {"gflops": 0.1}})
-        assert resp.status == 202, await resp.text()
-        task_id = (await resp.json())["task"]["id"]
-        task = await _final(client, task_id)
-        assert task["state"] == "done", task
-        return client, task_id, task
-
-    try:
-        client, task_id, task = loop.run_until_complete(start())
-        a = Agent(loop, client, app, FleetKey(KEY), routes(app), task_id, task)
-        # a forwarded attempt accepted before the fuzz: it must stay done, exactly once
-        body = {"contract": CONTRACT, "key": "before-1", "attempt": 1, "lease_s": 30}
-        status, answer = a.signed("tasks", json.dumps(body).encode())
-        assert status == 200 and answer["state"] == "done", answer
-        yield a
-        loop.run_until_complete(client.close())
-    finally:
-        loop.close()
-
-
-def assert_error_shape(status: int, raw: bytes, content_type: str) -> dict[str, Any]:
-    assert content_type == "application/json", (status, raw[:200])
-    doc = json.loads(raw)
-    assert isinstance(doc, dict) and set(doc) == {"ok", "error", "status"}, doc
-    assert doc["ok"] is False and doc["status"] == status, doc
-    assert isinstance(doc["error"], str) and doc["error"].strip(), doc
-    return doc
+    yield from fuzzed_agent(tmp_path_factory.mktemp("agentfuzz"))
 
 
 def test_the_fuzz_covers_every_route(agent: Agent) -> None:
@@ -563,7 +386,7 @@ def test_the_agent_keeps_working_after_the_fuzz(agent: Agent) -> None:
     # new work: a submit through the API and a forward through the mesh both complete
     status, raw, _, _ = agent.request("POST", "/v1/tasks", b'{"semantics": {"gflops": 0.2}}')
     assert status == 202, raw[:300]
-    task = agent.run(_final(agent.client, json.loads(raw)["task"]["id"]))
+    task = agent.run(final_state(agent.client, json.loads(raw)["task"]["id"]))
     assert task["state"] == "done", task
     body = {"contract": CONTRACT, "key": "after-1", "attempt": 1, "lease_s": 30}
     status, answer = agent.signed("tasks", json.dumps(body).encode())

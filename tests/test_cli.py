@@ -188,8 +188,8 @@ def test_hub_usage(capsys: pytest.CaptureFixture[str]) -> None:
 def test_no_service_at_the_address_says_how_to_start_one() -> None:
     from cloud_hub.hub.cli import HubUnreachable
     from cloud_hub.hub.cli import request as hub_request
-    from edge_agent.cli_agent import AgentUnreachable
-    from edge_agent.cli_agent import request as agent_request
+    from edge_agent.cli_agent_http import AgentUnreachable
+    from edge_agent.cli_agent_http import request as agent_request
 
     closed = "http://127.0.0.1:1"  # nothing listens on port 1
     with pytest.raises(AgentUnreachable, match=r"no agent at .*start one: edge-agent run"):
@@ -207,7 +207,7 @@ def test_submit_of_a_missing_file_says_no_such_file(
 
 
 def test_tasks_cuts_long_notes_visibly_and_wide_shows_them_whole() -> None:
-    from edge_agent.cli_agent import NOTE_WIDTH, _task_rows
+    from edge_agent.cli_agent_views import NOTE_WIDTH, _task_rows
 
     error = "not placed: no feasible device (2 estimated latency over max_latency_s, 1 offline)"
     task = {"id": "ab12", "state": "failed", "contract": {}, "error": error}

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from cloud_hub.hub.fleet_views import MeshLinks, carbon_view, deferred_view, parse_links
-from cloud_hub.hub.reevaluate import parse_report
+from cloud_hub.hub.site_report import parse_report
 from edge_agent.errors import InvalidInput
 
 H = 3600.0

@@ -9,177 +9,78 @@ stay there exactly once and a valid sync afterwards resumes where the hub left o
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import sqlite3
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cloud_hub.hub.api import make_app
-from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.protocol import MAX_BATCH, RECORD_KINDS
-from edge_agent.protocol.hub_auth import (
-    NONCE_HEADER,
-    RESPONSE_HEADER,
-    signed_headers,
-    verify_answer,
-)
-from edge_agent.protocol.hub_client import HubClient
+from tests.support import fuzz
+from tests.support.fuzzed_hub import Hub, fuzzed_hub
 
 JOIN, ADMIN, AGENT = "join-me", "admin-me", "a1"
 #: Records the hub accepts before any fuzzing; they must all survive it, exactly once.
 BEFORE = 5
 METHODS = ("GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS")
 
-KEYS = st.sampled_from(
-    [
-        "agent_id",
-        "join_token",
-        "labels",
-        "board",
-        "nonce",
-        "name",
-        "version",
-        "selector",
-        "canary_fraction",
-        "max_slo_misses",
-        "gate_timeout_s",
-        "onnx_base64",
-        "metrics",
-        "records",
-        "dropped_through",
-        "seq",
-        "kind",
-        "payload",
-        "created_at",
-        "status",
-        "policy",
-        "devices",
-        "peers",
-        "outbox",
-        "carbon",
-        "hour",
-        "forecast",
-        "move_outcomes",
-        "deferred",
-        "queued",
-        "queue_depth",
-        "slo_misses",
-        "id",
-        "utilization",
-    ]
+KEYS = (
+    "agent_id",
+    "join_token",
+    "labels",
+    "board",
+    "nonce",
+    "name",
+    "version",
+    "selector",
+    "canary_fraction",
+    "max_slo_misses",
+    "gate_timeout_s",
+    "onnx_base64",
+    "metrics",
+    "records",
+    "dropped_through",
+    "seq",
+    "kind",
+    "payload",
+    "created_at",
+    "status",
+    "policy",
+    "devices",
+    "peers",
+    "outbox",
+    "carbon",
+    "hour",
+    "forecast",
+    "move_outcomes",
+    "deferred",
+    "queued",
+    "queue_depth",
+    "slo_misses",
+    "id",
+    "utilization",
 )
-HUGE = st.sampled_from([2**63, -(2**63) - 1, 2**64, 10**30, -(10**30), 10**300, 10**400])
-SCALARS = (
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | HUGE
-    | st.floats()  # NaN and ±Infinity too: json.dumps writes them as the NaN tokens
-    | st.text(max_size=12)
-    | st.sampled_from(["NaN", "Infinity", "-1", "1e400", "a1", "task", "ok", JOIN, ""])
-)
-VALUES = st.recursive(
-    SCALARS,
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(KEYS | st.text(max_size=6), inner, max_size=5)
-    ),
-    max_leaves=12,
-)
-#: Bodies that are not ordinary JSON documents.
-ODD_BODIES = st.sampled_from(
-    [
-        b"",
-        b"   ",
-        b"null",
-        b"[" * 50_000 + b"]" * 50_000,  # nested past the parser's recursion limit
-        b'{"records": ' + b"[" * 50_000 + b"]" * 50_000 + b"}",
-        b"1" * 5000,  # an integer past Python's 4300-digit conversion limit
-        b'{"records": [{"seq": ' + b"9" * 5000 + b"}]}",
-        b"1e400",
-        b"NaN",
-        b'{"a": "\xff\xfe"}',  # invalid UTF-8 inside a string
-        b'"\\ud800"',  # a lone surrogate
-        b"\xef\xbb\xbf{}",  # a UTF-8 byte-order mark
-    ]
-)
-BODIES = st.builds(lambda v: json.dumps(v).encode(), VALUES) | st.binary(max_size=64) | ODD_BODIES
-PARAM_TEXT = st.text(
-    st.characters(codec="utf-8", exclude_categories=("Cs", "Cc")), min_size=1, max_size=20
+HUGE = fuzz.HUGE | st.just(10**400)
+WORDS = ["NaN", "Infinity", "-1", "1e400", "a1", "task", "ok", JOIN, ""]
+VALUES = fuzz.json_values(KEYS, WORDS, huge=HUGE)
+BODIES = fuzz.json_bodies(
+    VALUES, fuzz.odd_bodies("records", b'{"records": [{"seq": ' + b"9" * 5000 + b"}]}")
 )
 #: Values for path parameters: real ones first, then anything.
 PARAMS: dict[str, st.SearchStrategy[str]] = {
     "agent_id": st.sampled_from([AGENT, "ghost", "a" * 64])
     | st.from_regex(r"[A-Za-z0-9._-]{1,64}", fullmatch=True)
-    | PARAM_TEXT,
-    "name": st.sampled_from(["default", "p1"]) | PARAM_TEXT,
+    | fuzz.PARAM_TEXT,
+    "name": st.sampled_from(["default", "p1"]) | fuzz.PARAM_TEXT,
     "version": st.sampled_from(["1", "0", "999999999"])
     | st.from_regex(r"[0-9]{1,9}", fullmatch=True),
 }
-
-
-@dataclass
-class Hub:
-    loop: asyncio.AbstractEventLoop
-    client: TestClient[Any, Any]
-    agent: HubClient
-    db: Path
-    routes: list[tuple[str, str]]
-    sent: dict[int, dict[str, Any]]  # seq -> the record the hub accepted before fuzzing
-
-    def run(self, coro: Any) -> Any:
-        return self.loop.run_until_complete(coro)
-
-    def request(
-        self, method: str, path: str, body: bytes, headers: dict[str, str] | None = None
-    ) -> tuple[int, bytes, str]:
-        async def go() -> tuple[int, bytes, str]:
-            async with self.client.request(
-                method,
-                path,
-                data=body,
-                headers={"Content-Type": "application/json", **(headers or {})},
-            ) as resp:
-                return resp.status, await resp.read(), resp.content_type
-
-        result: tuple[int, bytes, str] = self.run(go())
-        return result
-
-    def signed(self, method: str, path: str, body: bytes) -> tuple[int, Any]:
-        """Send a request signed as the agent; check the hub signed its answer, errors too."""
-        key, hub_id = self.agent.key, self.agent.hub_id
-        assert key is not None and hub_id is not None
-        headers = signed_headers(AGENT, key, hub_id, method, path, body, time.time())
-
-        async def go() -> tuple[int, bytes, str | None]:
-            async with self.client.request(method, path, data=body, headers=headers) as resp:
-                return resp.status, await resp.read(), resp.headers.get(RESPONSE_HEADER)
-
-        status, raw, signature = self.run(go())
-        if status != 405:  # the router refuses a wrong method before the request is verified
-            verify_answer(key, hub_id, AGENT, headers[NONCE_HEADER], status, raw, signature)
-        return status, json.loads(raw)
-
-
-def routes(app: web.Application) -> list[tuple[str, str]]:
-    """(method, path template) of every route, like tests/test_openapi_coverage.py reads them."""
-    out = set()
-    for route in app.router.routes():
-        info = route.resource.get_info() if route.resource is not None else {}
-        path = info.get("formatter") or info.get("path") or (info.get("prefix", "") + "/{file}")
-        out.add((route.method, re.sub(r"\{(\w+):[^}]*\}", r"{\1}", path)))
-    return sorted(out)
 
 
 def rec(seq: int, kind: str = "task") -> dict[str, Any]:
@@ -205,43 +106,17 @@ def stored(db: Path) -> list[tuple[int, str, str]]:
 
 @pytest.fixture(scope="module")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
-    tmp = tmp_path_factory.mktemp("hubfuzz")
-    config = HubConfig(data_dir=tmp / "hub", port=0, join_token=JOIN, admin_token=ADMIN)
-    app = make_app(config)
-    loop = asyncio.new_event_loop()
-
-    async def start() -> tuple[TestClient[Any, Any], HubClient, dict[int, dict[str, Any]]]:
-        client: TestClient[Any, Any] = TestClient(TestServer(app))
-        await client.start_server()
-        agent = HubClient(str(client.make_url("")), AGENT, client.session)
-        await agent.enrol(JOIN, {"site": "lab"}, board="rk3588")
-        sent = {
-            seq: rec(seq, RECORD_KINDS[seq % len(RECORD_KINDS)]) for seq in range(1, BEFORE + 1)
-        }
-        answer = await agent.sync(list(sent.values()))
-        assert answer["acked"] == BEFORE and answer["applied"] == BEFORE
-        return client, agent, sent
-
-    try:
-        client, agent, sent = loop.run_until_complete(start())
-        yield Hub(loop, client, agent, config.data_dir / "hub.db", routes(app), sent)
-        loop.run_until_complete(client.close())
-    finally:
-        loop.close()
+    yield from fuzzed_hub(tmp_path_factory.mktemp("hubfuzz"), JOIN, ADMIN, AGENT, sent_before())
 
 
-def assert_error_shape(status: int, raw: bytes, content_type: str) -> dict[str, Any]:
-    assert content_type == "application/json", (status, raw[:200])
-    doc = json.loads(raw)
-    assert isinstance(doc, dict) and set(doc) == {"ok", "error", "status"}, doc
-    assert doc["ok"] is False and doc["status"] == status, doc
-    assert isinstance(doc["error"], str) and doc["error"].strip(), doc
-    return doc
+def sent_before() -> dict[int, dict[str, Any]]:
+    """The records the hub accepts before any fuzzing, by seq."""
+    return {seq: rec(seq, RECORD_KINDS[seq % len(RECORD_KINDS)]) for seq in range(1, BEFORE + 1)}
 
 
 def fill(template: str, data: st.DataObject) -> str:
     def one(m: re.Match[str]) -> str:
-        value = data.draw(PARAMS.get(m.group(1), PARAM_TEXT), label=m.group(1))
+        value = data.draw(PARAMS.get(m.group(1), fuzz.PARAM_TEXT), label=m.group(1))
         return quote(value, safe="")
 
     return re.sub(r"\{(\w+)\}", one, template)
@@ -273,12 +148,12 @@ def any_request(hub: Hub, data: st.DataObject, body: bytes, admin: bool) -> None
         method = "POST"  # the event stream never ends; its refusal of other methods is tested
     path = fill(template, data)
     if data.draw(st.booleans(), label="query"):
-        path += "?fresh=1&x=" + quote(data.draw(PARAM_TEXT, label="q"), safe="")
+        path += "?fresh=1&x=" + quote(data.draw(fuzz.PARAM_TEXT, label="q"), safe="")
     headers = {"Authorization": f"Bearer {ADMIN}"} if admin else {}
     status, raw, content_type = hub.request(method, path, body, headers)
     assert status < 500, (method, path, status, raw[:300])
     if status >= 300 and method != "HEAD":
-        assert_error_shape(status, raw, content_type)
+        fuzz.assert_error_shape(status, raw, content_type)
 
 
 NUMBER = st.floats() | st.integers() | HUGE | st.sampled_from([None, True, "1", 10**400])
@@ -341,7 +216,7 @@ def admin_request(hub: Hub, case: tuple[str, Any]) -> None:
     )
     assert status < 500, (path, body[:300], raw[:300])
     if status >= 300:
-        error = assert_error_shape(status, raw, content_type)["error"]
+        error = fuzz.assert_error_shape(status, raw, content_type)["error"]
         assert status in (400, 404, 409, 413), error
         assert re.search(
             r"\bbody\b|JSON|policy|version|canary|max_slo|gate_timeout|selector", error

@@ -11,7 +11,8 @@ from aiohttp.test_utils import TestClient
 
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from cloud_hub.hub.reevaluate import Reevaluator, parse_report
+from cloud_hub.hub.reevaluate import Reevaluator
+from cloud_hub.hub.site_report import parse_report
 from edge_agent.agent.carbon import CarbonSource
 from edge_agent.agent.deferral import Deferrer
 from edge_agent.carbon_series import grams

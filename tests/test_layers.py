@@ -42,7 +42,12 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
     (SHARED, "mesh library", "edge_agent.mesh"),
     (SHARED, "agent-hub protocol", "edge_agent.protocol"),
     (AGENT, "agent daemon", "edge_agent.agent"),
-    (AGENT, "agent commands", "edge_agent.cli+edge_agent.cli_agent+edge_agent.cli_place"),
+    (
+        AGENT,
+        "agent commands",
+        "edge_agent.cli+edge_agent.cli_agent+edge_agent.cli_agent_http+edge_agent.cli_agent_views"
+        "+edge_agent.cli_place",
+    ),
     (HUB, "hub base", "cloud_hub cloud_hub.datasets"),
     (HUB, "hub libraries", "cloud_hub.simulator cloud_hub.learning"),
     (HUB, "hub service", "cloud_hub.hub"),

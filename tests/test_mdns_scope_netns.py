@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from edge_agent.mesh.advertise import SERVICE_TYPE
-from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable, NodeProcess
+from edge_agent.mesh.netns import ROOT, Lan, NetnsUnavailable
+from edge_agent.mesh.netns_processes import NodeProcess
 from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.mesh.config import MeshConfig, parse_overrides
-from edge_agent.mesh.netns import NodeProcess
+from edge_agent.mesh.netns_processes import NodeProcess
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 

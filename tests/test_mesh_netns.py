@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from edge_agent.mesh.netns import Fleet, NodeProcess, ledger_rows, wait_for
+from edge_agent.mesh.netns_fleet import Fleet, ledger_rows, wait_for
+from edge_agent.mesh.netns_processes import NodeProcess
 from edge_agent.placement import Requirements, Semantics, TaskContract
 
 pytestmark = pytest.mark.slow

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from edge_agent.mesh.netns import AgentProcess, Fleet, ledger_rows, wait_for
+from edge_agent.mesh.netns_fleet import Fleet, ledger_rows, wait_for
+from edge_agent.mesh.netns_processes import AgentProcess
 
 pytestmark = pytest.mark.slow
 KEY_TEXT = "netns-agents-fleet-key-000000000"

@@ -18,17 +18,7 @@ from edge_agent.placement import (
     native_available,
 )
 from edge_agent.resources.vocab import DeviceKind, Health, Precision
-
-BACKENDS = pytest.mark.parametrize(
-    "backend",
-    [
-        pytest.param(
-            "native",
-            marks=pytest.mark.skipif(not native_available(), reason="kernel not built"),
-        ),
-        "python",
-    ],
-)
+from tests.support.placer_fleet import BACKENDS
 
 INT8 = 1 << Precision.INT8
 FP32 = 1 << Precision.FP32

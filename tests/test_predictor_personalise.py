@@ -26,10 +26,8 @@ from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.api import AGENT
 from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.model_pull import (
-    MODEL_FILE,
-    STATE_FILE,
-    LocalModel,
+from edge_agent.agent.local_model import MODEL_FILE, STATE_FILE, LocalModel
+from edge_agent.agent.model_candidates import (
     personal_candidate,
     personalise_buckets,
     recent_series,

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
-import math
 import os
 import re
 from collections.abc import Mapping
@@ -15,16 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from edge_agent.config_file import toml_settings
+from edge_agent.config_file import ConfigError, SettingsSpec, check_finite, check_ranges
 from edge_agent.errors import InvalidInput
+
+__all__ = ["DEFAULT_PORT", "ENV_PREFIX", "ConfigError", "HubConfig", "load_config"]
 
 ENV_PREFIX = "CLOUD_HUB_"
 DEFAULT_PORT = 8480
 _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
-
-
-class ConfigError(InvalidInput):
-    """The configuration file or an environment variable is invalid; names which."""
 
 
 def default_data_dir() -> Path:
@@ -156,59 +153,14 @@ _KINDS: dict[str, type] = {
 }
 
 
+SPEC = SettingsSpec(ENV_PREFIX, SECTIONS, _KINDS)
+
+
 def load_config(path: Path | None = None, env: Mapping[str, str] | None = None) -> HubConfig:
     """Return the config from ``path`` (default ``$CLOUD_HUB_CONFIG`` if set) plus env overrides."""
     env = os.environ if env is None else env
-    values: dict[str, Any] = {}
-    given = env.get(f"{ENV_PREFIX}CONFIG")
-    file = path if path is not None else (Path(given).expanduser() if given else None)
-    if file is not None:
-        values.update(_read_toml(file))
-    for name in _KINDS:
-        raw = env.get(ENV_PREFIX + name.upper())
-        if raw is not None:
-            values[name] = _coerce(name, _from_env(name, raw), f"${ENV_PREFIX}{name.upper()}")
-    return _validated(HubConfig(**values), "config")
-
-
-def _read_toml(file: Path) -> dict[str, Any]:
-    return {
-        key: _coerce(key, value, f"{file}: [{section}] {key}")
-        for section, key, value in toml_settings(file, SECTIONS, ConfigError)
-    }
-
-
-def _from_env(name: str, raw: str) -> Any:
-    kind = _KINDS[name]
-    if kind is bool:
-        return {"true": True, "1": True, "false": False, "0": False}.get(raw.lower(), raw)
-    if kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            return raw  # _coerce reports it with the variable's name
-    return raw
-
-
-def _coerce(name: str, value: Any, where: str) -> Any:
-    kind = _KINDS[name]
-    if kind is Path or kind is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{where}: expected a string, got {value!r}")
-        if kind is Path:
-            return Path(value).expanduser() if value else default_data_dir()
-        return value
-    if kind is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or (kind is int and not isinstance(value, int))
-    ):
-        raise ConfigError(f"{where}: expected {'an integer' if kind is int else 'a number'}")
-    return kind(value)
+    file = path if path is not None else SPEC.config_file(env)
+    return _validated(HubConfig(**SPEC.load(file, env)), "config")
 
 
 def _validated(config: HubConfig, where: str) -> HubConfig:
@@ -222,9 +174,7 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
         ("learning_rounds", config.learning_rounds >= 1, "must be >= 1"),
         ("learning_min_nodes", config.learning_min_nodes >= 1, "must be >= 1"),
     )
-    for name, ok, problem in checks:
-        if not ok:
-            raise ConfigError(f"{where}: {name} {problem}, got {getattr(config, name)!r}")
+    check_ranges(config, where, checks)
     if config.learning_run_config:
         from cloud_hub.learning.federation import parse_run_config  # no flwr import
 
@@ -250,19 +200,20 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
                 f"{where}: host is 0.0.0.0; set [discovery] advertise_address to the "
                 "address agents reach the hub on"
             )
-    for name in (
-        "header_timeout_s",
-        "body_timeout_s",
-        "heartbeat_interval_s",
-        "push_interval_s",
-        "max_clock_skew_s",
-        "record_retention_s",
-        "reevaluate_s",
-        "canary_timeout_s",
-        "learning_every_s",
-        "learning_start_timeout_s",
-    ):
-        value = getattr(config, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"{where}: {name} must be a finite number > 0, got {value!r}")
+    check_finite(
+        config,
+        where,
+        (
+            "header_timeout_s",
+            "body_timeout_s",
+            "heartbeat_interval_s",
+            "push_interval_s",
+            "max_clock_skew_s",
+            "record_retention_s",
+            "reevaluate_s",
+            "canary_timeout_s",
+            "learning_every_s",
+            "learning_start_timeout_s",
+        ),
+    )
     return config

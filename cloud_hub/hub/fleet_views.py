@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cloud_hub.hub.reevaluate import SiteReport, mesh_ids
+from cloud_hub.hub.site_report import SiteReport, mesh_ids
 from edge_agent.carbon_series import HOUR_S
 from edge_agent.errors import InvalidInput
 

@@ -4,7 +4,7 @@ Every bucket (the model's ``bucket_s``), for each device with at least a window 
 buckets of telemetry ``sample`` rows, the agent forecasts the device's utilization ``horizon``
 buckets ahead and hands it to the placer as ``predicted_utilization``; the placer scores a
 device by max(utilization, predicted), so a device about to be busy scores worse. The model is
-the one that passed local validation (model_pull.LocalModel), EWMA until then.
+the one that passed local validation (local_model.LocalModel), EWMA until then.
 """
 
 from __future__ import annotations
