@@ -1,7 +1,7 @@
 """Per-prediction latency of the load forecaster: numpy path and onnxruntime path (JSON last).
 
 predict_*_us is Forecaster.forecast with a model loaded, the call the agent makes per device
-(edge_agent/agent/forecast.py): FastPredictor, the validated ONNX initializers in numpy.
+(edge_agent/agent/sensing/forecast.py): FastPredictor, the validated ONNX initializers in numpy.
 ort_run_us is one onnxruntime session run (the validation path), for comparison.
 numpy_predict_us is one timed call of features then the numpy model's prediction (the two
 steps together, not the sum of their separate percentiles). Every percentile has its

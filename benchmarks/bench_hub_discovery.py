@@ -40,10 +40,10 @@ from zeroconf.asyncio import AsyncServiceInfo  # noqa: E402
 
 from cloud_hub.hub.config import HubConfig  # noqa: E402
 from cloud_hub.hub.server import serve  # noqa: E402
-from edge_agent.agent.api import AGENT  # noqa: E402
-from edge_agent.agent.api import make_app as agent_app  # noqa: E402
 from edge_agent.agent.config import AgentConfig  # noqa: E402
-from edge_agent.agent.hub_finder import open_zeroconf  # noqa: E402
+from edge_agent.agent.hub.finder import open_zeroconf  # noqa: E402
+from edge_agent.agent.web.api import AGENT  # noqa: E402
+from edge_agent.agent.web.api import make_app as agent_app  # noqa: E402
 from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE, hub_txt  # noqa: E402
 
 TOKEN = "bench-join"

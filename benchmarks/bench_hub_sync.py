@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 
 from cloud_hub.hub.api import make_app as hub_app  # noqa: E402
 from cloud_hub.hub.config import HubConfig  # noqa: E402
-from edge_agent.agent.api import AGENT  # noqa: E402
-from edge_agent.agent.api import make_app as agent_app  # noqa: E402
 from edge_agent.agent.config import AgentConfig  # noqa: E402
+from edge_agent.agent.web.api import AGENT  # noqa: E402
+from edge_agent.agent.web.api import make_app as agent_app  # noqa: E402
 
 PROFILES = ("rk3588", "jetson_orin_nano", "kria_kv260", "hailo8_host")
 TOKEN = "bench-join"

@@ -15,8 +15,8 @@ import pytest
 from aiohttp.test_utils import TestClient
 from onnx import TensorProto, helper, numpy_helper
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import AGENT, make_app
 
 pytestmark = pytest.mark.asyncio
 

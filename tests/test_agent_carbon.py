@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from edge_agent.agent.api import AGENT, make_app
-from edge_agent.agent.carbon import CarbonFeed, CarbonSource, task_carbon
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
+from edge_agent.agent.sensing.carbon import CarbonFeed, CarbonSource, task_carbon
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.carbon_series import SeriesError, grams, load_series
 from edge_agent.placement import Placer, devices_from_profiles
 from edge_agent.placement import layout as L

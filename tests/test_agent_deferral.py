@@ -15,10 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge_agent.agent.api import AGENT, make_app
-from edge_agent.agent.carbon import CarbonSource
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.deferral import Deferral, Deferrer
+from edge_agent.agent.core.deferral import Deferral, Deferrer
+from edge_agent.agent.sensing.carbon import CarbonSource
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.carbon_series import Series, load_series
 from edge_agent.cli_agent_views import _task_rows
 from edge_agent.placement import (

@@ -18,9 +18,9 @@ import pytest
 import sqlite_utils
 from aiohttp.test_utils import TestClient
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.forecast import recent_window
+from edge_agent.agent.sensing.forecast import recent_window
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.predictor.features import FeatureSpec, utilization_from_telemetry
 from edge_agent.predictor.model import model_for
 from edge_agent.predictor.onnx_export import spec_metadata, to_onnx

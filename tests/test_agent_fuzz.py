@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import make_app
 from tests.support.fuzz import json_values
 from tests.support.fuzzed_agent import TASK_KEYS
 

@@ -21,8 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_agent.agent.mesh_link import PREFIX
-from edge_agent.agent.store import STATES
+from edge_agent.agent.core.store import STATES
+from edge_agent.agent.mesh.link import PREFIX
 from edge_agent.mesh import FleetKey, sign_request
 from edge_agent.mesh.credential import H_RESPONSE, H_SIGNATURE, H_TIMESTAMP
 from edge_agent.placement import TaskContract

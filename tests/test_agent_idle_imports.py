@@ -23,8 +23,8 @@ from pathlib import Path
 
 from edge_agent.agent import daemon
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.forecast import DeviceForecasts
-from edge_agent.agent.telemetry import Sampler
+from edge_agent.agent.sensing.forecast import DeviceForecasts
+from edge_agent.agent.sensing.telemetry import Sampler
 from edge_agent.mesh import node
 
 runs = {"sample": 0, "forecast": 0, "heartbeat": 0}

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from edge_agent.agent.api import SUBMITS, make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.intake import Intake
+from edge_agent.agent.core.intake import Intake
+from edge_agent.agent.web.api import SUBMITS, make_app
 from edge_agent.errors import ContractError
 
 Client = TestClient[Any, Any]

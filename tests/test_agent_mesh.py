@@ -21,10 +21,10 @@ import pytest
 from aiohttp import web
 from zeroconf.asyncio import AsyncServiceInfo
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
-from edge_agent.agent.hub_devices import DeviceReporter
-from edge_agent.agent.mesh_link import MESH, mesh_config
+from edge_agent.agent.hub.devices import DeviceReporter
+from edge_agent.agent.mesh.link import MESH, mesh_config
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.cli import main as cli_main
 from edge_agent.mesh import FleetKey, MeshConfig
 from edge_agent.mesh.advertise import SERVICE_TYPE, new_zeroconf

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from edge_agent.agent.executor import Job
-from edge_agent.agent.overrun import OverrunWatch
+from edge_agent.agent.core.executor import Job
+from edge_agent.agent.core.overrun import OverrunWatch
 from edge_agent.placement import (
     Capability,
     Device,

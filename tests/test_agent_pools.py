@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
+from edge_agent.agent.web.api import make_app
 from edge_agent.cli_agent import main as cli_main
 from edge_agent.errors import PolicyError
 from edge_agent.placement import Policy

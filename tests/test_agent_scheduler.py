@@ -11,15 +11,15 @@ from typing import Any
 
 import pytest
 
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.executor import Job
-from edge_agent.agent.fairshare import FairQueue
-from edge_agent.agent.fleet import build_fleet
-from edge_agent.agent.metrics import AgentMetrics
-from edge_agent.agent.preempt import preempt_for
-from edge_agent.agent.scheduler import Scheduler, Waiting
-from edge_agent.agent.store import Store
+from edge_agent.agent.core.executor import Job
+from edge_agent.agent.core.fairshare import FairQueue
+from edge_agent.agent.core.fleet import build_fleet
+from edge_agent.agent.core.preempt import preempt_for
+from edge_agent.agent.core.scheduler import Scheduler, Waiting
+from edge_agent.agent.core.store import Store
+from edge_agent.agent.web.api import make_app
+from edge_agent.agent.web.metrics import AgentMetrics
 from edge_agent.placement import Placer, Policy, Requirements, Semantics, TaskContract
 
 #: ~65 ms on the emulated RK3588 CPU (its roofline: no published latency for an opaque task).
@@ -151,12 +151,12 @@ async def test_urgent_task_preempts_queued_work_end_to_end(
 
 
 def _new(c: TaskContract) -> Any:
-    from edge_agent.agent.intake import NewTask
+    from edge_agent.agent.core.intake import NewTask
 
     return NewTask(c, "hash")
 
 
 def _waiting(row: dict[str, Any]) -> Waiting:
-    from edge_agent.agent.scheduler import waiting_from_row
+    from edge_agent.agent.core.scheduler import waiting_from_row
 
     return waiting_from_row(row)

@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestClient
 
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import make_app
 
 pytestmark = pytest.mark.asyncio
 Client = TestClient[Any, Any]

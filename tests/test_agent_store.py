@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from edge_agent.agent.intake import NewTask
-from edge_agent.agent.store import IdempotencyConflict, Store
+from edge_agent.agent.core.intake import NewTask
+from edge_agent.agent.core.store import IdempotencyConflict, Store
 from edge_agent.placement import Semantics, TaskContract
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import Database, StoreClosed, StoreError

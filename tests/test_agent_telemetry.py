@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.power import Meters, Reading, energy_between
+from edge_agent.agent.sensing.power import Meters, Reading, energy_between
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.resources.probe import probe_machine
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from edge_agent.agent.intake import NewTask
-from edge_agent.agent.scheduler import decision_row
-from edge_agent.agent.store import Store
+from edge_agent.agent.core.intake import NewTask
+from edge_agent.agent.core.scheduler import decision_row
+from edge_agent.agent.core.store import Store
 from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles, tiers
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import migrate

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from edge_agent.agent.executor import Executor, Job, Outcome
-from edge_agent.agent.fleet import build_fleet
-from edge_agent.agent.intake import NewTask
-from edge_agent.agent.store import Store
-from edge_agent.agent.store_runs import Finish
+from edge_agent.agent.core.executor import Executor, Job, Outcome
+from edge_agent.agent.core.fleet import build_fleet
+from edge_agent.agent.core.intake import NewTask
+from edge_agent.agent.core.store import Store
+from edge_agent.agent.core.store_runs import Finish
 from edge_agent.placement import Placer, Policy, Semantics, TaskContract
 from edge_agent.storage.db import Database
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.errors import InvalidInput, ProfileError
 from edge_agent.placement import (
     Placer,

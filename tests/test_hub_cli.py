@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cloud_hub.hub.cli import register
-from edge_agent.agent.hub_finder import HubFinder
+from edge_agent.agent.hub.finder import HubFinder
 from edge_agent.clikit import CommandLine
 from edge_agent.protocol.hub_discovery import HubHint
 

@@ -20,10 +20,10 @@ import pytest
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.request_auth import HUB
-from edge_agent.agent import hub_link
-from edge_agent.agent.api import AGENT
-from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.hub import link as hub_link
+from edge_agent.agent.web.api import AGENT
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.cli import main as cli_main
 
 pytestmark = pytest.mark.asyncio
@@ -64,7 +64,7 @@ async def test_an_agent_clock_600_s_ahead_is_a_clock_problem_never_a_re_enrolmen
     def stale_refusals() -> Awaitable[float]:
         return metric(hub, "/metrics", 'hetmesh_hub_auth_failures_total{reason="stale"}')
 
-    caplog.set_level(logging.WARNING, logger="edge_agent.agent.hub_link")
+    caplog.set_level(logging.WARNING, logger="edge_agent.agent.hub.link")
     link.client.clock = lambda: time.time() + 600.0
     doc = await until(lambda: _degraded(health()))
     assert doc["problem"].startswith("clock skew 600 s vs hub"), doc
@@ -75,7 +75,7 @@ async def test_an_agent_clock_600_s_ahead_is_a_clock_problem_never_a_re_enrolmen
     assert enrolments == [] and link.client.key == key
     assert (config.data_dir / hub_link.CREDENTIAL_FILE).read_text() == credential
     assert hub.app[HUB].store.key(link.agent_id) == key
-    link_logs = [r for r in caplog.records if r.name == "edge_agent.agent.hub_link"]
+    link_logs = [r for r in caplog.records if r.name == "edge_agent.agent.hub.link"]
     skew_logs = [r for r in link_logs if "clock is +600 s off" in r.getMessage()]
     assert len(skew_logs) == 1, [r.getMessage() for r in link_logs]  # once, not per try
 

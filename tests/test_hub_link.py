@@ -23,11 +23,11 @@ from aiohttp import web
 
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
-from edge_agent.agent.api import AGENT
-from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
-from edge_agent.agent.hub_link import CREDENTIAL_FILE
+from edge_agent.agent.hub.link import CREDENTIAL_FILE
 from edge_agent.agent.service import Agent
+from edge_agent.agent.web.api import AGENT
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.storage.db import StoreError
 
 pytestmark = pytest.mark.asyncio
@@ -400,7 +400,7 @@ async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_t
     from zeroconf.asyncio import AsyncServiceInfo
 
     from cloud_hub.hub.server import serve
-    from edge_agent.agent.hub_finder import open_zeroconf
+    from edge_agent.agent.hub.finder import open_zeroconf
     from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE, hub_txt
 
     # phase 1: the real hub runs unannounced; a fake announces itself under the real hub's id

@@ -28,9 +28,9 @@ from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.models_api import FEDERATION
 from cloud_hub.learning.federation import RunRecord
 from cloud_hub.learning.localfed import free_port
-from edge_agent.agent.api import AGENT
-from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import AGENT
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.predictor.features import FeatureSpec, make_dataset
 from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import spec_metadata, to_onnx

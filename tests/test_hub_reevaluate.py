@@ -13,8 +13,8 @@ from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.reevaluate import Reevaluator
 from cloud_hub.hub.site_report import parse_report
-from edge_agent.agent.carbon import CarbonSource
-from edge_agent.agent.deferral import Deferrer
+from edge_agent.agent.core.deferral import Deferrer
+from edge_agent.agent.sensing.carbon import CarbonSource
 from edge_agent.carbon_series import grams
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import (

@@ -161,7 +161,7 @@ SYNTHETIC = {
         "from edge_agent.tasks.contract import TaskContract\n"  # down: fine
         "from edge_agent.placement import policy\n"  # its own unit: fine
         "if TYPE_CHECKING:\n"
-        "    from edge_agent.agent.store import Store\n"
+        "    from edge_agent.agent.core.store import Store\n"
         "def late():\n"
         "    import edge_agent.mesh.node\n"
         "    from . import policy\n"  # relative, its own unit: fine
@@ -170,7 +170,7 @@ SYNTHETIC = {
     "edge_agent.placement": "",
     "edge_agent.placement.policy": "",
     "edge_agent.tasks.contract": "",
-    "edge_agent.agent.store": "",
+    "edge_agent.agent.core.store": "",
     "edge_agent.agent.service": "",
     "edge_agent.mesh.node": "",
     "edge_agent.mesh.fake": (
@@ -181,7 +181,7 @@ SYNTHETIC = {
     "cloud_hub.hub.fake": (
         "import importlib\n"
         "from edge_agent.storage.db import Database\n"  # shared, lower: fine
-        "importlib.import_module('edge_agent.agent.store')\n"
+        "importlib.import_module('edge_agent.agent.core.store')\n"
     ),
     "edge_agent.storage.db": "",
 }
@@ -190,13 +190,13 @@ SYNTHETIC = {
 def test_a_synthetic_upward_import_is_named_with_its_module_and_line() -> None:
     broken = upward_imports(SYNTHETIC)
     assert broken == [
-        "cloud_hub.hub.fake:3 imports edge_agent.agent.store: hub service (cloud_hub.hub) "
+        "cloud_hub.hub.fake:3 imports edge_agent.agent.core.store: hub service (cloud_hub.hub) "
         "may not import agent daemon (edge_agent.agent)",
         "edge_agent.mesh.fake:1 imports cloud_hub.hub.store: mesh library (edge_agent.mesh) "
         "may not import hub service (cloud_hub.hub)",
         "edge_agent.mesh.fake:2 imports edge_agent.protocol.hub_auth: mesh library "
         "(edge_agent.mesh) may not import agent-hub protocol (edge_agent.protocol)",
-        "edge_agent.placement.fake:5 imports edge_agent.agent.store: rules and storage "
+        "edge_agent.placement.fake:5 imports edge_agent.agent.core.store: rules and storage "
         "(edge_agent.placement) may not import agent daemon (edge_agent.agent)",
         "edge_agent.placement.fake:7 imports edge_agent.mesh.node: rules and storage "
         "(edge_agent.placement) may not import mesh library (edge_agent.mesh)",

@@ -27,9 +27,9 @@ from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.models_api import FEDERATION
 from cloud_hub.learning.localfed import free_port
-from edge_agent.agent.api import AGENT
-from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import AGENT
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.predictor.supernode import SUPEREXEC_POLL_ENV, stopped_cleanly
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import migrate

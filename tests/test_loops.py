@@ -12,7 +12,7 @@ import pytest
 
 from edge_agent import loops
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.intake import NewTask
+from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.service import Agent
 from edge_agent.placement import Semantics, TaskContract
 from edge_agent.storage import db

@@ -10,9 +10,9 @@ from aiohttp import web
 from cloud_hub.hub.api import make_app as make_hub_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.openapi import document as hub_document
-from edge_agent.agent.api import make_app as make_agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.openapi import document as agent_document
+from edge_agent.agent.web.api import make_app as make_agent_app
+from edge_agent.agent.web.openapi import document as agent_document
 
 #: Routes that serve files for a browser, not an API (the dashboard and the status page).
 PAGES = {"/", "/base.css", "/common.js", "/dashboard", "/status"}

@@ -18,8 +18,8 @@ from flwr.app import Context, RecordDict
 
 from cloud_hub.learning.localgrid import LocalGrid
 from cloud_hub.learning.serverapp import RoundSettings, train_federated
-from edge_agent.agent.forecast import recent_window
-from edge_agent.agent.model_candidates import recent_series
+from edge_agent.agent.hub.model_candidates import recent_series
+from edge_agent.agent.sensing.forecast import recent_window
 from edge_agent.errors import InvalidInput
 from edge_agent.predictor.clientapp import app as client_app
 from edge_agent.predictor.clientapp import local_data

@@ -21,7 +21,7 @@ with warnings.catch_warnings():  # typer 0.20 (via flwr) uses an API click 8.3 d
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from cloud_hub.learning.localgrid import LocalGrid
-from edge_agent.agent.local_model import LocalModel
+from edge_agent.agent.hub.local_model import LocalModel
 from edge_agent.predictor import baselines
 from edge_agent.predictor.clientapp import app as client_app
 from edge_agent.predictor.features import device_datasets, device_series, split_point

@@ -23,15 +23,15 @@ from aiohttp import web
 
 from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
-from edge_agent.agent.api import AGENT
-from edge_agent.agent.api import make_app as agent_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.local_model import MODEL_FILE, STATE_FILE, LocalModel
-from edge_agent.agent.model_candidates import (
+from edge_agent.agent.hub.local_model import MODEL_FILE, STATE_FILE, LocalModel
+from edge_agent.agent.hub.model_candidates import (
     personal_candidate,
     personalise_buckets,
     recent_series,
 )
+from edge_agent.agent.web.api import AGENT
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.predictor.features import FeatureSpec, make_dataset
 from edge_agent.predictor.model import TrainConfig, model_for
 from edge_agent.predictor.onnx_export import read_metadata, spec_metadata, to_onnx

@@ -32,8 +32,8 @@ from cloud_hub.hub.service import Hub
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.wire import Enrolment
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.intake import NewTask
-from edge_agent.agent.store import Store
+from edge_agent.agent.core.intake import NewTask
+from edge_agent.agent.core.store import Store
 from edge_agent.placement import Semantics, TaskContract
 from edge_agent.storage.integrity import DatabaseDamaged, marker_path
 

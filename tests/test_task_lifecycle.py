@@ -18,10 +18,10 @@ from typing import Any
 import pytest
 
 import edge_agent
-from edge_agent.agent import lifecycle
-from edge_agent.agent.intake import NewTask
-from edge_agent.agent.lifecycle import MOVES, STATES, IllegalTransition
-from edge_agent.agent.store import Store
+from edge_agent.agent.core import lifecycle
+from edge_agent.agent.core.intake import NewTask
+from edge_agent.agent.core.lifecycle import MOVES, STATES, IllegalTransition
+from edge_agent.agent.core.store import Store
 from edge_agent.placement import Semantics, TaskContract
 
 LEGAL = sorted((b, a) for b, a in MOVES if b is not None)

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from edge_agent.agent.api import AGENT, make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.executor import Job
-from edge_agent.agent.preempt import preempt_for
+from edge_agent.agent.core.executor import Job
+from edge_agent.agent.core.preempt import preempt_for
+from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.errors import PolicyError, ProfileError
 from edge_agent.placement import (
     Placer,

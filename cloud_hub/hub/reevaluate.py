@@ -2,7 +2,7 @@
 
 Every ``interval_s`` (``[hub] reevaluate_s``, default 300 s: the seed report's 5-minute
 global evaluation) the hub looks at the work each agent reports in its heartbeat
-(``carbon``, ``deferred`` and ``queued``, see ``edge_agent/agent/deferral.py``:
+(``carbon``, ``deferred`` and ``queued``, see ``edge_agent/agent/core/deferral.py``:
 ``Deferrer.report``) and, for each task, at every other current agent: the lowest intensity
 that agent forecasts before the task's latest start (a queued task: its current hour), if
 that agent's load leaves room (mean device utilization at most ``max_load``). A move *pays*

@@ -1,7 +1,7 @@
 """What an agent's heartbeat says about its site, parsed for the fleet-wide re-evaluation.
 
 ``parse_report``: the agent's carbon forecast, its mean load and the work it could move
-(``deferred`` and ``queued``, see ``edge_agent/agent/deferral.py``: ``Deferrer.report``) as a
+(``deferred`` and ``queued``, see ``edge_agent/agent/core/deferral.py``: ``Deferrer.report``) as a
 ``SiteReport``; ``parse_outcomes``: what it says about moves it was issued. Bad fields raise
 InvalidInput naming the field. The re-evaluation itself is ``reevaluate.py``.
 """

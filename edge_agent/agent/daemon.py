@@ -16,9 +16,9 @@ import signal
 from aiohttp import web
 
 from edge_agent import __version__
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.mesh_link import MESH
+from edge_agent.agent.mesh.link import MESH
+from edge_agent.agent.web.api import make_app
 from edge_agent.http_limits import GUARD, GuardedSite, app_runner
 
 _log = logging.getLogger(__name__)

@@ -16,30 +16,30 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from edge_agent import __version__
-from edge_agent.agent.carbon import CarbonFeed, CarbonSource
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.deferral import Deferrer, deferred_submission
-from edge_agent.agent.executor import Executor
-from edge_agent.agent.fleet import Fleet, build_fleet
-from edge_agent.agent.hub_devices import DeviceReporter
-from edge_agent.agent.hub_link import HubLink
-from edge_agent.agent.intake import Intake, NewTask
-from edge_agent.agent.jobs import Jobs
-from edge_agent.agent.lifecycle import sources_of
-from edge_agent.agent.metrics import AgentMetrics
-from edge_agent.agent.model_pull import AgentLearning
-from edge_agent.agent.overrun import OverrunWatch
-from edge_agent.agent.power import Meters
-from edge_agent.agent.scheduler import Scheduler, waiting_from_row
-from edge_agent.agent.store import Store
-from edge_agent.agent.telemetry import Sampler
+from edge_agent.agent.core.deferral import Deferrer, deferred_submission
+from edge_agent.agent.core.executor import Executor
+from edge_agent.agent.core.fleet import Fleet, build_fleet
+from edge_agent.agent.core.intake import Intake, NewTask
+from edge_agent.agent.core.jobs import Jobs
+from edge_agent.agent.core.lifecycle import sources_of
+from edge_agent.agent.core.overrun import OverrunWatch
+from edge_agent.agent.core.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.core.store import Store
+from edge_agent.agent.hub.devices import DeviceReporter
+from edge_agent.agent.hub.link import HubLink
+from edge_agent.agent.hub.model_pull import AgentLearning
+from edge_agent.agent.sensing.carbon import CarbonFeed, CarbonSource
+from edge_agent.agent.sensing.power import Meters
+from edge_agent.agent.sensing.telemetry import Sampler
+from edge_agent.agent.web.metrics import AgentMetrics
 from edge_agent.errors import InvalidInput
 from edge_agent.loops import LoopFactory, Supervisor
 from edge_agent.placement import Placer, Policy, TaskContract
 from edge_agent.placement.pools import Pools, PoolSpec, parse_pools
 
 if TYPE_CHECKING:
-    from edge_agent.agent.mesh_link import MeshLink
+    from edge_agent.agent.mesh.link import MeshLink
 
 _log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """mDNS advertisement of ``_hetmesh._tcp.local.``: small TXT hints, never secrets.
 
 The TXT helpers and ``ServiceBrowser`` also serve the hub's ``_hetmesh-hub._tcp``
-(``edge_agent.protocol.hub_discovery``, ``edge_agent.agent.hub_finder``).
+(``edge_agent.protocol.hub_discovery``, ``edge_agent.agent.hub.finder``).
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from edge_agent.errors import InvalidInput
 
 FloatArray = NDArray[np.float64]
-HOST_ROW = "host"  # the telemetry sampler's whole-box row (edge_agent/agent/telemetry.py)
+HOST_ROW = "host"  # the telemetry sampler's whole-box row (edge_agent/agent/sensing/telemetry.py)
 
 
 @dataclass(frozen=True)

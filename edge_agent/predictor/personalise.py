@@ -1,7 +1,7 @@
 """Ditto personalisation: a site's own model pulled towards the global one (Li et al. 2021).
 
 One implementation for the hub's evaluation harness (``cloud_hub.learning.evaluation``) and
-the agent (``edge_agent.agent.model_pull``): a fresh model, started as local-only starts, is
+the agent (``edge_agent.agent.hub.model_pull``): a fresh model, started as local-only starts, is
 trained on the site's older windows with the proximal term mu/2 · ‖w − w_global‖²; mu and the
 epoch count are chosen together on a validation slice (the newest VAL_FRACTION of each
 series' training windows). Nothing newer than the training windows is looked at here: the

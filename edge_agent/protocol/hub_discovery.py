@@ -9,7 +9,7 @@ gets back the real hub's endpoint, not its own, and is refused too (docs/hub-pro
 
 The hub side (``cloud_hub/hub/advertise.py``) builds its TXT record with this module and its
 proofs with ``hub_auth.hub_proof``, so each format is defined once; the agent's browser is
-``edge_agent.agent.hub_finder``. The TXT helpers are the mesh's (``edge_agent.mesh.advertise``).
+``edge_agent.agent.hub.finder``. The TXT helpers are the mesh's (``edge_agent.mesh.advertise``).
 """
 
 from __future__ import annotations

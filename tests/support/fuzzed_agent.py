@@ -18,9 +18,9 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from edge_agent.agent.api import make_app
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.mesh_link import MESH, PREFIX
+from edge_agent.agent.mesh.link import MESH, PREFIX
+from edge_agent.agent.web.api import make_app
 from edge_agent.mesh import FleetKey, sign_request
 from edge_agent.mesh.credential import H_NONCE, H_RESPONSE, verify_response
 from tests.support.fuzz import Served, routes

@@ -1,0 +1,3 @@
+"""The task's path through one box: intake, the durable store and the task's lifecycle, the
+scheduler and the executor.
+"""

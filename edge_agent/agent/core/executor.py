@@ -1,0 +1,368 @@
+"""Runs placed tasks on their devices: onnxruntime for real, emulation for board profiles.
+
+Each device has a priority queue and one or more slots. Most devices have one slot and run
+one job at a time. An FPGA whose profile gives partial-reconfiguration slots (``pr_slots``
+N, 2..4) runs up to N jobs side by side, one per slot, each slot holding one configuration
+and 1/N of the fabric (the kernel's model: a job takes N times as long). A job needing
+configuration C runs in the slot holding C (waiting for it when busy, no reconfiguration),
+else in a free slot, which loads C first (the profile's ``reconfig_s``; emulated: slept).
+The placer is told the slot count at start and what each slot holds after every load.
+
+ONNX inference and session loading run in a thread pool, never on the event loop; an
+emulated device sleeps the profile's published latency for the model (the kernel's roofline
+when none is published) with lognormal jitter. A command task runs its (allowlisted) argv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import heapq
+import logging
+import random
+import time
+from collections.abc import Callable, Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from edge_agent.agent.core.fleet import Fleet
+from edge_agent.agent.core.runners import (
+    OVER_ESTIMATE,
+    Job,
+    Outcome,
+    Sessions,
+    checked,
+    run_command,
+)
+from edge_agent.errors import InvalidInput
+from edge_agent.placement import Placer
+from edge_agent.resources.vocab import DeviceKind
+
+if TYPE_CHECKING:
+    from edge_agent.agent.core.roles import JobHooks
+
+_log = logging.getLogger(__name__)
+__all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slots"]
+
+Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
+
+
+@dataclass(eq=False)
+class _Slot:
+    """One slot of a device: the job it runs, when its service started, its configuration."""
+
+    job: Job | None = None
+    started: float = 0.0  # perf_counter when the running job's service began
+    config: int = 0  # FPGA configuration loaded here (0: none)
+
+
+class _Device:
+    """A device's queue and slots (one slot unless an FPGA has partial reconfiguration)."""
+
+    def __init__(self, slots: int, loaded: int) -> None:
+        self.heap: list[tuple[int, float, int, Job]] = []
+        self.slots = [_Slot(config=loaded if k == 0 else 0) for k in range(slots)]
+        self.next_victim = 0  # the slot a new configuration replaces when none is empty
+        self.wake = asyncio.Event()
+        self.runs: set[asyncio.Task[None]] = set()
+
+
+def profile_slots(fleet: Fleet, device_id: str) -> int:
+    """Return the partial-reconfiguration slots of an FPGA's profile (``pr_slots``), else 1."""
+    device = fleet.device(device_id)
+    if device.kind != DeviceKind.FPGA or fleet.profile is None:
+        return 1
+    try:
+        spec = fleet.profile.device_spec(device_id.rsplit("/", 1)[-1])
+    except InvalidInput:
+        return 1
+    figure = spec.get("pr_slots")
+    return 1 if figure is None else int(figure["value"])  # 1..4, checked with the profile
+
+
+class Executor:
+    """Per-device job queues and slots; reports starts and outcomes to its ``JobHooks``.
+
+    ``hooks.job_starting`` returns False when the job must not run after all (it was
+    cancelled); it decides from memory (``Job.cancelled``), not from a commit.
+    ``hooks.job_finished`` runs after the slot is freed.
+    ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
+    """
+
+    def __init__(self, fleet: Fleet, placer: Placer, hooks: JobHooks, jitter: float) -> None:
+        self.fleet = fleet
+        self.placer = placer
+        self._hooks = hooks
+        self._jitter = jitter
+        self._rng = random.Random()
+        self._devices: dict[str, _Device] = {}
+        for d in fleet.devices:
+            slots = profile_slots(fleet, d.id)
+            self._devices[d.id] = _Device(slots, d.live.loaded_config)
+            if slots > 1:  # the placer models the slots: 1/slots of the fabric each
+                placer.update_live(d.id, slots=slots, loaded_configs=self.loaded(d.id))
+        self._workers: dict[str, asyncio.Task[None]] = {}
+        self.busy_s: dict[str, float] = {d.id: 0.0 for d in fleet.devices}
+        self._pool = ThreadPoolExecutor(
+            max(1, sum(not d.emulated for d in fleet.devices)), thread_name_prefix="agent-run"
+        )
+        self._sessions = Sessions()
+        self._stopping = False
+
+    # --- what runs where ----------------------------------------------------------
+    def slots(self, device_id: str) -> int:
+        """Return how many jobs ``device_id`` runs side by side."""
+        return len(self._devices[device_id].slots)
+
+    def loaded(self, device_id: str) -> list[int]:
+        """Return the configuration in each slot of ``device_id`` (0: none)."""
+        return [s.config for s in self._devices[device_id].slots]
+
+    def running_jobs(self, device_id: str) -> list[Job]:
+        """Return the jobs running on ``device_id``, in slot order."""
+        return [s.job for s in self._devices[device_id].slots if s.job is not None]
+
+    def is_running(self, job: Job) -> bool:
+        """Whether ``job`` has been taken off its queue into a slot (and not finished)."""
+        device = self._devices.get(job.decision.device_ids[0])
+        return device is not None and any(s.job is job for s in device.slots)
+
+    def running(self) -> list[tuple[str, Job, float]]:
+        """Return (device id, job, perf_counter its service started) for every running job."""
+        return [
+            (device_id, s.job, s.started)
+            for device_id, device in self._devices.items()
+            for s in device.slots
+            if s.job is not None
+        ]
+
+    @property
+    def current(self) -> dict[str, Job | None]:
+        """Each device's first running job (None when idle); all of them: ``running_jobs``."""
+        return {
+            device_id: next((s.job for s in device.slots if s.job is not None), None)
+            for device_id, device in self._devices.items()
+        }
+
+    # --- queues ---------------------------------------------------------------------
+    def start(self, spawn: Spawn | None = None) -> None:
+        """Start one dispatcher per device (through ``spawn``, a supervisor's, when given)."""
+        for device_id in self._devices:
+            name = f"agent-device-{device_id}"
+            factory = functools.partial(self._dispatch, device_id)
+            self._workers[device_id] = (
+                asyncio.create_task(factory(), name=name) if spawn is None else spawn(name, factory)
+            )
+
+    def submit(self, job: Job) -> None:
+        """Queue ``job`` on its (first) chosen device."""
+        device = self._devices[job.decision.device_ids[0]]
+        heapq.heappush(device.heap, (-job.priority, job.deadline_at, job.seq, job))
+        device.wake.set()
+
+    def backlog(self) -> int:
+        """Return the number of jobs queued or running on the devices."""
+        return sum(
+            len(d.heap) + sum(s.job is not None for s in d.slots) for d in self._devices.values()
+        )
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest."""
+        self._stopping = True
+        for worker in self._workers.values():
+            worker.cancel()
+        await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        runs = [run for d in self._devices.values() for run in d.runs]
+        if runs:
+            await asyncio.wait(runs, timeout=grace_s)
+        for run in runs:
+            run.cancel()
+        await asyncio.gather(*runs, return_exceptions=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def _dispatch(self, device_id: str) -> None:
+        """Start queued jobs in free slots, highest priority first, until stopped."""
+        device = self._devices[device_id]
+        while not self._stopping:
+            picked = self._pick(device_id)
+            if picked is None:
+                device.wake.clear()
+                await device.wake.wait()
+                continue
+            job, k, reconfig = picked
+            run = asyncio.create_task(
+                self._run(device_id, k, job, reconfig), name=f"agent-run-{job.task_id}"
+            )
+            device.runs.add(run)
+            run.add_done_callback(device.runs.discard)
+
+    def _pick(self, device_id: str) -> tuple[Job, int, float] | None:
+        """Take the first queued job that can start now; return it, its slot, its load time.
+
+        A job whose configuration another slot holds waits for that slot; the jobs behind
+        it may start meanwhile. With one slot this is simply the head of the queue.
+        """
+        device = self._devices[device_id]
+        while device.heap and device.heap[0][3].cancelled:
+            heapq.heappop(device.heap)
+        if not device.heap or all(s.job is not None for s in device.slots):
+            return None
+        head = device.heap[0]
+        order = [head] if len(device.slots) == 1 else sorted(device.heap)
+        for entry in order:
+            job = entry[3]
+            if job.cancelled:
+                continue
+            k = self._slot_for(device_id, job)
+            if k is None:
+                continue
+            if entry is head:
+                heapq.heappop(device.heap)
+            else:
+                device.heap.remove(entry)
+                heapq.heapify(device.heap)
+            reconfig = self._load(device_id, k, job.decision.task.requirements.config_id)
+            slot = device.slots[k]  # its service starts after the load: no overrun before
+            slot.job, slot.started = job, time.perf_counter() + reconfig
+            return job, k, reconfig
+        return None
+
+    def _slot_for(self, device_id: str, job: Job) -> int | None:
+        """Return the free slot ``job`` runs in, or None when it must wait."""
+        device = self._devices[device_id]
+        slots = device.slots
+        free = [k for k, s in enumerate(slots) if s.job is None]
+        config = job.decision.task.requirements.config_id
+        if not config or self.fleet.device(device_id).kind != DeviceKind.FPGA:
+            return free[0] if free else None
+        holding = [k for k, s in enumerate(slots) if s.config == config]
+        if holding:  # loaded: that slot, no reconfiguration (waits while it is busy)
+            return next((k for k in holding if slots[k].job is None), None)
+        empty = [k for k in free if slots[k].config == 0]
+        if empty:
+            return empty[0]
+        n = len(slots)
+        for step in range(n):  # round-robin over the slots, the first free one
+            k = (device.next_victim + step) % n
+            if slots[k].job is None:
+                device.next_victim = (k + 1) % n
+                return k
+        return None
+
+    def _load(self, device_id: str, k: int, config: int) -> float:
+        """Load ``config`` into slot ``k`` of an FPGA; return the seconds it takes (0: there).
+
+        The placer is told what every slot holds, so its reconfiguration costs follow the
+        device, not only its own plan.
+        """
+        device = self.fleet.device(device_id)
+        slot = self._devices[device_id].slots[k]
+        if not config or device.kind != DeviceKind.FPGA or slot.config == config:
+            return 0.0
+        slot.config = config
+        self.placer.update_live(device_id, loaded_configs=self.loaded(device_id))
+        return device.capability.reconfig_s
+
+    async def _run(self, device_id: str, k: int, job: Job, reconfig: float) -> None:
+        """Run ``job`` in slot ``k``; report its start and outcome.
+
+        The slot is held for the run only: the hooks record the start and the outcome
+        through the store's group commit without the slot waiting for either commit, so the
+        device serves its next job while this one's outcome becomes durable.
+        """
+        device = self._devices[device_id]
+        start = time.perf_counter()
+        held = True
+        try:
+            if not await self._hooks.job_starting(job):  # cancelled meanwhile
+                return
+            outcome = await self._execute(job, device.slots[k], reconfig)
+            self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
+            held = self._free(device, k)
+            await self._hooks.job_finished(job, outcome)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a hook failed: log it, keep the device serving
+            _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
+        finally:
+            if held:
+                self._free(device, k)
+
+    @staticmethod
+    def _free(device: _Device, k: int) -> bool:
+        """Free slot ``k`` of ``device`` for its next job; return False (no longer held)."""
+        device.slots[k].job = None
+        device.wake.set()
+        return False
+
+    def resume(self, job: Job) -> None:
+        """Let a job held back (``cancelled`` while its cancel was decided) start after all."""
+        job.cancelled = False
+        device = self._devices[job.decision.device_ids[0]]
+        if any(entry[3] is job for entry in device.heap):
+            device.wake.set()
+        else:  # _pick dropped it meanwhile
+            self.submit(job)
+
+    async def _execute(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
+        """Run ``job`` and return its outcome; an error of the task is an outcome, not raised."""
+        try:
+            if job.command is not None:
+                return await run_command(job.command)
+            device = self.fleet.device(job.decision.device_ids[0])
+            model = job.decision.task.model
+            if device.emulated or model is None:
+                return await self._emulate(job, slot, reconfig)
+            loop = asyncio.get_running_loop()
+            provider = device.capability.execution_provider
+            started = time.perf_counter()
+            result = await loop.run_in_executor(self._pool, self._sessions.run, model, provider)
+            result["wall_s"] = time.perf_counter() - started
+            return checked(job, Outcome(True, result["latency_s"], result))
+        except asyncio.CancelledError:
+            raise
+        except Exception as err:  # onnxruntime/OS errors: the task failed, the agent did not
+            _log.warning("task %s failed: %s", job.task_id, err)
+            return Outcome(False, 0.0, None, f"{type(err).__name__}: {err}")
+
+    async def _emulate(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
+        """Sleep the emulated service time; return it as the measured latency.
+
+        In one of N slots a job has 1/N of the fabric: a published latency takes N times
+        as long (the kernel's estimate already counts the slots).
+        """
+        d = job.decision
+        device_id = d.device_ids[0]
+        contract = d.task
+        slots = self.slots(device_id)
+        name = Path(contract.model).stem if contract.model else contract.task_class
+        published = self.fleet.published_ms(device_id, name, contract.precision().name.lower())
+        if published is not None:
+            base, source = published / 1e3 * slots, "published latency"
+        else:
+            correction = self.placer.correction(contract.task_class, device_id)
+            base, source = d.service_s / max(correction, 1e-9), "roofline estimate"
+        sigma = self._jitter
+        target = base * self._rng.lognormvariate(-sigma * sigma / 2, sigma) if sigma else base
+        if reconfig:  # an FPGA first loads the configuration; the service starts after it
+            await asyncio.sleep(reconfig)
+            slot.started = time.perf_counter()
+        start = time.perf_counter()
+        await asyncio.sleep(target)
+        wall = time.perf_counter() - start
+        target = max(target, 1e-9)  # the emulated device's service time, not the loop's pacing
+        result: dict[str, Any] = {
+            "emulated": True,
+            "service_source": source,
+            "latency_s": target,
+            "wall_s": wall,
+        }
+        if contract.requirements.config_id:
+            result["reconfig_s"] = reconfig
+        if slots > 1:
+            result["slot"] = self._devices[device_id].slots.index(slot)
+        if contract.model is None:
+            result["note"] = "opaque task (no model, no command): service time emulated"
+        return checked(job, Outcome(True, target, result, emulated=True))

@@ -1,0 +1,166 @@
+"""The agent's dispatched jobs: from placed to recorded, for the scheduler and the mesh.
+
+``Jobs`` is the scheduler's ``Dispatcher`` and the executor's ``JobHooks`` (roles.py): it
+keeps the jobs handed to the executor, records their start (the store's group commit) and
+their finish (placer feedback, energy, telemetry, the store, the metrics, the tenant's pool
+given back), and runs the jobs the mesh placed outside the scheduler (``run_job``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from edge_agent.agent.core.executor import Job, Outcome
+from edge_agent.agent.sensing.carbon import task_carbon
+from edge_agent.agent.sensing.power import energy_between
+from edge_agent.errors import InvalidInput
+
+if TYPE_CHECKING:
+    from edge_agent.agent.service import Agent
+
+_log = logging.getLogger(__name__)
+
+
+class Jobs:
+    """The jobs dispatched to the agent's executor and what happens when they run."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self._jobs: dict[str, Job] = {}
+        self.finish_waiters: dict[str, asyncio.Future[Outcome]] = {}  # task id -> outcome
+        self.slo_misses = 0  # failed, or over the contract's latency bound
+
+    def get(self, task_id: str) -> Job | None:
+        """Return the dispatched job of ``task_id``, if any."""
+        return self._jobs.get(task_id)
+
+    def forget(self, task_id: str) -> None:
+        """Drop a job withdrawn before it started (cancelled)."""
+        self._jobs.pop(task_id, None)
+
+    # --- Dispatcher (the scheduler's) -------------------------------------------------
+    def dispatch(self, job: Job) -> None:
+        """Queue a placed job on its device."""
+        self._jobs[job.task_id] = job
+        self.agent.executor.submit(job)
+
+    def busy(self) -> int:
+        """Return the jobs dispatched or being placed and not finished."""
+        return self.agent.executor.backlog() + len(self.agent.scheduler.placing)
+
+    def queued(self) -> list[Job]:
+        """Return the dispatched jobs that have not started (preemption candidates)."""
+        running = self.agent.executor.is_running
+        return [job for job in self._jobs.values() if not job.cancelled and not running(job)]
+
+    def withdraw(self, job: Job) -> None:
+        """Take a preempted job off its device queue (the scheduler places it again)."""
+        job.cancelled = True
+        self._jobs.pop(job.task_id, None)
+
+    async def requeue(self, jobs: list[Job]) -> None:
+        """Withdraw queued jobs from their device, release them, and place them again."""
+        agent = self.agent
+        for job in jobs:
+            self.withdraw(job)
+            agent.placer.release(job.decision)
+        await agent.store.placed([], [job.task_id for job in jobs])
+        for job in jobs:
+            agent.scheduler.requeue(job)
+
+    async def run_job(self, job: Job) -> Outcome:
+        """Run a job placed outside the scheduler (the mesh); return its outcome.
+
+        Cancelled before the job starts, it is withdrawn (the task cancelled, its devices
+        released); once started it runs to its end, as every run does.
+        """
+        waiter: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
+        self.finish_waiters[job.task_id] = waiter
+        self.dispatch(job)
+        try:
+            return await asyncio.shield(waiter)
+        except asyncio.CancelledError:
+            self.finish_waiters.pop(job.task_id, None)
+            if not self.agent.executor.is_running(job):
+                await asyncio.shield(self.agent.cancel(job.task_id))
+            raise
+
+    # --- JobHooks (the executor's) ----------------------------------------------------
+    async def job_starting(self, job: Job) -> bool:
+        """Start ``job`` unless cancelled (in memory: ``cancel`` marks it before its commit);
+        its start is recorded through the store's group commit, not waited for here."""
+        if job.cancelled:
+            return False
+        agent = self.agent
+        job.started = agent.store.started(job.task_id)
+        job.started.add_done_callback(self._start_recorded)
+        agent.placer.started(job.decision)  # its queue charge now shrinks as it runs
+        device = agent.fleet.device(job.decision.device_ids[0])
+        if agent.meters.measures(device):
+            job.energy_start = await asyncio.to_thread(agent.meters.read, device)
+        return True
+
+    def _start_recorded(self, started: asyncio.Future[bool]) -> None:
+        if not started.cancelled() and started.exception() is None and started.result():
+            self.agent.metrics.move("placed", "running")
+
+    async def job_finished(self, job: Job, outcome: Outcome) -> None:
+        """Feed the outcome back to the placer and record it (durably) with its telemetry."""
+        agent = self.agent
+        self._jobs.pop(job.task_id, None)
+        if job.started is not None and not await job.started:  # never expected: cancel and
+            # preemption take a job back before their commit; whoever moved the task owns it
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            agent.placer.release(job.decision)
+            return
+        agent.overrun.finished(job)
+        d = job.decision
+        energy = None
+        if job.energy_start is not None and not outcome.emulated:
+            device = agent.fleet.device(d.device_ids[0])
+            energy = energy_between(
+                job.energy_start, await asyncio.to_thread(agent.meters.read, device)
+            )
+        try:
+            if outcome.ok:
+                agent.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9), energy_j=energy)
+            else:
+                agent.placer.release(d)
+        except InvalidInput as err:
+            _log.warning("feedback for task %s refused: %s", job.task_id, err)
+            agent.placer.release(d)
+        state = "done" if outcome.ok else "failed"
+        bound = d.task.requirements.max_latency_s
+        if not outcome.ok or (bound > 0 and outcome.latency_s > bound):
+            self.slo_misses += 1
+        agent.deferrer.ran(d.service_s)
+        telemetry = self._telemetry(job, outcome, energy)
+        await agent.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
+        agent.metrics.move("running", state)
+        waiter = self.finish_waiters.pop(job.task_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(outcome)
+        if outcome.ok:
+            agent.metrics.service_seconds.labels(str(outcome.emulated).lower()).observe(
+                outcome.latency_s
+            )
+        if outcome.result and outcome.result.get("over_estimate"):
+            agent.metrics.over_estimate.inc()
+        agent.scheduler.pools.release(job.task_id)
+        agent.scheduler.poke()
+
+    def _telemetry(self, job: Job, outcome: Outcome, energy: float | None) -> dict[str, Any]:
+        d = job.decision
+        device = self.agent.fleet.device(d.device_ids[0])
+        return {
+            "kind": "task",
+            "device": d.device_id,
+            "task_class": d.task.task_class,
+            "latency_s": outcome.latency_s,
+            "estimate_s": d.service_s,
+            "energy_j": energy,  # None: the platform reports no power for this device
+            "emulated": int(outcome.emulated),
+            **task_carbon(self.agent.carbon, device, energy, d.energy_j),
+        }

@@ -1,0 +1,3 @@
+"""The daemon's link to the cloud hub: finding it, enrolment and heartbeats, device reports, the
+load model.
+"""

@@ -1,0 +1,3 @@
+"""What the box measures about itself: telemetry samples, energy meters, load forecasts, grid
+carbon.
+"""

@@ -1,0 +1,3 @@
+"""The agent's own HTTP surface: the /v1 API, its OpenAPI document, the status page, Prometheus
+metrics.
+"""

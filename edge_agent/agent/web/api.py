@@ -1,0 +1,303 @@
+"""The agent's HTTP API (aiohttp): tasks, explanations, devices, models, health, metrics.
+
+Every error is ``{"ok": false, "error": "<what to fix>", "status": <code>}``; bad input is
+a 4xx naming the problem, never a 5xx.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.core.deferral import held_until
+from edge_agent.agent.core.intake_queue import SubmitCoalescer
+from edge_agent.agent.core.store import STATES, IdempotencyConflict
+from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
+from edge_agent.agent.service import Agent
+from edge_agent.agent.web.local_status import add_status_routes
+from edge_agent.agent.web.openapi import MAX_BATCH, document
+from edge_agent.http_errors import (
+    ApiError,
+    json_errors,
+    missing_files,
+    parse_json_body,
+    whole_numbers,
+)
+from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
+from edge_agent.http_logging import quiet_bad_requests
+from edge_agent.id_prefix import MAX_SHOWN, resolve_id
+
+_log = logging.getLogger(__name__)
+
+CONFIG = web.AppKey("config", AgentConfig)
+AGENT = web.AppKey("agent", Agent)
+SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
+MAX_KEY = 200
+_ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+_errors = json_errors("the agent", {IdempotencyConflict: 409})
+
+
+async def _json(request: web.Request) -> Any:
+    """Return the request's JSON body; 400 naming the problem when it is not JSON.
+
+    JSON has one number type: ``640.0`` is the integer 640 (as JSON Schema says too), so
+    whole floats are read as ints and an integer field given as ``640.0`` is accepted.
+    """
+    return whole_numbers(parse_json_body(await request.read()))
+
+
+def _key(request: web.Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and (not key or len(key) > MAX_KEY or not key.isprintable()):
+        raise ApiError(400, f"Idempotency-Key: expected 1-{MAX_KEY} printable characters")
+    return key
+
+
+async def _task_id(request: web.Request) -> str:
+    """Return the whole id the path's ``task_id`` names (an id or a unique prefix); 404 else."""
+    given = request.match_info["task_id"]
+    matches = await request.app[AGENT].store.ids_starting(given, MAX_SHOWN + 1)
+    return resolve_id(given, matches, "task")
+
+
+def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
+    """Return a stored task as its API document (``waiting``: why its pool holds it back).
+
+    ``held_until`` (ISO 8601 UTC) is set only for a deferrable task that was really held for a
+    later hour; a deferrable task released at once has none.
+    """
+    hidden = {"request_hash"}
+    doc = {k: v for k, v in row.items() if k not in hidden}
+    if waiting:
+        doc["waiting"] = waiting
+    doc["held_until"] = held_until(row)
+    doc["links"] = {"self": f"/v1/tasks/{row['id']}", "explain": f"/v1/tasks/{row['id']}/explain"}
+    return doc
+
+
+async def _submit(request: web.Request) -> web.Response:
+    agent, doc, key = request.app[AGENT], await _json(request), _key(request)
+    if isinstance(doc, dict) and "model" not in doc:
+        task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
+    else:
+        task = await asyncio.to_thread(agent.intake.task, doc, key)
+    row, created = await request.app[SUBMITS].submit(task)
+    return web.json_response(
+        {"ok": True, "created": created, "task": task_doc(row)},
+        status=202,
+        headers={"Location": f"/v1/tasks/{row['id']}"},
+    )
+
+
+async def _submit_batch(request: web.Request) -> web.Response:
+    agent, doc, key = request.app[AGENT], await _json(request), _key(request)
+    if not isinstance(doc, dict) or set(doc) != {"tasks"}:
+        raise ApiError(400, 'body: expected {"tasks": [contract, ...]} and nothing else')
+    items = doc["tasks"]
+    if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
+        raise ApiError(400, f"tasks: expected a list of 1..{MAX_BATCH} contracts")
+
+    def parse() -> list[Any]:
+        return [
+            agent.intake.task(item, None if key is None else f"{key}#{i}", f"tasks[{i}]")
+            for i, item in enumerate(items)
+        ]
+
+    stored = await agent.submit(await asyncio.to_thread(parse))
+    return web.json_response(
+        {"ok": True, "tasks": [{"created": c, **task_doc(r)} for r, c in stored]}, status=202
+    )
+
+
+async def _get(request: web.Request) -> web.Response:
+    task_id = await _task_id(request)
+    row = await request.app[AGENT].store.get(task_id)
+    if row is None:
+        raise ApiError(404, f"no task {task_id!r}")
+    why = request.app[AGENT].scheduler.pools.reason(row["id"])
+    return web.json_response({"ok": True, "task": task_doc(row, why)})
+
+
+async def _list(request: web.Request) -> web.Response:
+    state = request.query.get("state") or None
+    if state is not None and state not in STATES:
+        raise ApiError(400, f"state: expected one of {', '.join(STATES)}, got {state!r}")
+    text = request.query.get("limit", "100")
+    if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        raise ApiError(400, f"limit: expected an integer 1..10000, got {text!r}")
+    rows = await request.app[AGENT].store.list(state, int(text))
+    pools = request.app[AGENT].scheduler.pools
+    return web.json_response(
+        {"ok": True, "tasks": [task_doc(r, pools.reason(r["id"])) for r in rows]}
+    )
+
+
+async def _cancel(request: web.Request) -> web.Response:
+    task_id = await _task_id(request)
+    found = await request.app[AGENT].cancel(task_id)
+    if found is None:
+        raise ApiError(404, f"no task {task_id!r}")
+    row, before = found
+    if row["state"] != "cancelled" or before == "cancelled":
+        why = "it is running" if before == "running" else f"it is already {before}"
+        raise ApiError(409, f"task {task_id} cannot be cancelled: {why}")
+    return web.json_response({"ok": True, "task": task_doc(row)})
+
+
+async def _explain(request: web.Request) -> web.Response:
+    agent, task_id = request.app[AGENT], await _task_id(request)
+    row = await agent.store.get(task_id)
+    if row is None:
+        raise ApiError(404, f"no task {task_id!r}")
+    d = await agent.store.decision(task_id)
+    if d is None and row.get("deferral") is not None:  # held: why, and until when
+        why = row["deferral"]["why"]
+        doc = {"ok": True, "task_id": task_id, "state": row["state"], "why_here": why}
+        return web.json_response({**doc, "placed": False, "deferral": row["deferral"]})
+    if d is None:
+        why = agent.scheduler.pools.reason(task_id)  # e.g. "waiting: pool vision full (4/4 cores)"
+        raise ApiError(
+            409,
+            f"task {task_id} has no placement decision yet (state {row['state']})"
+            + (f": {why}" if why else ""),
+        )
+    device = request.query.get("device")
+    if device is not None:
+        if device not in d["why_not"]:
+            raise ApiError(404, f"device {device!r} was not in the fleet when {task_id} was placed")
+        return web.json_response({"ok": True, "device": device, "why": d["why_not"][device]})
+    estimate = {k: d[k] for k in ("latency_s", "service_s", "energy_j", "carbon_g")}
+    return web.json_response(
+        {
+            "ok": True,
+            "task_id": task_id,
+            "state": row["state"],
+            "placed": d["placed"],
+            "devices": d["devices"],
+            "why_here": d["summary"],
+            "estimate": estimate,
+            "score": d["score"],
+            "runner_up": d["runner_up"],
+            "runner_up_score": d["runner_up_score"],
+            "components": d["components"],
+            "rejections": d["rejections"],
+            "why_not": d["why_not"],
+            "policy": d["policy"],
+            "backend": d["backend"],
+            "decided_at": d["decided_at"],
+            "tier": d.get("tier"),  # None: no tier rule applied
+            "spilled_from": d.get("spilled_from") or [],  # full tiers passed over
+            "carbon_g": d.get("carbon_g"),
+            "deferral": row.get("deferral"),
+            "ran_on": row.get("ran_on"),  # a mesh peer's agent id; None: here
+            "chain": row.get("chain"),  # mesh decisions, origin -> peer (None: not offloaded)
+        }
+    )
+
+
+async def _upload_model(request: web.Request) -> web.Response:
+    agent, name = request.app[AGENT], request.query.get("name", "")
+    data = await request.read()
+    if not data:
+        raise ApiError(400, "body is empty: expected the bytes of an ONNX model")
+    path, digest, sem = await asyncio.to_thread(agent.intake.save_upload, name, data)
+    await agent.store.model_added(path.stem, digest, str(path), len(data))
+    return web.json_response(
+        {
+            "ok": True,
+            "model": path.stem,
+            "sha256": digest,
+            "gflops": sem.gflops,
+            "precision": sem.precision,
+        },
+        status=201,
+    )
+
+
+async def _models(request: web.Request) -> web.Response:
+    names = await asyncio.to_thread(request.app[AGENT].intake.models)
+    return web.json_response({"ok": True, "models": names})
+
+
+async def _devices(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "devices": request.app[AGENT].devices()})
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, **request.app[AGENT].health()})
+
+
+async def _openapi(request: web.Request) -> web.Response:
+    """This agent's document: its models, its command allowlist, its mesh routes if on."""
+    intake = request.app[AGENT].intake
+    models = await asyncio.to_thread(intake.models)
+    allowed = sorted(intake.allowlist)
+    return web.json_response(document(models, allowed, request.app[CONFIG].mesh_on))
+
+
+async def _pools(request: web.Request) -> web.Response:
+    return web.json_response({"ok": True, "pools": request.app[AGENT].scheduler.pools.snapshot()})
+
+
+async def _peers(request: web.Request) -> web.Response:
+    link = request.app[AGENT].mesh
+    if link is None:
+        return web.json_response({"ok": True, "enabled": False, "peers": []})
+    return web.json_response({"ok": True, **link.peers_doc()})
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    body = request.app[AGENT].metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
+    agent = Agent(app[CONFIG], app.get(MESH))
+    agent.metrics.registry.register(app[GUARD])  # connections and cuts on /metrics
+    await agent.start()
+    app[AGENT] = agent
+    app[SUBMITS] = SubmitCoalescer(agent.submit)
+    yield
+    await app[SUBMITS].drain()
+    await agent.stop()
+
+
+def make_app(config: AgentConfig) -> web.Application:
+    """Return the agent's aiohttp application; the agent starts and stops with it."""
+    quiet_bad_requests()
+    guard = ConnectionGuard(ServerLimits.of(config))
+    app = web.Application(
+        client_max_size=config.max_body_bytes,
+        middlewares=[guard.middleware, _errors, missing_files],  # the guard first: see its doc
+    )
+    app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
+    app.cleanup_ctx.append(_agent_ctx)
+    if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening
+        app[MESH] = MeshLink(config)
+        app.add_subapp(PREFIX, app[MESH].app())
+    r = app.router
+    r.add_post("/v1/tasks", _submit)
+    r.add_post("/v1/tasks:batch", _submit_batch)
+    r.add_get("/v1/tasks", _list)
+    r.add_get(f"/v1/tasks/{_ID}", _get)
+    r.add_post(f"/v1/tasks/{_ID}:cancel", _cancel)
+    r.add_get(f"/v1/tasks/{_ID}/explain", _explain)
+    r.add_post("/v1/models", _upload_model)
+    r.add_get("/v1/models", _models)
+    r.add_get("/v1/devices", _devices)
+    r.add_get("/v1/health", _health)
+    r.add_get("/v1/openapi.json", _openapi)
+    r.add_get("/v1/peers", _peers)
+    r.add_get("/v1/pools", _pools)
+    r.add_get("/metrics", _metrics)
+    add_status_routes(app, AGENT)  # the status page: GET / and GET /v1/status
+    return app
