@@ -83,7 +83,11 @@ def test_demo_with_two_agents_syncs_to_the_hub_and_leaves_nothing(
     ran = re.findall(r"^summary: (demo-\S+) +ran on (.*)$", out, re.M)
     assert {agent for agent, _ in ran} == {"demo-rk3588", "demo-jetson_orin_nano"}, out
     counts = [int(n) for _, where in ran for n in re.findall(r" (\d+)(?:,|$)", where)]
-    assert sum(counts) == int(done) and int(offloaded) == 1, out
+    assert sum(counts) == int(done), out
+    # the NPU-only task must go; the bid gate may also send work a peer runs faster: each
+    # offload the count says is listed with where it ran and its chain
+    listed = re.findall(r"^summary: offloaded .+ from demo-\S+: ran on demo-\S+; chain ", out, re.M)
+    assert int(offloaded) == len(listed) >= 1, out
     offload = r"^summary: offloaded npu-int8 \(NPU only\) from demo-jetson_orin_nano: ran on "
     assert re.search(offload + "demo-rk3588:", out, re.M), out
     assert len(re.findall(r"^summary: carbon: [0-9a-f]{8}  nightly-batch", out, re.M)) == 2, out
