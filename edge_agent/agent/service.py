@@ -70,7 +70,7 @@ class Agent:
             self.loops.problems,
             self._link_problems,
         ]
-        self.mesh = mesh  # the app's when [mesh] is on (mesh_link.py)
+        self.mesh = mesh  # the app's when [mesh] is on (agent/mesh/link.py)
         self.carbon = CarbonSource.from_config(config)  # None: the profiles' intensity
         self.fleet: Fleet
         self.placer: Placer

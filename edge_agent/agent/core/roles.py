@@ -2,7 +2,7 @@
 
 The executor reports a job's start and end to its ``JobHooks``; the scheduler hands placed
 jobs to its ``Dispatcher`` and offers the tasks it would run here to its ``Offload`` (the
-mesh's origin side, ``mesh_offload.MeshHandoff``). Each is given to its user when that is
+mesh's origin side, ``agent.mesh.origin.MeshHandoff``). Each is given to its user when that is
 built, never assigned from outside afterwards.
 """
 

@@ -6,11 +6,11 @@
 one view of the mesh; the work is done by one module per concern, all through the agent's
 own machinery, so a task is a task wherever it came from:
 
-- origin (mesh_offload.py): the scheduler's tasks offered to peers, their rows settled with
+- origin (origin.py): the scheduler's tasks offered to peers, their rows settled with
   where they ran (``ran_on``) and the decision chain, origin → peer (``chain``).
 - moves (hub_moves.py): the hub's re-evaluation moves carried out through that same offload,
   their outcomes reported in the next heartbeats.
-- peer (mesh_serve.py): work the node placed on this box (a peer's forwarded attempt, or our
+- peer (serving.py): work the node placed on this box (a peer's forwarded attempt, or our
   own offload that the bids did not beat) run as a task row on the agent's executor.
 """
 
