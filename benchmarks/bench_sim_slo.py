@@ -91,6 +91,8 @@ def run_one(sc: Scenario, seed: int) -> dict[str, dict[str, Any] | None]:
             Policy.template(name),
             deadline_aware=name == "slo-first",
             candidates=sc.feasible if sc.restricted else None,
+            # a deadline policy's devices run waiting work earliest-deadline-first
+            queue_order="edf" if Policy.template(name).orders_by_deadline else "fifo",
         )
         out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, memory), agent)
         doc = deadline_summary(sc.tasks, out, sc.classes, names)
