@@ -22,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from cloud_hub.simulator.fleet import Fleet
 from cloud_hub.simulator.truth import GroundTruth, TaskType
@@ -97,11 +97,16 @@ def _switch(state: FleetState, task: Task, dev: int) -> float:
     return switch
 
 
+def _payload(w: Waiting) -> tuple[Task, float]:
+    """Return the task an EDF device holds in ``w`` and its true service time."""
+    return cast(tuple[Task, float], w.item)
+
+
 def _start(
     state: FleetState, dev: int, w: Waiting, now: float, events: list[tuple[float, int, int]]
 ) -> Job:
     """Start the waiting task ``w`` on the EDF device ``dev`` now (or when its input is in)."""
-    task, service = w.item  # type: ignore[misc]
+    task, service = _payload(w)
     begin = max(now, w.ready)
     switch = _switch(state, task, dev)
     job = Job(task, dev, begin, begin + switch + service, service)
@@ -114,7 +119,7 @@ def _fifo_tail(state: FleetState, dev: int) -> float:
     """Return when an EDF device would be free running its work in commit order."""
     end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
     for w in state.waiting[dev]:
-        end = max(end, w.ready) + w.item[1]  # type: ignore[index]
+        end = max(end, w.ready) + _payload(w)[1]
     return end
 
 
@@ -123,7 +128,7 @@ def _commit_fifo(
 ) -> float:
     """Queue ``task`` behind everything committed to ``dev``; return its service time."""
     start, finish, service = state.finish_if(task, dev, now)
-    switch = _switch(state, task, dev)
+    _switch(state, task, dev)
     state.free_at[dev] = finish
     state.pending[dev].append(Job(task, dev, start, finish, service))
     heapq.heappush(events, (finish, _DONE, dev))
@@ -213,10 +218,10 @@ def simulate(
             chooser.finished(job, now)
             done += 1
             if edf and state.waiting[key]:
-                started = _start(state, key, pop_next(state.waiting[key], now), now, events)
+                taken = _start(state, key, pop_next(state.waiting[key], now), now, events)
                 state.free_at[key] = _fifo_tail(state, key)
                 if on_start is not None:
-                    on_start(started)
+                    on_start(taken)
         else:
             task = by_index[key]
             if holder is not None and key not in held:

@@ -70,38 +70,50 @@ def pop_next(waiting: list[Waiting], now: float, max_passed: int = MAX_PASSED) -
 
 
 class WaitingWork:
-    """A Placer's committed, not yet started decisions with their absolute deadlines."""
+    """A Placer's committed, not yet started decisions: deadline and estimated slack.
+
+    A new task with a deadline counts ahead of it the waiting work due earlier, and the
+    work due later that could not absorb it (its estimated slack is under the new task's
+    deadline window): EDF would run the new task first, but letting it pass work that
+    then misses its own deadline trades one deadline for another. Each task let pass
+    takes its charge off the slack of the work it passes.
+    """
 
     def __init__(self) -> None:
-        self.entries: dict[Decision, float] = {}  # decision -> absolute deadline (inf: none)
+        # decision -> [absolute deadline (inf: none), estimated slack at its deadline]
+        self.entries: dict[Decision, list[float]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.entries)
 
-    def add(self, decision: Decision, deadline: float) -> None:
-        """Record a placed decision waiting on its devices."""
-        self.entries[decision] = deadline
+    def add(self, decision: Decision, deadline: float, window: float, now: float) -> None:
+        """Record a placed decision waiting on its devices; charge its passing to later work."""
+        charge = dict(zip(decision.device_indices, decision.charges, strict=True))
+        for other, entry in self.entries.items():
+            if entry[0] > deadline and entry[1] >= window:
+                shared = [charge[d] for d in other.device_indices if d in charge]
+                if shared:
+                    entry[1] -= max(shared)
+        self.entries[decision] = [deadline, deadline - (now + decision.latency_s)]
 
     def discard(self, decision: Decision) -> None:
         """Forget a decision (started, finished or released); a no-op when unknown."""
         self.entries.pop(decision, None)
 
-    def behind(self, n_devices: int, deadline: float) -> npt.NDArray[np.float64]:
-        """Return, per device, the waiting charge a task due at ``deadline`` runs before.
-
-        That is the charge of every waiting decision with a later deadline (or none); a
-        task without a deadline (inf) runs before nothing.
-        """
+    def behind(self, n_devices: int, deadline: float, window: float) -> npt.NDArray[np.float64]:
+        """Return, per device, the waiting charge a task due at ``deadline`` runs before."""
         out = np.zeros(n_devices)
-        for decision, due in self.entries.items():
-            if due > deadline:
+        for decision, (due, slack) in self.entries.items():
+            if due > deadline and slack >= window:
                 for d, charge in zip(decision.device_indices, decision.charges, strict=True):
                     out[d] += charge
         return out
 
-    def lift(self, devices: npt.NDArray[np.float64], deadline: float) -> npt.NDArray[np.float64]:
+    def lift(
+        self, devices: npt.NDArray[np.float64], deadline: float, window: float
+    ) -> npt.NDArray[np.float64]:
         """Take the work that would run after the task off the queues; return it to restore."""
-        lifted = self.behind(devices.shape[0], deadline)
+        lifted = self.behind(devices.shape[0], deadline, window)
         lifted = np.minimum(lifted, devices[:, L.DEV_QUEUE_S])
         devices[:, L.DEV_QUEUE_S] -= lifted
         return lifted
