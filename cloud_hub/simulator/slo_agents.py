@@ -17,9 +17,9 @@ Nothing outside the API is pushed into it. On top of that this chooser
   Placer then runs on the simulated clock: ``Placer(clock=...)``, ``started(now=...)``);
 - counts the learned (task class, device) corrections sitting at a clamp;
 - with ``queue_order="edf"`` its devices run waiting work earliest-deadline-first (as an
-  agent's do under a deadline policy; ``engine``); each start is then reported when the
-  device takes it. ``edf_estimate=True`` has its Placer count only the waiting work due
-  earlier (``Placer(deadline_order=True)``), else every queue in full.
+  agent's do under a deadline policy; ``engine``) and its Placer estimates that order
+  (``Placer(deadline_order=True)``; with "fifo", every queue in full); each start is then
+  reported when the device takes it.
 
 Every optional API is detected once from the signatures; nothing assumes a version.
 """
@@ -133,7 +133,6 @@ class SloAgentChooser:
         deadline_aware: bool,
         candidates: dict[TaskType, list[int]] | None = None,
         queue_order: str = "fifo",
-        edf_estimate: bool = False,
     ) -> None:
         self.name = policy.name
         self.queue_order = queue_order
@@ -143,7 +142,7 @@ class SloAgentChooser:
         self.use_candidates = HAS_CANDIDATES
         self.now = 0.0  # the simulated clock, as of the event being handled
         extra: dict[str, Any] = {"clock": lambda: self.now} if HAS_CLOCK else {}
-        extra["deadline_order"] = edf_estimate
+        extra["deadline_order"] = queue_order == "edf"
         self.placer = Placer(fleet.devices_from(0), policy, keep_reasons=False, **extra)
         self._links = [
             [(d.capability.link_latency_s, d.capability.link_bw_gbs) for d in fleet.devices_from(b)]

@@ -45,11 +45,12 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
     ``feedback`` (or ``release``) reports the task finished; after ``started`` its
     remaining work shrinks with ``clock`` (seconds; a simulator passes its own).
 
-    With ``deadline_order=True`` (devices that run waiting work earliest-deadline-first,
-    ``edf``, under a deadline policy) ``place_one`` counts ahead of a task with a deadline
-    only the waiting work due earlier or unable to absorb it (``edf.WaitingWork``; a batch
-    ``place`` still counts every queue in full). Off by default: the full queue, an upper
-    bound on the EDF wait, met more deadlines in bench_sim_slo's edge-mixed scenario.
+    Under a policy with a deadline objective (``Policy.orders_by_deadline``; override with
+    ``deadline_order``) devices run their waiting work earliest-deadline-first (``edf``),
+    and ``place_one`` counts ahead of a task with a deadline only the waiting work due
+    earlier, or due later without the slack to let it pass (``edf.WaitingWork``; a batch
+    ``place`` still counts every queue in full). The estimate is Python-side: the kernel
+    (native and twin alike) sees the device queues with that work taken off.
     """
 
     def __init__(
@@ -62,7 +63,7 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         learning_rate: float = 0.3,
         clock: Callable[[], float] = time.monotonic,
         explore: bool = True,
-        deadline_order: bool = False,
+        deadline_order: bool | None = None,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -82,7 +83,7 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
-        self._edf = deadline_order
+        self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
         self.exploration = Explorer(len(ids), enabled=explore)
@@ -112,6 +113,8 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         )
         self._ws.weights[: L.N_OBJECTIVES] = policy.weight_vector()
         self._ws.weights[L.W_QUEUE_GUARD] = policy.queue_guard()
+        order = self._deadline_order
+        self._edf = policy.orders_by_deadline if order is None else order
 
     def prepare(self, contract: TaskContract) -> PreparedTask:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
