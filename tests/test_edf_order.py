@@ -83,3 +83,11 @@ def test_the_edf_estimate_forgets_started_and_finished_work(backend: str) -> Non
     p.feedback(loose, latency_s=loose.service_s)
     assert not p._waiting  # nothing left waiting
     assert p.preview(task(10.0, deadline_s=0.1)).latency_s == pytest.approx(loose.service_s)
+
+
+def test_work_without_the_slack_to_let_a_task_pass_still_counts_ahead(backend: str) -> None:
+    p = _placer(backend, True)
+    service = p.preview(task(10.0)).service_s
+    p.place_one(task(10.0, deadline_s=1.5 * service))  # due later, but only 0.5x slack
+    tight = p.preview(task(10.0, deadline_s=1.2 * service))
+    assert tight.latency_s == pytest.approx(2 * service, rel=1e-6)
