@@ -91,3 +91,12 @@ def test_work_without_the_slack_to_let_a_task_pass_still_counts_ahead(backend: s
     p.place_one(task(10.0, deadline_s=1.5 * service))  # due later, but only 0.5x slack
     tight = p.preview(task(10.0, deadline_s=1.2 * service))
     assert tight.latency_s == pytest.approx(2 * service, rel=1e-6)
+
+
+def test_work_estimated_hopeless_does_not_count_ahead_of_a_feasible_task(backend: str) -> None:
+    p = _placer(backend, True)
+    service = p.preview(task(10.0)).service_s
+    lost = p.place_one(task(10.0, deadline_s=0.5 * service))  # cannot finish in time
+    assert lost.late
+    tight = p.preview(task(10.0, deadline_s=2.0 * service))  # due later, but feasible
+    assert tight.latency_s == pytest.approx(service, rel=1e-6)

@@ -12,8 +12,8 @@ started) tasks in this order, never pre-empting a running one (``next_index``):
    run first-come-first-served among themselves, after the feasible deadline work.
 
 The Placer estimates a new task's finish the same way (``WaitingWork``): with a deadline,
-only the waiting work with an earlier deadline is ahead of it (plus what runs); without
-one, everything is. The starvation bound and hopelessness are not in that estimate.
+only the waiting work with an earlier deadline is ahead of it (plus what runs), less the
+work estimated hopeless; without one, everything is. The starvation bound is not in it.
 """
 
 from __future__ import annotations
@@ -75,11 +75,12 @@ def pop_next(waiting: list[Waiting], now: float, max_passed: int = MAX_PASSED) -
 class WaitingWork:
     """A Placer's committed, not yet started decisions: deadline and estimated slack.
 
-    A new task with a deadline counts ahead of it the waiting work due earlier, and the
-    work due later that could not absorb it (its estimated slack is under the new task's
-    deadline window): EDF would run the new task first, but letting it pass work that
-    then misses its own deadline trades one deadline for another. Each task let pass
-    takes its charge off the slack of the work it passes.
+    A new task with a deadline counts ahead of it the waiting work due earlier, unless
+    that work is estimated hopeless (negative slack: the device runs it after feasible
+    work), and the work due later that could not absorb it (its estimated slack is under
+    the new task's deadline window): EDF would run the new task first, but letting it
+    pass work that then misses its own deadline trades one deadline for another. Each
+    task let pass takes its charge off the slack of the work it passes.
     """
 
     def __init__(self) -> None:
@@ -104,10 +105,13 @@ class WaitingWork:
         self.entries.pop(decision, None)
 
     def behind(self, n_devices: int, deadline: float, window: float) -> npt.NDArray[np.float64]:
-        """Return, per device, the waiting charge a task due at ``deadline`` runs before."""
+        """Return, per device, the waiting charge a task due at ``deadline`` runs before.
+
+        ``window``: the task's relative deadline, the slack later work needs to let it pass.
+        """
         out = np.zeros(n_devices)
         for decision, (due, slack) in self.entries.items():
-            if due > deadline and slack >= window:
+            if (due > deadline and slack >= window) or slack < 0:
                 for d, charge in zip(decision.device_indices, decision.charges, strict=True):
                     out[d] += charge
         return out
