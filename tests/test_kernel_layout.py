@@ -22,6 +22,7 @@ from edge_agent.placement.codec import device_row, prepare
 from edge_agent.placement.kernel import bind
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.vocab import DeviceKind, Precision
+from tests.support.placer_fleet import BACKENDS
 
 HEADER = Path(__file__).parents[1] / "native" / "hetmesh_kernel.h"
 _DEFINE = re.compile(
@@ -140,16 +141,6 @@ def test_status_codes_mirror_the_header() -> None:
 
 # --- status codes through the low-level kernel call ----------------------------------
 
-BACKENDS = pytest.mark.parametrize(
-    "backend",
-    [
-        pytest.param(
-            "native",
-            marks=pytest.mark.skipif(not native_available(), reason="compiled kernel not built"),
-        ),
-        "python",
-    ],
-)
 N_CLASSES = 3
 
 
