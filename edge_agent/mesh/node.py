@@ -39,6 +39,9 @@ _log = logging.getLogger(__name__)
 
 #: Every this many heartbeat rounds, offline peers are asked too.
 OFFLINE_RECHECK = 5
+#: Called with (key, attempt, peer, peer's answer) when a ``lost`` attempt turns out to have
+#: completed on the peer after all (recorded ``duplicate``, never ``done``).
+OnDuplicate = Callable[[str, int, str, dict[str, Any]], Awaitable[None]]
 
 
 class MeshNode:
@@ -54,11 +57,17 @@ class MeshNode:
         *,
         session: aiohttp.ClientSession | None = None,
         run_task_settles: bool = False,
+        verifier: Verifier | None = None,
+        loops: Supervisor | None = None,
+        on_duplicate: OnDuplicate | None = None,
     ) -> None:
+        """``verifier``: one shared with the host's other signed routes (its replay cache);
+        ``loops``: the host's supervisor, where the heartbeat loop shows; ``on_duplicate``:
+        see ``OnDuplicate``."""
         self.cfg = config
         self.agent_id = config.agent_id
         self.key = key
-        self.verifier = Verifier(key, config.agent_id)
+        self.verifier = Verifier(key, config.agent_id) if verifier is None else verifier
         self.placer = placer
         self.peers = PeerTable(
             config.agent_id,
@@ -83,15 +92,13 @@ class MeshNode:
         self._run_task = run_task
         # True: run_task itself gives the placer its feedback or releases the decision
         self._run_task_settles = run_task_settles
-        #: Called with (key, attempt, peer, peer's answer) when a ``lost`` attempt turns out
-        #: to have completed on the peer after all (recorded ``duplicate``, never ``done``).
-        self.on_duplicate: Callable[[str, int, str, dict[str, Any]], Awaitable[None]] | None = None
+        self.on_duplicate = on_duplicate  # OnDuplicate: a lost attempt that completed there
         self._reconciling: set[str] = set()
         self._session = session
         self._own_session = session is None
         self._tasks: set[asyncio.Task[Any]] = set()
         #: restarts the heartbeat loop after an error (an agent hands in its own supervisor)
-        self.loops = Supervisor()
+        self.loops = Supervisor() if loops is None else loops
         self._challenging: set[tuple[str, int]] = set()
         self._changed = asyncio.Event()
         self.leaving = False  # heartbeats answer "leaving" once stop() has begun
