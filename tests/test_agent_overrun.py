@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import math
 
 import pytest
 
@@ -19,6 +18,7 @@ from edge_agent.placement import (
     TaskContract,
 )
 from edge_agent.resources.vocab import DeviceKind, Health, Precision
+from tests.support.jobs import placed_job
 
 
 def _device(dev_id: str, gops: float) -> Device:
@@ -39,7 +39,7 @@ def _job(placer: Placer, seq: int) -> Job:
     contract = TaskContract(
         Semantics(gflops=2.0, precision="int8"), Requirements(model_format=None)
     )
-    return Job(f"t{seq}", placer.place_one(contract), None, 0, math.inf, seq=seq)
+    return placed_job(f"t{seq}", placer.place_one(contract), seq=seq)
 
 
 class _Running:

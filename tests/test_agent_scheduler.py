@@ -16,11 +16,13 @@ from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.fairshare import FairQueue
 from edge_agent.agent.core.fleet import build_fleet
 from edge_agent.agent.core.preempt import preempt_for
-from edge_agent.agent.core.scheduler import Scheduler, Waiting
+from edge_agent.agent.core.scheduler import Scheduler
 from edge_agent.agent.core.store import Store
+from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.web.api import make_app
 from edge_agent.agent.web.metrics import AgentMetrics
 from edge_agent.placement import Placer, Policy, Requirements, Semantics, TaskContract
+from tests.support.jobs import placed_job
 
 #: ~65 ms on the emulated RK3588 CPU (its roofline: no published latency for an opaque task).
 CPU_TASK = {"semantics": {"gflops": 2.5}, "requirements": {"kinds": ["cpu"], "model_format": None}}
@@ -100,7 +102,7 @@ def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise()
     placer = Placer(fleet.devices)
     low = [placer.place_one(contract()) for _ in range(8)]
     assert all(d.placed for d in low)
-    queued = [Job(f"low{i}", d, None, 0, math.inf) for i, d in enumerate(low)]
+    queued = [placed_job(f"low{i}", d) for i, d in enumerate(low)]
     service = low[0].service_s
     before = {d: placer.live(d) for d in placer.device_ids}
     urgent = contract(priority=10, deadline_s=3.5 * service)
@@ -114,7 +116,7 @@ def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise()
     assert [v.task_id for v in victims] == [f"low{i}" for i in range(7, 7 - len(victims), -1)]
     # equal priority is never preempted; a failed attempt leaves every device as it was
     placer2 = Placer(fleet.devices)
-    same = [Job(f"s{i}", placer2.place_one(contract(10)), None, 10, math.inf) for i in range(8)]
+    same = [placed_job(f"s{i}", placer2.place_one(contract(10))) for i in range(8)]
     snapshot = {d: placer2.live(d) for d in placer2.device_ids}
     assert preempt_for(placer2, urgent, same) is None
     assert {d: placer2.live(d) for d in placer2.device_ids} == snapshot
@@ -157,6 +159,6 @@ def _new(c: TaskContract) -> Any:
 
 
 def _waiting(row: dict[str, Any]) -> Waiting:
-    from edge_agent.agent.core.scheduler import waiting_from_row
+    from edge_agent.agent.core.waiting import waiting_from_row
 
     return waiting_from_row(row)

@@ -9,7 +9,6 @@ committed.
 from __future__ import annotations
 
 import asyncio
-import math
 import sqlite3
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from edge_agent.agent.core.store import Store
 from edge_agent.agent.core.store_runs import Finish
 from edge_agent.placement import Placer, Policy, Semantics, TaskContract
 from edge_agent.storage.db import Database
+from tests.support.jobs import placed_job
 
 pytestmark = pytest.mark.asyncio
 
@@ -45,7 +45,7 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     executor = Executor(fleet, placer, Hooks(), jitter=0.0)
     executor.start()
     for task_id in ("first", "second"):  # one device, one slot: one after the other
-        executor.submit(Job(task_id, decision, None, 0, math.inf))
+        executor.submit(placed_job(task_id, decision))
     async with asyncio.timeout(5):
         while "second" not in done:
             await asyncio.sleep(0.005)

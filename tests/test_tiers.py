@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import math
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -14,7 +13,6 @@ from typing import Any
 import pytest
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.preempt import preempt_for
 from edge_agent.agent.web.api import AGENT, make_app
 from edge_agent.errors import PolicyError, ProfileError
@@ -30,6 +28,7 @@ from edge_agent.placement import (
 from edge_agent.resources.profile_schema import default_tier
 from edge_agent.resources.profiles import load_profile, profiles_dir
 from edge_agent.resources.vocab import DeviceKind, Health, Tier
+from tests.support.jobs import placed_job
 
 RULES = {"classes": {"detect": ["hot", "warm"], "batch": ["cold", "warm"]}}
 NPU, ARM, X86 = "rk3588/npu", "rk3588/cpu", "generic_x86_server/cpu"
@@ -186,7 +185,7 @@ def test_preemption_places_the_urgent_task_by_its_tiers() -> None:
     p = placer()
     low = [task("other", kinds=("cpu_x86",)) for _ in range(8)]
     low += [task("other", kinds=("npu",)) for _ in range(8)]
-    queued = [Job(f"low{i}", p.place_one(c), None, 0, math.inf) for i, c in enumerate(low)]
+    queued = [placed_job(f"low{i}", p.place_one(c)) for i, c in enumerate(low)]
     assert [j.decision.device_id for j in queued] == [X86] * 8 + [NPU] * 8
     npu_service = queued[-1].decision.service_s
     urgent = TaskContract(

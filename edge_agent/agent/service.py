@@ -24,8 +24,9 @@ from edge_agent.agent.core.intake import Intake, NewTask
 from edge_agent.agent.core.jobs import Jobs
 from edge_agent.agent.core.lifecycle import sources_of
 from edge_agent.agent.core.overrun import OverrunWatch
-from edge_agent.agent.core.scheduler import Scheduler, waiting_from_row
+from edge_agent.agent.core.scheduler import Scheduler
 from edge_agent.agent.core.store import Store
+from edge_agent.agent.core.waiting import waiting_from_row
 from edge_agent.agent.hub.devices import DeviceReporter
 from edge_agent.agent.hub.link import HubLink
 from edge_agent.agent.hub.model_pull import AgentLearning

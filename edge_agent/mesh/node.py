@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from edge_agent.mesh.ledger import Ledger
 from edge_agent.mesh.mdns_scope import confined_zeroconf
 from edge_agent.mesh.offload import Offloader, RunPlaced
 from edge_agent.mesh.peers import OFFLINE, ONLINE, PeerTable
+from edge_agent.mesh.reconcile import OnDuplicate, Reconciler
 from edge_agent.mesh.replay import Verifier
 from edge_agent.mesh.routes import make_mesh_app
 from edge_agent.mesh.summary import RecentContracts, SummaryError, build_summary, parse_summary
@@ -54,11 +55,17 @@ class MeshNode:
         *,
         session: aiohttp.ClientSession | None = None,
         run_task_settles: bool = False,
+        verifier: Verifier | None = None,
+        loops: Supervisor | None = None,
+        on_duplicate: OnDuplicate | None = None,
     ) -> None:
+        """``verifier``: one shared with the host's other signed routes (its replay cache);
+        ``loops``: the host's supervisor, where the heartbeat loop shows; ``on_duplicate``:
+        see ``OnDuplicate``."""
         self.cfg = config
         self.agent_id = config.agent_id
         self.key = key
-        self.verifier = Verifier(key, config.agent_id)
+        self.verifier = Verifier(key, config.agent_id) if verifier is None else verifier
         self.placer = placer
         self.peers = PeerTable(
             config.agent_id,
@@ -83,15 +90,12 @@ class MeshNode:
         self._run_task = run_task
         # True: run_task itself gives the placer its feedback or releases the decision
         self._run_task_settles = run_task_settles
-        #: Called with (key, attempt, peer, peer's answer) when a ``lost`` attempt turns out
-        #: to have completed on the peer after all (recorded ``duplicate``, never ``done``).
-        self.on_duplicate: Callable[[str, int, str, dict[str, Any]], Awaitable[None]] | None = None
-        self._reconciling: set[str] = set()
+        self.on_duplicate = on_duplicate  # OnDuplicate: a lost attempt that completed there
         self._session = session
         self._own_session = session is None
         self._tasks: set[asyncio.Task[Any]] = set()
         #: restarts the heartbeat loop after an error (an agent hands in its own supervisor)
-        self.loops = Supervisor()
+        self.loops = Supervisor() if loops is None else loops
         self._challenging: set[tuple[str, int]] = set()
         self._changed = asyncio.Event()
         self.leaving = False  # heartbeats answer "leaving" once stop() has begun
@@ -115,6 +119,9 @@ class MeshNode:
         self.client = MeshClient(self._session, self.key, self.agent_id)
         self.offloader = Offloader(
             self.cfg, self.placer, self.peers, self.client, self.ledger, self.run_placed
+        )
+        self.reconciler = Reconciler(
+            self.cfg, self.peers, self.client, self.ledger, self.offloader.lost, self.counters
         )
         for peer, key, attempt in await self.ledger.lost():  # from before a restart too
             self.offloader.lost.setdefault(peer, set()).add((key, attempt))
@@ -303,9 +310,7 @@ class MeshNode:
                 self.peers.seen(agent_id, reply.rtt_s)
                 peer.load = dict(reply.doc.get("load", {}))
                 self._take_summary(agent_id, reply.doc.get("summary"))
-                if self.offloader.lost.get(agent_id) and agent_id not in self._reconciling:
-                    self._reconciling.add(agent_id)
-                    self.spawn(self._reconcile(agent_id), f"mesh-reconcile-{agent_id}")
+                self.reconciler.start(agent_id, self.spawn, self.on_duplicate)
         except (AuthError, PeerRefused, PeerUnavailable):
             self.peers.missed(agent_id)
             if gone:  # a goodbye plus a failed check: it left
@@ -325,51 +330,6 @@ class MeshNode:
                 if p.state != OFFLINE or rounds % OFFLINE_RECHECK == 0
             ]
             await asyncio.gather(*(self._check(a) for a in ids))
-
-    async def _reconcile(self, agent_id: str) -> None:
-        """Ask a peer that answers again for the final state of attempts given up as lost.
-
-        An attempt it finished anyway is recorded ``duplicate`` (the task completed
-        elsewhere too: visible, counted, its result unused), never a second ``done``.
-        """
-        try:
-            peer = self.peers.peers.get(agent_id)
-            pending = self.offloader.lost.get(agent_id, set())
-            for key, attempt in sorted(pending):
-                if peer is None:
-                    return
-                try:
-                    reply = await self.client.call(
-                        agent_id,
-                        peer.endpoint,
-                        "tasks/cancel",
-                        {"key": key, "attempt": attempt},
-                        self.cfg.cancel_timeout_s,
-                    )
-                except (AuthError, PeerRefused, PeerUnavailable) as err:
-                    _log.debug("mesh: reconciling %s with %s failed: %s", key, agent_id, err)
-                    return
-                state = str(reply.doc.get("state", ""))
-                if state == "running":
-                    continue  # not settled yet; asked again at the next heartbeat
-                pending.discard((key, attempt))
-                if state == "done":
-                    self.counters["duplicate_runs"] += 1
-                    _log.warning(
-                        "mesh: task %s attempt %s also completed on %s while it was cut off; "
-                        "recorded as duplicate",
-                        key,
-                        attempt,
-                        agent_id,
-                    )
-                    await self.ledger.finish(key, "origin", attempt, "duplicate", reply.doc)
-                    if self.on_duplicate is not None:
-                        await self.on_duplicate(key, attempt, agent_id, reply.doc)
-                else:
-                    self.counters["lost_reconciled"] += 1
-                    await self.ledger.finish(key, "origin", attempt, f"lost_{state or 'unknown'}")
-        finally:
-            self._reconciling.discard(agent_id)
 
     # --- endpoint handlers -----------------------------------------------------------------
     async def on_hello(self, sender: str, remote: str, doc: dict[str, Any]) -> dict[str, Any]:

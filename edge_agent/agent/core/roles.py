@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from edge_agent.agent.core.executor import Job, Outcome
-    from edge_agent.agent.core.scheduler import Waiting
+    from edge_agent.agent.core.waiting import Waiting
     from edge_agent.placement import Decision
 
 

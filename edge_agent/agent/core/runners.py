@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from edge_agent.agent.core.waiting import Waiting
 from edge_agent.placement import Decision
 
 _log = logging.getLogger(__name__)
@@ -37,20 +38,40 @@ _DTYPES = {
 
 @dataclass(eq=False)
 class Job:
-    """A placed task waiting for, or running on, its device."""
+    """A placed task waiting for, or running on, its device: the task as it waited, where.
 
-    task_id: str
+    It carries its ``Waiting`` (not a copy of its fields): a preempted job waits again as
+    that same ``Waiting``.
+    """
+
+    waiting: Waiting
     decision: Decision
-    command: tuple[str, ...] | None
-    priority: int
-    deadline_at: float
     cancelled: bool = False
-    submitted_at: float = 0.0
     energy_start: Any = None  # power.Reading at start, where a meter covers the device
     # the store's record of the start (True once committed; False: the task was no longer
     # placed); None until started. Its finish is recorded only after it.
     started: asyncio.Future[bool] | None = None
     seq: int = field(default_factory=itertools.count().__next__)
+
+    @property
+    def task_id(self) -> str:
+        return self.waiting.task_id
+
+    @property
+    def command(self) -> tuple[str, ...] | None:
+        return self.waiting.command
+
+    @property
+    def priority(self) -> int:
+        return self.waiting.contract.priority
+
+    @property
+    def deadline_at(self) -> float:
+        return self.waiting.deadline_at  # epoch seconds; inf = none
+
+    @property
+    def submitted_at(self) -> float:
+        return self.waiting.submitted_at
 
 
 @dataclass

@@ -11,20 +11,18 @@ no device could ever take fails with the decision's reasons.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import functools
 import json
 import logging
-import math
 import time
 from collections import Counter
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.fairshare import FairQueue
 from edge_agent.agent.core.preempt import preempt_for, wants_preemption
 from edge_agent.agent.core.store import Store
+from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.web.metrics import AgentMetrics
 from edge_agent.errors import KernelError
 from edge_agent.placement import Decision, Placer, TaskContract, tiers
@@ -40,40 +38,6 @@ _log = logging.getLogger(__name__)
 TRANSIENT = frozenset(
     L.REASON_NAMES[r] for r in (L.R_OFFLINE, L.R_MEMORY, L.R_LATENCY, L.R_DEADLINE)
 )
-
-
-@dataclass(eq=False)
-class Waiting:
-    """A task waiting for placement."""
-
-    task_id: str
-    contract: TaskContract
-    command: tuple[str, ...] | None
-    submitted_at: float
-    deadline_at: float  # epoch seconds; inf = none
-    state: str  # queued or interrupted
-
-    def contract_at(self, now: float) -> TaskContract:
-        """Return the contract with its deadline counted from ``now`` (it was from submission)."""
-        if math.isinf(self.deadline_at):
-            return self.contract
-        left = max(self.deadline_at - now, 1e-9)
-        req = dataclasses.replace(self.contract.requirements, deadline_s=left)
-        return dataclasses.replace(self.contract, requirements=req)
-
-
-def waiting_from_row(row: dict[str, Any], contract: TaskContract | None = None) -> Waiting:
-    """Return the scheduler's view of a stored task row (``contract``: already parsed)."""
-    command = row.get("command")
-    deadline = row.get("deadline_at")
-    return Waiting(
-        row["id"],
-        TaskContract.from_dict(row["contract"]) if contract is None else contract,
-        None if command is None else tuple(command),
-        float(row["submitted_at"]),
-        math.inf if deadline is None else float(deadline),
-        str(row["state"]),
-    )
 
 
 @functools.lru_cache(maxsize=1024)
@@ -185,16 +149,8 @@ class Scheduler:
         """Make a withdrawn, released job (stored back as queued) wait to be placed again."""
         self.metrics.move("placed", "queued")
         self.pools.release(job.task_id)
-        self.add(
-            Waiting(
-                job.task_id,
-                job.decision.task,
-                job.command,
-                job.submitted_at,
-                job.deadline_at,
-                "queued",
-            )
-        )
+        job.waiting.state = "queued"  # its row is queued again (it may have waited interrupted)
+        self.add(job.waiting)
 
     def poke(self) -> None:
         """Retry parked tasks: some work finished and freed a device."""
@@ -297,16 +253,7 @@ class Scheduler:
             if not decision.placed:
                 continue
             self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
-            self.jobs.dispatch(
-                Job(
-                    task.task_id,
-                    decision,
-                    task.command,
-                    task.contract.priority,
-                    task.deadline_at,
-                    submitted_at=task.submitted_at,
-                )
-            )
+            self.jobs.dispatch(Job(task, decision))
         for (policy, placed, before), n in counts.items():  # one update per kind, not per task
             self.metrics.decided(policy, placed, n)
             self.metrics.move(before, "placed" if placed else "failed", n)

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.deferral import Deferral
-from edge_agent.agent.core.scheduler import decision_row, waiting_from_row
+from edge_agent.agent.core.scheduler import decision_row
+from edge_agent.agent.core.waiting import waiting_from_row
 
 if TYPE_CHECKING:
     from edge_agent.agent.mesh.link import MeshLink

@@ -148,10 +148,10 @@ class MeshLink:
             self.serve.run_task,
             agent.config.data_dir / "mesh.db",
             run_task_settles=True,  # the agent's executor feeds back or releases
+            verifier=self.verifier,
+            loops=agent.loops,  # the heartbeat loop shows in the agent's health
+            on_duplicate=self.offloader.duplicate,
         )
-        node.verifier = self.verifier
-        node.loops = agent.loops  # the heartbeat loop shows in the agent's health
-        node.on_duplicate = self.offloader.duplicate
         self._node = node
         agent.metrics.watch_mesh(lambda: node.counters, self.peer_states)
 

@@ -15,7 +15,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from edge_agent.agent.core.scheduler import Waiting, decision_row
+from edge_agent.agent.core.scheduler import decision_row
+from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.mesh.serving import TaskFailed
 from edge_agent.mesh.errors import MeshError
 from edge_agent.mesh.offload import LOCAL

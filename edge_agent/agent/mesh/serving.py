@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.scheduler import decision_row
+from edge_agent.agent.core.waiting import waiting_from_row
 from edge_agent.errors import HetmeshError
 from edge_agent.mesh.accept import MESH_META
 from edge_agent.mesh.errors import MeshError
@@ -53,14 +53,18 @@ class MeshServe:
             if isinstance(meta, dict):
                 task_id = await self._forwarded_row(contract, decision, meta)
                 await self._admit_forwarded(task_id, decision, str(meta.get("origin")))
+                placed_from = "queued"
             elif isinstance(payload.get(LOCAL), str):
                 task_id = await self._local_row(str(payload[LOCAL]), decision)
+                placed_from = "offloaded"
             else:
                 raise MeshError("a task for the mesh names neither an origin nor a local task")
         except BaseException:
             agent.placer.release(decision)
             raise
-        job = Job(task_id, decision, None, contract.priority, math.inf, submitted_at=time.time())
+        # it never waited here: no command, no deadline (its origin keeps that), counted from now
+        row = {"id": task_id, "submitted_at": time.time(), "state": placed_from}
+        job = Job(waiting_from_row(row, decision.task), decision)
         outcome = await agent.jobs.run_job(job)
         if not outcome.ok:
             raise TaskFailed(outcome.error or "the task failed")
