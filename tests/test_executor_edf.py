@@ -10,9 +10,14 @@ import pytest
 
 from edge_agent.agent.core.executor import Executor, Job, Outcome
 from edge_agent.agent.core.fleet import build_fleet
-from edge_agent.placement import Placer, Policy, Semantics, TaskContract
+from edge_agent.agent.core.waiting import Waiting
+from edge_agent.placement import Decision, Placer, Policy, Semantics, TaskContract
 
 pytestmark = pytest.mark.asyncio
+
+
+def _job(task_id: str, decision: Decision, deadline_at: float) -> Job:
+    return Job(Waiting(task_id, decision.task, None, 0.0, deadline_at, "queued"), decision)
 
 
 async def _start_order(policy: str) -> list[str]:
@@ -36,7 +41,7 @@ async def _start_order(policy: str) -> list[str]:
 
     executor = Executor(fleet, placer, Hooks(), jitter=0.0)
     executor.start()
-    executor.submit(Job("running", decision, None, 0, math.inf))
+    executor.submit(_job("running", decision, math.inf))
     async with asyncio.timeout(5):
         while not started:
             await asyncio.sleep(0.005)
@@ -47,7 +52,7 @@ async def _start_order(policy: str) -> list[str]:
         ("loose", now + 100.0),
         ("tight", now + 10.0),
     ):
-        executor.submit(Job(task_id, decision, None, 0, deadline_at))
+        executor.submit(_job(task_id, decision, deadline_at))
     gate.set_result(None)
     async with asyncio.timeout(5):
         while len(done) < 5:
