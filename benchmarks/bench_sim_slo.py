@@ -15,7 +15,9 @@ Three scenarios, each at 50% and 80% of its fleet's capacity (the LP capacity of
   on/off arrivals (``slo_fleet``, ``arrivals``).
 
 hetmesh policies (latency-first, balanced, energy-first and slo-first when the template
-exists) decide through ``Placer`` with feedback on completion; baselines: least-loaded,
+exists) decide through ``Placer`` with feedback on completion; a policy with a deadline
+objective (slo-first) has its devices run waiting work earliest-deadline-first, as the
+agent's do (``engine``, ``edge_agent.placement.edf``), the others FIFO; baselines: least-loaded,
 datasheet-greedy, and the clairvoyant oracle (``oracle``). Prints a table per run, then
 one JSON line. A figure whose policy or API does not exist yet is ``null``, never guessed.
 
@@ -91,6 +93,8 @@ def run_one(sc: Scenario, seed: int) -> dict[str, dict[str, Any] | None]:
             Policy.template(name),
             deadline_aware=name == "slo-first",
             candidates=sc.feasible if sc.restricted else None,
+            # a deadline policy's devices run waiting work earliest-deadline-first
+            queue_order="edf" if Policy.template(name).orders_by_deadline else "fifo",
         )
         out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, memory), agent)
         doc = deadline_summary(sc.tasks, out, sc.classes, names)

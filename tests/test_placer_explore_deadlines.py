@@ -29,7 +29,14 @@ def _fleet(
     ]
     if gpu2:  # a second, slower GPU whose factor is known (imported): never explored
         devices.append(dev("gpu2", int8=500))
-    p = Placer(devices, Policy.template("slo-first"), backend=backend, explore=explore)  # type: ignore[arg-type]
+    # ``_run``'s devices run first-come-first-served: the Placer estimates that order
+    p = Placer(
+        devices,
+        Policy.template("slo-first"),
+        backend=backend,  # type: ignore[arg-type]
+        explore=explore,
+        deadline_order=False,
+    )
     if gpu2:
         p.import_corrections({"det": {"gpu2": 1.0}})
     return p

@@ -1,7 +1,13 @@
-"""The discrete-event engine: arrivals, one chooser's decisions, FIFO devices, completions.
+"""The discrete-event engine: arrivals, one chooser's decisions, devices, completions.
 
 Each device runs one task at a time, in the order tasks were committed to it; a task
 starts when the device is free and its input has arrived (origin-to-device transfer).
+A chooser with ``queue_order = "edf"`` (a deadline policy's agent) has its devices start
+their waiting tasks earliest-deadline-first instead (``edge_agent.placement.edf``; a
+running task is never pre-empted): a task's start is then decided when its device takes
+it, and the chooser's ``job_started(job)`` is told. The device judges a deadline feasible
+on the type's true mean time there (not the task's own draw), as a device that has run
+that model knows it; ``free_at`` stays the FIFO tail (running finish plus waiting work).
 Time is the event clock; choosers read the engine's state as of the event being handled.
 A task needing an FPGA configuration (``config_id``) that its device will not hold when
 the task starts first pays the device's ``reconfig_s``; the device then holds it. A
@@ -11,15 +17,17 @@ the task starts first pays the device's ``reconfig_s``; the device then holds it
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 from cloud_hub.simulator.fleet import Fleet
 from cloud_hub.simulator.truth import GroundTruth, TaskType
 from cloud_hub.simulator.workload import Task
+from edge_agent.placement.edf import Waiting, pop_next
 
 _DONE, _ARRIVE = 0, 1  # at equal times, completions are handled before arrivals
 
@@ -44,6 +52,7 @@ class FleetState:
     feasible: dict[TaskType, list[int]]  # devices passing the kernel's hard constraints
     memory: dict[TaskType, float]  # bytes one task of a type holds on its device
     pending: list[deque[Job]] = field(default_factory=list)
+    waiting: list[list[Waiting]] = field(default_factory=list)  # EDF devices only
     free_at: list[float] = field(default_factory=list)
     committed_mem: list[float] = field(default_factory=list)
     config: list[int] = field(default_factory=list)  # held after the last committed job
@@ -53,6 +62,7 @@ class FleetState:
     def __post_init__(self) -> None:
         n = len(self.fleet.devices)
         self.pending = [deque() for _ in range(n)]
+        self.waiting = [[] for _ in range(n)]
         self.free_at = [0.0] * n
         self.committed_mem = [0.0] * n
         self.config = [sd.device.live.loaded_config for sd in self.fleet.devices]
@@ -75,6 +85,72 @@ class FleetState:
         service = self.truth.service_s(task.index, tt, dev) * task.work
         start = max(self.free_at[dev], ready)
         return start, start + self.reconfig_s(task, dev) + service, service
+
+
+def _switch(state: FleetState, task: Task, dev: int) -> float:
+    """Return the reconfiguration ``task`` pays on ``dev`` now; ``dev`` then holds its config."""
+    switch = state.reconfig_s(task, dev)
+    if task.config_id:
+        state.reconfigs[dev] += switch > 0
+        state.reconfig_busy_s[dev] += switch
+        state.config[dev] = task.config_id
+    return switch
+
+
+def _payload(w: Waiting) -> tuple[Task, float]:
+    """Return the task an EDF device holds in ``w`` and its true service time."""
+    return cast(tuple[Task, float], w.item)
+
+
+def _start(
+    state: FleetState, dev: int, w: Waiting, now: float, events: list[tuple[float, int, int]]
+) -> Job:
+    """Start the waiting task ``w`` on the EDF device ``dev`` now (or when its input is in)."""
+    task, service = _payload(w)
+    begin = max(now, w.ready)
+    switch = _switch(state, task, dev)
+    job = Job(task, dev, begin, begin + switch + service, service)
+    state.pending[dev].append(job)
+    heapq.heappush(events, (job.finish, _DONE, dev))
+    return job
+
+
+def _fifo_tail(state: FleetState, dev: int) -> float:
+    """Return when an EDF device would be free running its work in commit order."""
+    end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
+    for w in state.waiting[dev]:
+        end = max(end, w.ready) + _payload(w)[1]
+    return end
+
+
+def _commit_fifo(
+    state: FleetState, task: Task, dev: int, now: float, events: list[tuple[float, int, int]]
+) -> float:
+    """Queue ``task`` behind everything committed to ``dev``; return its service time."""
+    start, finish, service = state.finish_if(task, dev, now)
+    _switch(state, task, dev)
+    state.free_at[dev] = finish
+    state.pending[dev].append(Job(task, dev, start, finish, service))
+    heapq.heappush(events, (finish, _DONE, dev))
+    return service
+
+
+def _commit_edf(
+    state: FleetState, task: Task, dev: int, now: float, events: list[tuple[float, int, int]]
+) -> tuple[float, Job | None]:
+    """Queue ``task`` on the EDF device ``dev``; return (service, the job if it started)."""
+    tt = (task.model, task.precision)
+    ready = now + state.fleet.transfer_s(task.origin, dev, state.truth.input_bytes(tt))
+    service = state.truth.service_s(task.index, tt, dev) * task.work
+    due = task.t + task.max_latency_s if task.max_latency_s > 0 else math.inf
+    w = Waiting(task.index, due, state.truth.base[tt][dev] * task.work, ready, item=(task, service))
+    job = None
+    if state.pending[dev]:
+        state.waiting[dev].append(w)
+    else:
+        job = _start(state, dev, w, now, events)
+    state.free_at[dev] = _fifo_tail(state, dev)
+    return service, job
 
 
 class Chooser(Protocol):
@@ -129,6 +205,8 @@ def simulate(
     step = max(1, n // 100)  # report about every 1% of the tasks
     clock = time.perf_counter
     held: set[int] = set()
+    edf = getattr(chooser, "queue_order", "fifo") == "edf"
+    on_start: Callable[[Job], None] | None = getattr(chooser, "job_started", None) if edf else None
     while events:
         now, kind, key = heapq.heappop(events)
         if kind == _DONE:
@@ -139,6 +217,11 @@ def simulate(
             state.committed_mem[key] -= state.memory[(job.task.model, job.task.precision)]
             chooser.finished(job, now)
             done += 1
+            if edf and state.waiting[key]:
+                taken = _start(state, key, pop_next(state.waiting[key], now), now, events)
+                state.free_at[key] = _fifo_tail(state, key)
+                if on_start is not None:
+                    on_start(taken)
         else:
             task = by_index[key]
             if holder is not None and key not in held:
@@ -155,19 +238,16 @@ def simulate(
                 out.finish_s[key] = now
                 done += 1
             else:
-                start, finish, service = state.finish_if(task, dev, now)
-                switch = state.reconfig_s(task, dev)
-                if task.config_id:
-                    state.reconfigs[dev] += switch > 0
-                    state.reconfig_busy_s[dev] += switch
-                    state.config[dev] = task.config_id
-                state.free_at[dev] = finish
-                state.pending[dev].append(Job(task, dev, start, finish, service))
+                if edf:
+                    service, started = _commit_edf(state, task, dev, now, events)
+                    if started is not None and on_start is not None:
+                        on_start(started)
+                else:
+                    service = _commit_fifo(state, task, dev, now, events)
                 state.committed_mem[dev] += state.memory[(task.model, task.precision)]
                 out.device[key] = dev
                 out.service_s[key] = service
                 out.energy_j[key] = state.truth.energy_j(dev, service)
-                heapq.heappush(events, (finish, _DONE, dev))
         if progress is not None and done != reported and (done % step == 0 or done == n):
             progress(done)
             reported = done

@@ -15,7 +15,11 @@ Nothing outside the API is pushed into it. On top of that this chooser
   the other devices offline for that one decision (the only way the older API offers);
 - calls ``started(decision)`` at the task's simulated start when the Placer has it (the
   Placer then runs on the simulated clock: ``Placer(clock=...)``, ``started(now=...)``);
-- counts the learned (task class, device) corrections sitting at a clamp.
+- counts the learned (task class, device) corrections sitting at a clamp;
+- with ``queue_order="edf"`` its devices run waiting work earliest-deadline-first (as an
+  agent's do under a deadline policy; ``engine``) and its Placer estimates that order
+  (``Placer(deadline_order=True)``; with "fifo", every queue in full); each start is then
+  reported when the device takes it.
 
 Every optional API is detected once from the signatures; nothing assumes a version.
 """
@@ -128,14 +132,17 @@ class SloAgentChooser:
         *,
         deadline_aware: bool,
         candidates: dict[TaskType, list[int]] | None = None,
+        queue_order: str = "fifo",
     ) -> None:
         self.name = policy.name
+        self.queue_order = queue_order
         self.fleet = fleet
         self.deadline_aware = deadline_aware
         self.candidates = candidates
         self.use_candidates = HAS_CANDIDATES
         self.now = 0.0  # the simulated clock, as of the event being handled
         extra: dict[str, Any] = {"clock": lambda: self.now} if HAS_CLOCK else {}
+        extra["deadline_order"] = queue_order == "edf"
         self.placer = Placer(fleet.devices_from(0), policy, keep_reasons=False, **extra)
         self._links = [
             [(d.capability.link_latency_s, d.capability.link_bw_gbs) for d in fleet.devices_from(b)]
@@ -220,8 +227,13 @@ class SloAgentChooser:
                 "the Placer ignored the restriction"
             )
         self._open[task.index] = decision
-        self._starts.commit(state.finish_if(task, dev, now)[0], self.placer, decision)
+        if self.queue_order != "edf":  # FIFO: the start is known now
+            self._starts.commit(state.finish_if(task, dev, now)[0], self.placer, decision)
         return dev
+
+    def job_started(self, job: Job) -> None:
+        """Remember when an EDF device took ``job`` (reported at the next event from then)."""
+        self._starts.commit(job.start, self.placer, self._open[job.task.index])
 
     def finished(self, job: Job, now: float) -> None:
         """Report the start (if not yet), then the true service time and energy."""

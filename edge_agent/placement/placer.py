@@ -16,6 +16,7 @@ from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
@@ -43,6 +44,13 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
     Committed work is charged to each chosen device's queue and free memory until
     ``feedback`` (or ``release``) reports the task finished; after ``started`` its
     remaining work shrinks with ``clock`` (seconds; a simulator passes its own).
+
+    Under a policy with a deadline objective (``Policy.orders_by_deadline``; override with
+    ``deadline_order``) devices run their waiting work earliest-deadline-first (``edf``),
+    and ``place_one`` counts ahead of a task with a deadline only the waiting work due
+    earlier, or due later without the slack to let it pass (``edf.WaitingWork``; a batch
+    ``place`` still counts every queue in full). The estimate is Python-side: the kernel
+    (native and twin alike) sees the device queues with that work taken off.
     """
 
     def __init__(
@@ -55,6 +63,7 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         learning_rate: float = 0.3,
         clock: Callable[[], float] = time.monotonic,
         explore: bool = True,
+        deadline_order: bool | None = None,
     ) -> None:
         ids = [d.id for d in devices]
         if len(set(ids)) != len(ids):
@@ -73,6 +82,8 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         self._sources: list[tuple[str, ...] | None] = [None]
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
+        self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
+        self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
         self.exploration = Explorer(len(ids), enabled=explore)
@@ -102,6 +113,8 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         )
         self._ws.weights[: L.N_OBJECTIVES] = policy.weight_vector()
         self._ws.weights[L.W_QUEUE_GUARD] = policy.queue_guard()
+        order = self._deadline_order
+        self._edf = policy.orders_by_deadline if order is None else order
 
     def prepare(self, contract: TaskContract) -> PreparedTask:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
@@ -165,6 +178,36 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         ``candidates``: device ids this call may choose from (the others are rejected as
         "not among the call's candidates"); their health and live state are untouched.
         """
+        if self._edf:
+            return self._place_edf(task, candidates)
+        return self._place(task, candidates)
+
+    def _place_edf(
+        self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
+    ) -> Decision:
+        """Place as ``_place`` with only earlier-deadline waiting work ahead (``edf``)."""
+        prepared = task if isinstance(task, PreparedTask) else prepare(task)
+        bound_s = prepared.contract.requirements.deadline_s
+        now = self._running.clock()
+        due = now + bound_s if bound_s > 0 else math.inf
+        lifted = None
+        if self._waiting and due < math.inf:
+            if self._started:
+                self._running.credit(self._ws.devices)
+            lifted = self._waiting.lift(self._ws.devices, due, bound_s)
+        try:
+            decision = self._place(prepared, candidates)
+        finally:
+            if lifted is not None:  # self._ws: a new class may have grown the workspace
+                self._ws.devices[:, L.DEV_QUEUE_S] += lifted
+        if decision.placed and not self.exploration.paused:  # a preview commits nothing
+            self._waiting.add(decision, due, bound_s, now)
+        return decision
+
+    def _place(
+        self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
+    ) -> Decision:
+        """Place one task with every queue counted as it stands (``place_one``)."""
         if self._started:  # a dict: tested without a call
             self._running.credit(self._ws.devices)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
@@ -366,12 +409,14 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
         self._running.start(decision, now)
+        self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         if decision.probe:
             self.exploration.finished(decision, None)  # a no-op after feedback
         mem = decision.task.memory_needed()
+        self._waiting.discard(decision)
         credited = self._running.finish(decision) if self._started else None
         for j, (d, charge) in enumerate(
             zip(decision.device_indices, decision.charges, strict=True)

@@ -70,6 +70,11 @@ class Policy:
             return float(rule)
         return QUEUE_GUARDS.get(self.name, 0.0)
 
+    @property
+    def orders_by_deadline(self) -> bool:
+        """Whether devices run waiting work earliest-deadline-first (a deadline weight > 0)."""
+        return float(self.weights.get("deadline", 0.0)) > 0.0
+
     def weight_vector(self) -> list[float]:
         """Return the weights in the kernel's objective order."""
         return [float(self.weights.get(name, 0.0)) for name in OBJECTIVE_NAMES]

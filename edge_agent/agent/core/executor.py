@@ -38,6 +38,7 @@ from edge_agent.agent.core.runners import (
 )
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Placer
+from edge_agent.placement.edf import Waiting, next_index
 from edge_agent.resources.vocab import DeviceKind
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ class Executor:
         )
         self._sessions = Sessions()
         self._stopping = False
+        self._passed: dict[Job, int] = {}  # younger jobs started before a queued one (edf)
 
     # --- what runs where ----------------------------------------------------------
     def slots(self, device_id: str) -> int:
@@ -206,10 +208,10 @@ class Executor:
         """
         device = self._devices[device_id]
         while device.heap and device.heap[0][3].cancelled:
-            heapq.heappop(device.heap)
+            self._passed.pop(heapq.heappop(device.heap)[3], None)
         if not device.heap or all(s.job is not None for s in device.slots):
             return None
-        head = device.heap[0]
+        head = self._edf_head(device) if len(device.slots) == 1 else device.heap[0]
         order = [head] if len(device.slots) == 1 else sorted(device.heap)
         for entry in order:
             job = entry[3]
@@ -218,16 +220,46 @@ class Executor:
             k = self._slot_for(device_id, job)
             if k is None:
                 continue
-            if entry is head:
+            if entry is device.heap[0]:
                 heapq.heappop(device.heap)
             else:
                 device.heap.remove(entry)
                 heapq.heapify(device.heap)
+            self._count_passes(device, entry)
             reconfig = self._load(device_id, k, job.decision.task.requirements.config_id)
             slot = device.slots[k]  # its service starts after the load: no overrun before
             slot.job, slot.started = job, time.perf_counter() + reconfig
             return job, k, reconfig
         return None
+
+    # --- earliest-deadline-first among the top priority (deadline policies) -------------
+    def _edf_head(self, device: _Device) -> tuple[int, float, int, Job]:
+        """Return the queued entry a one-slot device starts next.
+
+        Under a deadline policy (``Policy.orders_by_deadline``) the top priority's jobs
+        start in ``edf.next_index``'s order: feasible deadlines earliest first, then the
+        rest first-come-first-served, no job passed by more than ``edf.MAX_PASSED``
+        younger ones. Otherwise the head of the queue (priority, deadline, arrival).
+        """
+        head = device.heap[0]
+        if not self.placer.policy.orders_by_deadline:
+            return head
+        top = sorted(
+            (e for e in device.heap if e[0] == head[0] and not e[3].cancelled), key=lambda e: e[2]
+        )
+        waiting = [
+            Waiting(e[2], e[1], e[3].decision.service_s, passed=self._passed.get(e[3], 0))
+            for e in top
+        ]
+        return top[next_index(waiting, time.time())]
+
+    def _count_passes(self, device: _Device, started: tuple[int, float, int, Job]) -> None:
+        """Count the pass of ``started`` on each older job of its priority still queued."""
+        self._passed.pop(started[3], None)
+        if self.placer.policy.orders_by_deadline:
+            for e in device.heap:
+                if e[0] == started[0] and e[2] < started[2]:
+                    self._passed[e[3]] = self._passed.get(e[3], 0) + 1
 
     def _slot_for(self, device_id: str, job: Job) -> int | None:
         """Return the free slot ``job`` runs in, or None when it must wait."""
