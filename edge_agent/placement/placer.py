@@ -17,6 +17,7 @@ from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
+from edge_agent.placement.exploration_passes import ExplorationPasses
 from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
@@ -34,7 +35,7 @@ _SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(BatchPlacing, CorrectionTable, LiveState):
+class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -294,64 +295,6 @@ class Placer(BatchPlacing, CorrectionTable, LiveState):
                     self._masks.clear()
                 self._masks[id(candidates)] = (candidates, allowed.copy())
         self._restricted_to = candidates if keep else None
-
-    def _explore(
-        self, contract: TaskContract, cls: int, candidates: Collection[str] | None
-    ) -> Decision:
-        """Decide as usual and with untried pairs' estimates divided by their optimism.
-
-        Returns the probe when the optimistic pass picks an untried device, else the usual
-        decision (as committed by the usual pass); see ``explore``.
-        """
-        ws = self._ws
-        before = ws.devices.copy()
-        usual, usual_reasons = self._decide(1, candidates)
-        after = ws.devices.copy()
-        ws.devices[:] = before
-        row = ws.corrections[cls]
-        kept = row.copy()
-        divisors = self.exploration.optimism_row(cls).copy()  # tried() may change the row
-        row /= divisors
-        try:
-            out, reasons = self._decide(1, candidates)
-        finally:
-            row[:] = kept
-        chosen = int(out[L.OUT_ASSIGNED])
-        optimism = divisors[chosen] if chosen >= 0 else 1.0
-        if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
-            ws.devices[:] = before
-            out, reasons = self._decide(1, (self.device_ids[chosen],))
-        decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
-        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
-        if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
-            # no untried device won (back off), or trying it would cost this task its
-            # bound: a probe never spends a deadline that the usual choice would meet
-            # (deferred to a task that can carry it); the usual decision stands
-            ws.devices[:] = after
-            if optimism == 1.0:
-                self.exploration.fruitless(cls)
-            else:
-                self.exploration.deferred()
-            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
-        self.exploration.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
-        return decision
-
-    def _probe(
-        self, cls: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None] | None:
-        """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
-        row = self._ws.corrections[cls]
-        stuck = learning.clamped(row)
-        if not stuck.any():
-            return None
-        saved = row[stuck].copy()
-        row[stuck] = 1.0
-        try:
-            return self._decide(1, candidates)
-        finally:
-            row[stuck] = saved
 
     # --- feedback --------------------------------------------------------------------
     def feedback(
