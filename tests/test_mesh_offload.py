@@ -98,7 +98,10 @@ async def test_npu_task_goes_to_the_npu_peer_with_the_decision_chain(tmp_path: P
 async def test_a_peer_past_its_lease_gives_up_and_the_task_is_placed_again(
     tmp_path: Path,
 ) -> None:
-    cfg = {"lease_min_s": 0.3, "lease_factor": 0.0, "lease_grace_s": 0.2}
+    # the peer abandons the attempt at its 0.3 s lease and says "expired"; the origin waits
+    # lease + grace for that word (2 s of grace: a loaded box can take over 0.2 s to send it,
+    # and the origin would then cancel first: seen in CI)
+    cfg = {"lease_min_s": 0.3, "lease_factor": 0.0, "lease_grace_s": 2.0}
     origin = node(tmp_path, "origin", "rpi5", **cfg)
     slow = node(tmp_path, "slow", "hailo8_host", time_scale=1e4)  # the better bid, stalls
     other = node(tmp_path, "other", "rk3588")

@@ -172,3 +172,25 @@ def test_no_module_outside_the_store_writes_sql_on_tasks() -> None:
         and sql.search(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+@pytest.mark.asyncio
+async def test_a_task_taken_back_from_the_mesh_is_a_decision_the_hub_sees(tmp_path: Path) -> None:
+    """Seen in the demo once the bid gate asked peers more often: a task offered to the mesh
+    whose bids lost ran here, but the hub's decision log never heard of its placement."""
+    store, task_id = await task_in(tmp_path, "queued")
+    offered = {"placed": 1, "device": "cpu0", "summary": "cpu0 (peers asked)"}
+    here = {"placed": 1, "device": "cpu0", "summary": "cpu0: no bid beat it"}
+    try:
+        assert await store.mark_offloaded(task_id, offered) is True
+        assert await store.take_back(task_id, "cpu0", False, here) is True
+        conn = sqlite3.connect(tmp_path / "agent.db")
+        try:
+            kinds = conn.execute(
+                "SELECT kind, payload FROM outbox WHERE kind = 'decision'"
+            ).fetchall()
+        finally:
+            conn.close()
+        assert any(task_id in payload and "no bid beat it" in payload for _, payload in kinds)
+    finally:
+        await asyncio.to_thread(store.close)

@@ -19,6 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.agent.core import lifecycle, outbox
+from edge_agent.agent.core.store_batch import decision_record
 from edge_agent.storage.db import Database
 
 Row = dict[str, Any]
@@ -217,6 +218,9 @@ class TaskMoves:
             if move_row(db, task_id, "placed", cols, ("offloaded",)) is None:
                 return False
             insert_decision(db, task_id, now, decision)
+            # the hub sees this placement like any other (store_batch.record_placed)
+            record = decision_record(task_id, decision)
+            outbox.append(db, "decision", record, now, self.outbox_limit)
             return True
 
         return await self.db.write(op)
