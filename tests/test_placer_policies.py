@@ -72,3 +72,14 @@ def test_suspect_device_loses_to_an_equal_online_one(backend: str) -> None:
     assert placer(twins, backend).place_one(task()).device_id == "b"
     equal = [dev("a", int8=1000), dev("b", int8=1000)]
     assert placer(equal, backend).place_one(task()).device_id == "a"  # ties: lowest index
+
+
+def test_a_blend_takes_a_queue_guard_only_from_parts_that_make_most_of_it() -> None:
+    """Found re-running bench_sim_openb: a 70 % fragmentation blend inherited its 30 %
+    balanced part's 1.5x queue guard and packed GPUs like balanced (frag_blend_vs_binpack at
+    90 % went 1.00 -> 2.26); a minor part's guard must not overrule the blend."""
+    frag = Policy.from_dict({"name": "fragmentation", "weights": {"fragmentation": 1}})
+    balanced = Policy.template("balanced")
+    assert Policy.blend([(frag, 0.7), (balanced, 0.3)]).queue_guard() == 0.0
+    assert Policy.blend([(frag, 0.3), (balanced, 0.7)]).queue_guard() == balanced.queue_guard()
+    assert Policy.blend({"balanced": 0.5, "energy-first": 0.5}).queue_guard() == 1.5  # strictest

@@ -111,18 +111,24 @@ class Policy:
             raise PolicyError("blend: give at least one (policy, fraction) pair")
         mixed = dict.fromkeys(OBJECTIVE_NAMES, 0.0)
         labels = []
-        guards = []
+        guards, guarded, total = [], 0.0, 0.0
         for part, fraction in items:
             policy = part if isinstance(part, Policy) else cls.template(part)
-            if fraction and policy.queue_guard() > 0:
+            if fraction and policy.queue_guard() > 0 and _is_weight(fraction):
                 guards.append(policy.queue_guard())
+                guarded += float(fraction)
             if not _is_weight(fraction):
                 raise PolicyError(f"blend: fraction for {policy.name!r} must be a number >= 0")
+            total += float(fraction)
             for obj in OBJECTIVE_NAMES:
                 mixed[obj] += float(fraction) * float(policy.weights.get(obj, 0.0))
             labels.append(f"{policy.name}:{fraction:g}")
         rules = dict(RULE_DEFAULTS)
-        rules["queue_guard"] = min(guards) if guards else 0.0  # the strictest part's guard
+        # the strictest part's guard, when guarded parts make at least half the blend: a
+        # guard of a minor part would overrule the objectives that dominate it (a 70 %
+        # fragmentation blend guarded by its 30 % of balanced packed like balanced)
+        keep = guards and guarded >= 0.5 * total
+        rules["queue_guard"] = min(guards) if keep else 0.0
         return cls(
             name=name or "blend(" + ",".join(labels) + ")",
             weights=_normalized(mixed, "blend"),
