@@ -31,6 +31,10 @@ unchanged to ``127.0.0.1:port`` from the loopback address ``source``.
 ``metric``: ``await metric(session, url, 'name_total{label="value"}')``, that sample's value
 on the ``/metrics`` page at ``url`` (0.0 when absent).
 
+``hub_server``: ``hub_server(port=0)``, a ``Server`` of the hub (``QUICK_HUB`` heartbeats);
+``agent_server``: ``agent_server(hub_url, name="a1", **changes)``, a ``Server`` of a
+``joined_agent``; ``reads``: the hub link tests' reads (``tests/support/hub_link.py``).
+
 ``netns_fleet``: starts ``edge_agent.mesh.netns_fleet.start_fleet`` for the module (root; skipped
 with the reason where network namespaces cannot be made, failed instead with
 ``HETMESH_REQUIRE_NETNS=1`` or ``HETMESH_REQUIRE_ALL=1``).
@@ -44,14 +48,10 @@ architecture), whose counterpart runs here.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
-import inspect
-import json
 import os
 import shutil
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
@@ -62,11 +62,17 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
+from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.mesh.netns import NetnsUnavailable
 from edge_agent.mesh.netns_fleet import start_fleet
 from edge_agent.placement import native_available
+from tests.support import http_capture, polling
+from tests.support.agent_daemon import serve_agent
+from tests.support.http_capture import Recorder
+from tests.support.hub_link import QUICK_HUB, AgentServer, GetJson, HubServer, Reads, Server
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -208,32 +214,11 @@ def joined_agent(
     return make
 
 
-@contextlib.asynccontextmanager
-async def _serve_agent(config: AgentConfig) -> AsyncIterator[str]:
-    """Run ``daemon.serve`` (what `edge-agent run` runs) for ``config``; yield its base URL."""
-    from edge_agent.agent import daemon
-
-    stop = asyncio.Event()
-    task = asyncio.create_task(daemon.serve(config, stop))
-    try:
-        deadline = time.monotonic() + 20
-        while not config.state_path.exists():
-            if task.done():
-                task.result()  # raises what stopped it
-            assert time.monotonic() < deadline, "agent did not start"
-            await asyncio.sleep(0.02)
-        port = json.loads(config.state_path.read_text())["port"]
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        stop.set()
-        await task
-
-
 @pytest.fixture
 def agent_daemon() -> Callable[[AgentConfig], AbstractAsyncContextManager[str]]:
     """Return ``serve(config)``: a real agent daemon (mDNS mesh, HTTP, SQLite) as an async
     context manager that yields its base URL and stops the daemon gracefully on exit."""
-    return _serve_agent
+    return serve_agent
 
 
 #: The mesh fleet key of ``site_agent``'s agents.
@@ -311,97 +296,31 @@ def netns_fleet() -> Iterator[Callable[..., Any]]:
         yield start
 
 
-async def _until(check: Callable[[], Any], timeout: float = 20.0, interval: float = 0.02) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if inspect.isawaitable(value):
-            value = await value
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        await asyncio.sleep(interval)
-
-
 @pytest.fixture
 def until() -> Callable[..., Any]:
     """Return ``await until(check, timeout=20.0, interval=0.02)``: poll ``check()`` every
     ``interval`` s until truthy (a coroutine it returns is awaited); return that value."""
-    return _until
-
-
-async def _get_json(session: aiohttp.ClientSession, url: str) -> Any:
-    async with session.get(url) as resp:
-        assert resp.status == 200, f"GET {url}: {resp.status} {await resp.text()}"
-        return await resp.json()
+    return polling.until
 
 
 @pytest.fixture
 def get_json() -> Callable[[aiohttp.ClientSession, str], Awaitable[Any]]:
     """Return ``await get_json(session, url)``: GET ``url``, assert 200, return the JSON."""
-    return _get_json
-
-
-async def _final_task(
-    session: aiohttp.ClientSession, base: str, task_id: str, timeout: float = 20.0
-) -> dict[str, Any]:
-    async def final() -> dict[str, Any] | None:
-        task: dict[str, Any] = (await _get_json(session, f"{base}/v1/tasks/{task_id}"))["task"]
-        return task if task["state"] in ("done", "failed") else None
-
-    found: dict[str, Any] = await _until(final, timeout)
-    return found
+    return polling.get_json
 
 
 @pytest.fixture
 def final_task() -> Callable[..., Awaitable[dict[str, Any]]]:
     """Return ``await final_task(session, agent_url, task_id, timeout=20.0)``: poll the agent's
     ``GET /v1/tasks/{id}`` until the task is done or failed; return the task."""
-    return _final_task
-
-
-async def _peer_online(
-    session: aiohttp.ClientSession, base: str, peer_id: str, timeout: float = 20.0
-) -> None:
-    async def online() -> bool:
-        rows = (await _get_json(session, f"{base}/v1/peers"))["peers"]
-        return any(r["agent_id"] == peer_id and r["state"] == "online" for r in rows)
-
-    await _until(online, timeout)
+    return polling.final_task
 
 
 @pytest.fixture
 def peer_online() -> Callable[..., Awaitable[None]]:
     """Return ``await peer_online(session, agent_url, peer_id, timeout=20.0)``: poll the
     agent's ``GET /v1/peers`` until it lists ``peer_id`` online."""
-    return _peer_online
-
-
-#: A captured request: (URL, headers, body).
-Sent = tuple[str, dict[str, str], bytes]
-
-
-class Recorder:
-    """A real ClientSession whose requests (URL, headers, body bytes) are kept as sent."""
-
-    def __init__(self) -> None:
-        self.sent: list[Sent] = []
-        trace = aiohttp.TraceConfig()
-        trace.on_request_start.append(self._start)
-        trace.on_request_chunk_sent.append(self._chunk)
-        self.session = aiohttp.ClientSession(trace_configs=[trace])
-
-    async def _start(self, _s: Any, _c: Any, params: aiohttp.TraceRequestStartParams) -> None:
-        self.sent.append((str(params.url), dict(params.headers), b""))
-
-    async def _chunk(self, _s: Any, _c: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
-        url, headers, body = self.sent[-1]
-        self.sent[-1] = (url, headers, body + params.chunk)
-
-    def last(self, url_end: str) -> Sent:
-        """Return the last request whose URL ends with ``url_end``."""
-        return [s for s in self.sent if s[0].endswith(url_end)][-1]
+    return polling.peer_online
 
 
 @pytest_asyncio.fixture
@@ -414,33 +333,43 @@ async def recorder() -> AsyncIterator[Recorder]:
         await rec.session.close()
 
 
-async def _replay(sent: Sent, port: int, source: str = "127.0.0.1") -> tuple[int, Any]:
-    """Send a capture's path, headers and body unchanged to ``127.0.0.1:port`` from ``source``."""
-    url, headers, body = sent
-    path = url.split("/", 3)[3]
-    connector = aiohttp.TCPConnector(local_addr=(source, 0))
-    async with (
-        aiohttp.ClientSession(connector=connector) as http,
-        http.post(f"http://127.0.0.1:{port}/{path}", data=body, headers=headers) as resp,
-    ):
-        return resp.status, await resp.json()
-
-
 @pytest.fixture
 def replay() -> Callable[..., Awaitable[tuple[int, Any]]]:
     """Return ``await replay(sent, port, source="127.0.0.1")``: (status, JSON answer)."""
-    return _replay
-
-
-async def _metric(session: Any, url: str, sample: str) -> float:
-    async with session.get(url) as resp:
-        text = await resp.text()
-    found = [ln for ln in text.splitlines() if ln.startswith(sample + " ")]
-    return float(found[0].split()[-1]) if found else 0.0
+    return http_capture.replay
 
 
 @pytest.fixture
 def metric() -> Callable[..., Awaitable[float]]:
     """Return ``await metric(session, url, sample)``: a sample's value from a /metrics page
     (``session``: an aiohttp ClientSession or test client), 0.0 when it is absent."""
-    return _metric
+    return http_capture.metric
+
+
+@pytest.fixture
+def hub_server(hub_config: Callable[..., HubConfig]) -> HubServer:
+    """Return ``hub_server(port=0)``: the hub (conftest ``hub_config``, QUICK_HUB) to serve."""
+
+    def make(port: int = 0) -> Server:
+        config = hub_config(port=port, **QUICK_HUB)
+        return Server(lambda: hub_app(config), port)
+
+    return make
+
+
+@pytest.fixture
+def agent_server(joined_agent: Callable[..., AgentConfig]) -> AgentServer:
+    """Return ``agent_server(hub_url, name="a1", **changes)``: a ``joined_agent`` to serve
+    (given 1 s to finish its work when stopped)."""
+
+    def make(hub_url: str, name: str = "a1", **changes: Any) -> Server:
+        config = joined_agent(hub_url, name, shutdown_grace_s=1.0).replace(**changes)
+        return Server(lambda: agent_app(config))
+
+    return make
+
+
+@pytest.fixture
+def reads(get_json: GetJson) -> Reads:
+    """Return the hub link tests' reads of the hub and the agent (GETs that must answer 200)."""
+    return Reads(get_json)

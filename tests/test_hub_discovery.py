@@ -1,7 +1,7 @@
 """Hub discovery's pieces: the TXT record, the proof of the join token, and their settings.
 
 The end-to-end case (a hub announced over mDNS on loopback, a relay refused) is in
-tests/test_hub_link.py beside the rest of the agent's hub link.
+tests/test_hub_link_mdns.py beside the rest of the agent's hub link tests.
 """
 
 from __future__ import annotations

@@ -6,14 +6,10 @@ tells agents a 0.1 s heartbeat interval and agents retry every 0.05 s, so no tes
 
 from __future__ import annotations
 
-import asyncio
-import json
-import socket
 import sqlite3
 import stat
 from collections import Counter
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,141 +17,24 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from cloud_hub.hub.api import make_app as hub_app
 from cloud_hub.hub.config import HubConfig
 from edge_agent.agent.config import AgentConfig, ConfigError, load_config, render_default
 from edge_agent.agent.hub.link import CREDENTIAL_FILE
 from edge_agent.agent.service import Agent
 from edge_agent.agent.web.api import AGENT
-from edge_agent.agent.web.api import make_app as agent_app
 from edge_agent.storage.db import StoreError
+from tests.support.hub_link import (
+    AgentServer,
+    HubServer,
+    Reads,
+    Until,
+    free_port,
+    hub_records,
+    outcomes,
+    submit,
+)
 
 pytestmark = pytest.mark.asyncio
-TASK = {"semantics": {"gflops": 0.01}, "requirements": {"kinds": ["cpu"]}}
-#: The conftest fixtures ``until`` and ``get_json``.
-Until = Callable[..., Awaitable[Any]]
-GetJson = Callable[[aiohttp.ClientSession, str], Awaitable[Any]]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Server:
-    """One aiohttp application served on 127.0.0.1; stop and start again on the same port."""
-
-    def __init__(self, make: Callable[[], web.Application], port: int = 0) -> None:
-        self.make, self.port = make, port
-        self.runner: web.AppRunner | None = None
-
-    async def start(self) -> web.Application:
-        app = self.make()
-        self.runner = web.AppRunner(
-            app, handle_signals=False, access_log=None, shutdown_timeout=0.5
-        )
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", self.port)
-        await site.start()
-        self.port = int(self.runner.addresses[0][1])
-        return app
-
-    async def stop(self) -> None:
-        assert self.runner is not None
-        await self.runner.cleanup()
-        self.runner = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-
-#: The ``hub_server`` and ``agent_server`` fixtures (below).
-HubServer = Callable[[int], Server]
-AgentServer = Callable[..., Server]
-#: Hub settings of these tests: agents are told a 0.1 s heartbeat interval.
-QUICK_HUB = {"heartbeat_interval_s": 0.1, "push_interval_s": 0.05}
-
-
-@pytest.fixture
-def hub_server(hub_config: Callable[..., HubConfig]) -> HubServer:
-    """Return ``hub_server(port=0)``: the hub (conftest ``hub_config``, QUICK_HUB) to serve."""
-
-    def make(port: int = 0) -> Server:
-        config = hub_config(port=port, **QUICK_HUB)
-        return Server(lambda: hub_app(config), port)
-
-    return make
-
-
-@pytest.fixture
-def agent_server(joined_agent: Callable[..., AgentConfig]) -> AgentServer:
-    """Return ``agent_server(hub_url, name="a1", **changes)``: a ``joined_agent`` to serve
-    (given 1 s to finish its work when stopped)."""
-
-    def make(hub_url: str, name: str = "a1", **changes: Any) -> Server:
-        config = joined_agent(hub_url, name, shutdown_grace_s=1.0).replace(**changes)
-        return Server(lambda: agent_app(config))
-
-    return make
-
-
-async def submit(session: aiohttp.ClientSession, agent: Server, n: int) -> list[str]:
-    ids = []
-    for _ in range(n):
-        async with session.post(f"{agent.url}/v1/tasks", json=TASK) as resp:
-            assert resp.status == 202, await resp.text()
-            ids.append((await resp.json())["task"]["id"])
-    return ids
-
-
-@dataclass
-class Reads:
-    """What the tests read from the hub and the agent over HTTP (GETs that must answer 200)."""
-
-    get: GetJson
-
-    async def all_done(self, s: aiohttp.ClientSession, agent: Server, ids: list[str]) -> bool:
-        tasks = (await self.get(s, f"{agent.url}/v1/tasks?limit=1000"))["tasks"]
-        states = {t["id"]: t["state"] for t in tasks}
-        return all(states.get(i) == "done" for i in ids)
-
-    async def hub_agent(self, s: aiohttp.ClientSession, hub: Server, agent_id: str = "a1") -> Any:
-        """The hub's row for the agent (None while the hub does not know it)."""
-        rows = (await self.get(s, f"{hub.url}/v1/agents"))["agents"]
-        return next((r for r in rows if r["id"] == agent_id), None)
-
-    async def heard(self, s: aiohttp.ClientSession, hub: Server) -> Any:
-        """The agent's row once the hub has had two heartbeats from it and shows it online."""
-        row = await self.hub_agent(s, hub)
-        return row if row and row["heartbeats"] >= 2 and row["state"] == "online" else None
-
-    async def acknowledged(self, s: aiohttp.ClientSession, hub: Server, label: str) -> Any:
-        """The agent's row once it reports running the policy ``label``."""
-        row = await self.hub_agent(s, hub)
-        return row if row and row["policy"] == label else None
-
-
-@pytest.fixture
-def reads(get_json: GetJson) -> Reads:
-    return Reads(get_json)
-
-
-def hub_records(tmp_path: Path, agent_id: str = "a1") -> list[tuple[int, str, dict[str, Any]]]:
-    conn = sqlite3.connect(tmp_path / "hub" / "hub.db")
-    try:
-        rows = conn.execute(
-            "SELECT seq, kind, payload FROM records WHERE agent_id = ? ORDER BY seq", (agent_id,)
-        ).fetchall()
-        return [(int(s), str(k), json.loads(p)) for s, k, p in rows]
-    finally:
-        conn.close()
-
-
-def outcomes(tmp_path: Path) -> Counter[str]:
-    """Return how many ``done`` task records the hub holds per task id."""
-    return Counter(p["id"] for _, k, p in hub_records(tmp_path) if k == "task")
 
 
 async def test_sync_is_exactly_once_across_hub_and_agent_restarts(
@@ -387,98 +266,3 @@ def _outbox_rows(db: Path) -> int:
         )
     finally:
         conn.close()
-
-
-async def test_agent_finds_the_hub_over_mdns_and_refuses_one_that_cannot_prove_the_token(
-    tmp_path: Path,
-    until: Until,
-    reads: Reads,
-    agent_server: AgentServer,
-    hub_config: Callable[..., HubConfig],
-) -> None:
-    """A relay announcing ``_hetmesh-hub._tcp`` gets no join token; the real hub is used."""
-    from zeroconf.asyncio import AsyncServiceInfo
-
-    from cloud_hub.hub.server import serve
-    from edge_agent.agent.hub.finder import open_zeroconf
-    from edge_agent.protocol.hub_discovery import HUB_SERVICE_TYPE, hub_txt
-
-    # phase 1: the real hub runs unannounced; a fake announces itself under the real hub's id
-    # and passes every proof question on to the real hub: it never holds the token, and the
-    # real hub's answer names the address it was asked on, which is not the fake's
-    real = hub_config(hub_id="hub-real", **QUICK_HUB)
-    quiet = Server(lambda: hub_app(real))
-    await quiet.start()
-    asked: list[str] = []
-
-    async def relay(request: web.Request) -> web.Response:
-        asked.append(request.path)
-        body = await request.read()
-        async with aiohttp.ClientSession() as s, s.post(quiet.url + request.path, data=body) as r:
-            return web.json_response(await r.json(), status=r.status)
-
-    def fake_app() -> web.Application:
-        app = web.Application()
-        app.router.add_route("*", "/{tail:.*}", relay)
-        return app
-
-    fake = Server(fake_app)
-    await fake.start()
-    fake_zc = open_zeroconf(["127.0.0.1"])
-    await fake_zc.async_register_service(
-        AsyncServiceInfo(
-            HUB_SERVICE_TYPE,
-            f"hub-fake.{HUB_SERVICE_TYPE}",
-            addresses=[socket.inet_aton("127.0.0.1")],
-            port=fake.port,
-            properties=hub_txt("hub-real", "0.1.0", fake.port, "http"),  # claims the real id
-            server="hub-fake.local.",
-        ),
-        cooperating_responders=True,
-    )
-    agent = agent_server("mdns", hub_mdns_interfaces=("127.0.0.1",))
-    app = await agent.start()
-    stop = asyncio.Event()
-    served: asyncio.Task[None] | None = None
-    try:
-        async with aiohttp.ClientSession() as s:
-            link = app[AGENT].link
-            assert link is not None
-            await until(lambda: link.status()["discovery"]["refused"] >= 1)
-            status = link.status()
-            assert "a relay, not the hub" in status["discovery"]["last_refused"]
-            assert asked == ["/v1/hub/proof"] and not status["enrolled"]
-            assert status["heartbeats"] == 0 and not status["connected"]
-            ids = await submit(s, agent, 3)  # work goes on while no hub is trusted
-            await until(lambda: reads.all_done(s, agent, ids))
-            assert await reads.hub_agent(s, quiet) is None
-            await quiet.stop()
-
-            # phase 2: the real hub announces itself; the agent proves it, enrols, heartbeats
-            served = asyncio.create_task(serve(real.replace(advertise=True), stop))
-            state = await until(lambda: _state(real.state_path))
-            hub = Server(web.Application, int(state["port"]))  # for its url only
-            row = await until(lambda: reads.heard(s, hub))
-            status = link.status()
-            assert status["url"] == hub.url and status["discovery"]["hub_id"] == "hub-real"
-            assert row["labels"]["mode"] == "emulated board"
-            await until(lambda: len(outcomes(tmp_path)) == 3)
-            assert all(p == "/v1/hub/proof" for p in asked)  # the fake never got the token
-            cred = json.loads((tmp_path / "a1" / CREDENTIAL_FILE).read_text())
-            assert cred["url"] == "mdns" and cred["hub_id"] == "hub-real"
-    finally:
-        await agent.stop()
-        stop.set()
-        if served is not None:
-            await served
-        await fake_zc.async_close()
-        await fake.stop()
-        if quiet.runner is not None:
-            await quiet.stop()
-
-
-def _state(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
