@@ -40,6 +40,12 @@ def _outcomes(tmp_path: Path, **env: str) -> tuple[dict[str, int], str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("HETMESH_REQUIRE")}
     # no `ip` on PATH: the network-namespace fixture cannot make namespaces
     base["PATH"] = str(tmp_path)
+    # the conftest imports its helpers from tests/support: importable, outside what is collected
+    lib = tmp_path.parent / f"{tmp_path.name}-lib"
+    (lib / "tests").mkdir(parents=True, exist_ok=True)
+    if not (lib / "tests" / "support").exists():
+        (lib / "tests" / "support").symlink_to(CONFTEST.parent / "support")
+    base["PYTHONPATH"] = str(lib)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rA", str(tmp_path)],
         cwd=tmp_path,
