@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Dev-only: regenerate ``firmware_profiles/*.json`` from the shared public data set.
+"""Dev-only: regenerate ``firmware_profiles/*.json`` from the public data set.
 
-Reads ``../shared/data`` (devices.json and the latency CSVs beside it) and writes one
+Reads ``tools/profile_data/`` (devices.json and the latency CSVs beside it, each folder with
+its ORIGIN.txt and license; ``--data`` for another copy) and writes one
 profile per board. Nothing at run time imports this script; the generated JSON files
 are the product and are committed. Hand-written choices — match rules, estimates for
 figures the sources do not give, which rows map to which device — are the commented
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-DEFAULT_DATA = REPO.parent / "shared" / "data"
+DEFAULT_DATA = REPO / "tools" / "profile_data"
 SCHEMA = "hetmesh.firmware_profile/1"
 GIB = 2**30
 
@@ -124,7 +125,7 @@ def derive(
 
 
 class Data:
-    """The shared data set: devices.json plus the CSV latency tables."""
+    """The data set: devices.json plus the CSV latency tables."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
