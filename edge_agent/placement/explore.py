@@ -26,8 +26,9 @@ tries such pairs now and then, bounded:
   *deferred*, not abandoned: the class is due again after its interval, which does not
   grow (a fleet whose work all has tight deadlines still explores once a hopeless or a
   slack task comes: under overload, hopeless tasks are what finds the missing capacity);
-- a device runs one probe at a time, whatever its class: while one is in flight the
-  device is not optimistic for any class (a class whose every untried device is being
+- a device runs one probe at a time, whatever its class: while one is in flight (or a
+  usual decision's first task on an untried pair of it) the device is not optimistic for
+  any class (a class whose every untried device is being
   probed defers, without back-off), so a device far slower than its roofline costs one
   slow probe, not one per class, and the next class starts from what it measured
   (``pooling``);
@@ -118,7 +119,7 @@ class Explorer:
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
-        self._probing: dict[object, int] = {}  # probe decision in flight -> its device
+        self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         # per class: the last decision was hopeless (no device met its deadline) or
         # congested (see CONGESTED); the Placer sets it after each decision
         self.pressed: list[bool] = []
@@ -181,6 +182,13 @@ class Explorer:
         self._usual[key] = usual_service_s
         self._probing[key] = device
         self.tried(cls, device)
+
+    def placed(self, cls: int, key: object, device: int) -> None:
+        """A usual decision of ``cls`` on ``device`` (-1: none): an untried pair's first
+        task measures the device, as a probe does (one at a time, see ``optimism_row``)."""
+        row = self._optimism[cls]
+        if row is not None and device >= 0 and row[device] > 1.0:
+            self._probing[key] = device
 
     def deferred(self) -> None:
         """A due probe the task could not carry (its deadline): due again later, no back-off."""

@@ -250,12 +250,14 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
             row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
+        decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
             explorer.pressed[cls] = row[L.OUT_FLAGS] != 0.0 or (  # OF_LATE, or congested
                 row[_LATENCY] > CONGESTED * row[_SERVICE]
             )
-        return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
+            explorer.placed(cls, decision, int(row[L.OUT_ASSIGNED]))
+        return decision
 
     def _decide(
         self, n_task: int, candidates: Collection[str] | None
@@ -361,8 +363,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
 
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
-        if decision.probe:
-            self.exploration.finished(decision, None)  # a no-op after feedback
+        self.exploration.finished(decision, None)  # a no-op after feedback, or not measuring
         mem = decision.task.memory_needed()
         self._waiting.discard(decision)
         credited = self._running.finish(decision) if self._started else None
