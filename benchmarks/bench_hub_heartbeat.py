@@ -140,6 +140,7 @@ async def measure(agents: list[RawAgent], duration: float, hub: psutil.Process) 
         "hub_cpu_pct": round(100 * (hub1 - hub0) / wall, 1),
         "hub_cpu_us_per_heartbeat": round((hub1 - hub0) * per_beat, 1),
         "hub_sys_cpu_us_per_heartbeat": round((sys1 - sys0) * per_beat, 1),
+        "hub_rss_mb": round(hub.memory_info().rss / 2**20, 1),
         "load_cpu_pct": round(100 * (me1 - me0) / wall, 1),
         "load_cpu_us_per_heartbeat": round((me1 - me0) * per_beat, 1),
     }

@@ -168,9 +168,10 @@ def test_the_interval_grows_with_the_fleet_beyond_the_heartbeat_cap() -> None:
     assert config.interval_for(2500) == 5.0  # exactly the cap
     assert config.interval_for(8000) == 16.0  # 500 a second, not 1,600
     assert config.stale_after_for(8000) == 48.0  # liveness judged at the interval asked
-    assert HubConfig(max_heartbeats_per_s=0).interval_for(10**6) == 5.0  # 0: no cap
-    with pytest.raises(ConfigError, match="max_heartbeats_per_s must be >= 0"):
-        HubConfig().replace(max_heartbeats_per_s=-1.0)
+    assert HubConfig().replace(max_heartbeats_per_s=0.0).interval_for(10**6) == 5.0  # no cap
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ConfigError, match="max_heartbeats_per_s must be >= 0"):
+            HubConfig().replace(max_heartbeats_per_s=bad)
 
 
 @pytest.mark.asyncio

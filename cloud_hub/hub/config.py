@@ -229,7 +229,6 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
             "header_timeout_s",
             "body_timeout_s",
             "heartbeat_interval_s",
-            "max_heartbeats_per_s",
             "push_interval_s",
             "max_clock_skew_s",
             "record_retention_s",
