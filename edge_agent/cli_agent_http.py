@@ -43,10 +43,20 @@ def client_options(parser: argparse.ArgumentParser) -> None:
 
 @dataclass(frozen=True)
 class AgentEndpoint:
-    """Where the agent listens and the API token to send it (None: no token file here)."""
+    """Where the agent listens and the API token to send it, read from ``token_file`` (None:
+    no token there)."""
 
     url: str
     token: str | None = None
+    token_file: Path | None = None
+
+    def refused(self) -> str:
+        """Return what this command sent, for an agent's 401."""
+        if self.token_file is None:
+            return "this command sent no token"
+        if self.token is None:
+            return f"this command found no token it could read in {self.token_file}"
+        return f"this command sent the token in {self.token_file}"
 
     def __str__(self) -> str:
         return self.url
@@ -56,11 +66,11 @@ def base_url(args: argparse.Namespace) -> AgentEndpoint:
     """Return --url, else the address in the running agent's agent.json, else the config's;
     with the token of the configured token file."""
     config = agent_config(args)
-    token = read_token(config.token_path)
+    token, path = read_token(config.token_path), config.token_path
     if args.url:
-        return AgentEndpoint(str(args.url).rstrip("/"), token)
+        return AgentEndpoint(str(args.url).rstrip("/"), token, path)
     url = running_service_url(config.state_path, config.host, str(config.url))
-    return AgentEndpoint(url, token)
+    return AgentEndpoint(url, token, path)
 
 
 def request(
@@ -81,5 +91,10 @@ def request(
         data, hdrs["Content-Type"] = json.dumps(body).encode(), "application/json"
     req = urllib.request.Request(base.url + path, data=data, method=method, headers=hdrs)
     return call_service(
-        base.url, req, service="agent", unreachable=AgentUnreachable, start_with="edge-agent run"
+        base.url,
+        req,
+        service="agent",
+        unreachable=AgentUnreachable,
+        start_with="edge-agent run",
+        notes={401: base.refused()},
     )

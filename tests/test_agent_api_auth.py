@@ -8,6 +8,8 @@ agent is meant for (``LAN``: a documentation address, TEST-NET-1), which is what
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import os
 import stat
@@ -220,3 +222,31 @@ def test_the_token_file_is_written_owner_only_even_under_a_lax_umask(tmp_path: P
     finally:
         os.umask(old)
     assert stat.S_IMODE(cfg.token_path.stat().st_mode) == 0o600
+
+
+@pytest.mark.asyncio
+async def test_the_edge_agent_commands_send_the_token_of_the_configured_file(
+    tmp_path: Path,
+    agent_daemon: Any,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A real daemon with ``auth = "token"``; the commands run as the operator runs them."""
+    from edge_agent.cli import main as agent
+
+    toml = tmp_path / "agent.toml"
+    toml.write_text(
+        f'[agent]\ndata_dir = "{tmp_path / "data"}"\nprofile = "rk3588"\n'
+        '[api]\nport = 0\nauth = "token"\n[scheduler]\ntelemetry_interval_s = 0\n'
+        "shutdown_grace_s = 0\n"
+    )
+    cfg, where = load_config(toml, {}), ["--config", str(toml)]
+    async with agent_daemon(cfg):
+        assert await asyncio.to_thread(agent, ["submit", "tiny_cnn_fp32", *where]) == 0
+        task_id = capsys.readouterr().out.strip()
+        assert await asyncio.to_thread(agent, ["tasks", *where, "--json"]) == 0
+        assert [t["id"] for t in json.loads(capsys.readouterr().out)["tasks"]] == [task_id]
+        monkeypatch.setenv("EDGE_AGENT_AUTH_TOKEN_FILE", str(tmp_path / "not-here"))
+        assert await asyncio.to_thread(agent, ["tasks", *where]) == 2
+        err = capsys.readouterr().err
+        assert "agent answered 401: this API needs a token" in err and "not-here" in err

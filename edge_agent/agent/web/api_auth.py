@@ -48,8 +48,8 @@ def api_auth(config: AgentConfig) -> list[Middleware]:
     if not config.auth_on:
         if not loopback(config.host):
             _log.warning(
-                "[api] auth = \"none\" with [api] host %s: anyone who can reach port %s can "
-                "submit tasks, upload models and cancel work; set auth = \"auto\" or firewall "
+                '[api] auth = "none" with [api] host %s: anyone who can reach port %s can '
+                'submit tasks, upload models and cancel work; set auth = "auto" or firewall '
                 "the port",
                 config.host,
                 config.port,
