@@ -34,7 +34,8 @@ model_dir = {_q("" if c.model_dir == models_dir() else c.model_dir)}
 command_allowlist = [{allow}]
 
 [api]
-# the HTTP API listens here; keep 127.0.0.1 unless a firewall or proxy guards the port
+# the HTTP API listens here: 127.0.0.1 serves this box only; on a LAN address (for mesh
+# peers) the API asks for its token (auth below)
 host = {_q(c.host)}
 port = {c.port}
 # largest request body accepted (bytes), model uploads included; counted as it arrives
