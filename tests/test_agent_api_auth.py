@@ -112,6 +112,12 @@ async def test_health_and_the_status_page_files_are_open_everything_else_needs_t
     for method, path in closed[:8]:
         resp = await client.request(method, path, headers=auth_headers(cfg))
         assert resp.status == 200, f"{method} {path} with the token: {resp.status}"
+    # the OpenAPI document says so: a bearer token for every operation but health
+    doc = await (await client.get("/v1/openapi.json", headers=auth_headers(cfg))).json()
+    assert doc["security"] == [{"apiToken": []}]
+    assert doc["components"]["securitySchemes"]["apiToken"]["scheme"] == "bearer"
+    assert doc["paths"]["/v1/health"]["get"]["security"] == []
+    assert "security" not in doc["paths"]["/v1/tasks"]["post"]  # the document's default
 
 
 @pytest.mark.asyncio
@@ -133,6 +139,8 @@ async def test_loopback_needs_no_token_unless_auth_is_token(
     client = await start(aiohttp_client, cfg)
     assert (await client.post("/v1/tasks", json=TASK)).status == 202
     assert not cfg.token_path.exists()  # no token made while none is asked for
+    doc = await (await client.get("/v1/openapi.json")).json()
+    assert "security" not in doc and "apiToken" not in doc["components"]["securitySchemes"]
 
     forced = config(tmp_path / "forced", auth="token")
     assert forced.auth_on

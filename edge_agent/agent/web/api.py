@@ -242,7 +242,8 @@ async def _openapi(request: web.Request) -> web.Response:
     intake = request.app[AGENT].intake
     models = await asyncio.to_thread(intake.models)
     allowed = sorted(intake.allowlist)
-    return web.json_response(document(models, allowed, request.app[CONFIG].mesh_on))
+    config = request.app[CONFIG]
+    return web.json_response(document(models, allowed, config.mesh_on, config.auth_on))
 
 
 async def _pools(request: web.Request) -> web.Response:
