@@ -76,5 +76,8 @@ def require_admin(request: web.Request) -> None:
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not given or not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(
-            401, "policy edits need 'Authorization: Bearer <admin token>' (secrets.json)"
+            401,
+            f"{request.method} {request.path} changes the fleet: send 'Authorization: Bearer "
+            "<admin token>' (the hub's admin_token: its config, or secrets.json in its data "
+            "directory)",
         )
