@@ -41,7 +41,7 @@ LOGGED_ADDRESSES = 64
 def api_auth(config: AgentConfig) -> list[Middleware]:
     """Return the middleware that asks for the API token (none when ``auth`` is off).
 
-    Makes the token file on first use; TokenFileError (a ConfigError to the operator) names
+    Makes the token file on first use; TokenFileError (bad input: `edge-agent run` exits 2) names
     the file and the fix when it cannot be trusted. With ``auth = "none"`` on an address other
     machines can reach, logs a WARNING at every start.
     """
