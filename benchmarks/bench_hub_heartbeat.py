@@ -87,7 +87,7 @@ def start_hub(
 
 
 async def grow(url: str, agents: list[RawAgent], size: int) -> None:
-    """Enrol agents (the real client) up to ``size``; each connects at its first heartbeat."""
+    """Enrol agents (the real client) up to ``size``, each then connecting and beating once."""
     host, port = url.removeprefix("http://").rsplit(":", 1)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
 
@@ -96,6 +96,8 @@ async def grow(url: str, agents: list[RawAgent], size: int) -> None:
             answer = await client.enrol("bench", {"rack": str(i % 8)})
             agent = RawAgent(client.agent_id, str(answer["key"]), answer["hub_id"], host, int(port))
             agent.interval_s = client.heartbeat_interval_s
+            await agent.connect()  # and its first heartbeat, as a daemon after enrolling:
+            await agent.beat()  # the step measures a fleet in its steady state
             return agent
 
         for start in range(len(agents), size, ENROL_AT_ONCE):
