@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent_harness import (
+    Spy,
     batch,
     burst,
     cpu_s,
@@ -84,7 +85,19 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--sustained-s", type=float, default=10.0)
     parser.add_argument("--sustained-connections", type=int, default=64)
+    parser.add_argument(
+        "--modes",
+        default="burst,batch,keepalive,sustained",
+        help="comma-separated subset of the modes to run (default: all four)",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="sample the agent with py-spy during each mode: DIR/MODE.txt (raw stacks)",
+    )
     args = parser.parse_args()
+    wanted = set(args.modes.split(","))
     n, conns = args.tasks, args.connections
 
     async def fresh(port: int) -> list[tuple[str, float]]:
@@ -114,12 +127,20 @@ def main() -> None:
                 servers[who] = (proc, port, data)
                 asyncio.run(keepalive(port, 16, 4))  # warm: code paths, connections, pages
             for mode, load in modes:
+                if mode.split("_")[0] not in wanted:
+                    continue
                 for who in ("null", "agent"):
                     proc, port, data = servers[who]
+                    spy = None
+                    if args.py_spy is not None and who == "agent":
+                        args.py_spy.mkdir(parents=True, exist_ok=True)
+                        spy = Spy(proc.pid, args.py_spy / f"{mode}.txt")
                     start_t, start_cpu = time.monotonic(), cpu_s(proc.pid)
                     acked = asyncio.run(load(port))
                     elapsed = time.monotonic() - start_t
                     lat = settle(data, acked)
+                    if spy is not None:
+                        spy.stop()
                     prefix = mode if who == "agent" else f"null_{mode}"
                     result |= figures(prefix, lat, len(acked))
                     if acked:  # the server's own CPU per task, submit to placed: load-proof

@@ -51,7 +51,7 @@ class BatchPlacing:
         """
         if self._started:
             self._running.credit(self._ws.devices)
-        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
+        prepared = prepare_all(tasks)
         order = sorted(range(len(prepared)), key=lambda i: urgency(prepared[i].contract))
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
@@ -111,6 +111,26 @@ class BatchPlacing:
         order = [i for i in order if i not in hopeless] + [i for i in order if i in hopeless]
         self._decide_batch(order, prepared, classes, candidates)
         return order
+
+
+def prepare_all(tasks: Sequence[TaskContract | PreparedTask]) -> list[PreparedTask]:
+    """Return each task prepared, encoding a contract object that repeats in ``tasks`` once.
+
+    A fleet submits the same few task kinds over and over and the intake hands out one
+    ``TaskContract`` per kind (``Intake.task``'s cache), so a batch of 1,000 is mostly one
+    object: contracts are frozen, so the same object always encodes to the same row.
+    """
+    done: dict[int, PreparedTask] = {}
+    out: list[PreparedTask] = []
+    for t in tasks:
+        if isinstance(t, PreparedTask):
+            out.append(t)
+            continue
+        found = done.get(id(t))
+        if found is None:
+            found = done[id(t)] = prepare(t)
+        out.append(found)
+    return out
 
 
 def urgency(contract: TaskContract) -> tuple[int, float]:

@@ -70,6 +70,12 @@ def plain(value: Any) -> Any:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _known(found: tuple[TaskContract, str, bool, str], key: str | None) -> NewTask:
+    """Return a remembered plain contract as a new submission under ``key``."""
+    contract, contract_json, deferrable, digest = found
+    return NewTask(contract, digest, key, None, contract_json, deferrable=deferrable)
+
+
 def _onnx_semantics(model: Path | bytes) -> Semantics:
     """Return a model's semantics; onnx is imported on first use (it weighs ~15 MB)."""
     from edge_agent.tasks.onnx_semantics import semantics_from_onnx
@@ -85,7 +91,9 @@ class Intake:
         self.allowlist = frozenset(allowlist)
         self._cache: dict[tuple[str, int, int], Semantics] = {}
         self._lock = threading.Lock()
-        self._plain: dict[str, tuple[TaskContract, str, bool]] = {}  # canonical text -> parsed
+        # canonical text -> (contract, its stored JSON, deferrable, request hash)
+        self._plain: dict[str, tuple[TaskContract, str, bool, str]] = {}
+        self._bodies: dict[bytes, tuple[TaskContract, str, bool, str]] = {}  # body -> the same
 
     def task(self, doc: object, key: str | None, where: str = "body") -> NewTask:
         """Return the task a JSON document asks for; ContractError naming the field if bad."""
@@ -99,11 +107,28 @@ class Intake:
             task = self._task(doc, key, where)
             if len(self._plain) >= CONTRACT_CACHE_LIMIT:
                 self._plain.clear()  # a new mix of task kinds: start again
-            self._plain[text] = (task.contract, task.contract_json, task.deferrable)
+            found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
+            self._plain[text] = found
             return task
-        contract, contract_json, deferrable = found
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        return NewTask(contract, digest, key, None, contract_json, deferrable=deferrable)
+        return _known(found, key)
+
+    def known_body(self, body: bytes, key: str | None) -> NewTask | None:
+        """Return the task of a single submission's exact body if one like it was parsed.
+
+        Only plain contracts are remembered (``remember_body``): a repeat then costs a dict
+        lookup, not a JSON parse, a canonical encoding and a digest.
+        """
+        found = self._bodies.get(body)
+        return None if found is None else _known(found, key)
+
+    def remember_body(self, body: bytes, doc: object, task: NewTask) -> None:
+        """Remember that ``body`` (parsed: ``doc``) is ``task``, if it is a plain contract."""
+        if not isinstance(doc, Mapping) or "model" in doc or "command" in doc:
+            return
+        if len(self._bodies) >= CONTRACT_CACHE_LIMIT:
+            self._bodies.clear()
+        found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
+        self._bodies[bytes(body)] = found
 
     def _task(self, doc: Mapping[str, Any], key: str | None, where: str) -> NewTask:
         """Parse and check ``doc`` in full (``task`` without its cache)."""

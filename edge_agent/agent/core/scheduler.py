@@ -206,23 +206,24 @@ class Scheduler:
             return
         self.metrics.kernel_seconds.observe(time.perf_counter() - start)
         victims = self._preempt(batch, contracts, decisions)
-        entries, keep = [], []
+        entries: list[tuple[str, dict[str, Any], bool]] = []
+        keep: set[Waiting] = set()  # parked or handed on: not dispatched here
         refused: list[Waiting] = []  # more than their whole pool asks for: they fail
         for i, (task, decision) in enumerate(zip(batch, decisions, strict=True)):
             if not decision.placed and self._transient(decision) and self.jobs.busy():
                 self._parked.append(task)  # retried when work finishes
-                keep.append(task)
+                keep.add(task)
                 continue
             # the mesh runs it (here or on a peer) from now
             if self.offload is not None and self.offload.take(task, decision):
-                keep.append(task)
+                keep.add(task)
                 self._waiting.pop(task.task_id, None)
                 if decision.placed:
                     self.placer.release(decision)
                 continue
             verdict, decisions[i] = self._admit(task, decision, victims)
             if not verdict.admit:  # its pool is full: waits until pooled work finishes
-                keep.append(task)
+                keep.add(task)
                 (refused if verdict.never else self._parked).append(task)
                 continue
             emulated = self._emulated(task, decisions[i])
