@@ -221,7 +221,7 @@ class Spy:
     (``pip install py-spy``) and allowed to ptrace the process (root, or ptrace_scope 0).
     """
 
-    def __init__(self, pid: int, out: Path, rate: int = 250) -> None:
+    def __init__(self, pid: int, out: Path, rate: int = 1000) -> None:
         exe = Path(sys.executable).with_name("py-spy")
         cmd = [str(exe), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "--nolineno", "--gil"]
         self.proc = subprocess.Popen(
@@ -247,8 +247,9 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store: accept tasks", ("Store.submit.",)),
     ("store: record placed", ("Store.placed.", "record_placed ")),
     ("sqlite commit", ("Database._commit ",)),
-    ("intake parse/validate", ("Intake.task ", "_json (", "parse(", "parse.<locals>")),
-    ("202 response (task docs, JSON)", ("task_doc", "json_response", "_body (edge_agent")),
+    ("intake parse/validate", ("Intake.", "parse_json_body", "whole_numbers", "parse.<locals>")),
+    ("202 response (task docs, JSON)", ("task_doc", "json_response", "_task_json", "_accepted")),
+    ("submission handlers (rest of api.py)", ("web/api.py",)),
     ("executor (runs, starts, finishes)", ("executor.py", "jobs.py", "store_runs.py")),
     ("scheduler (queue, wake-ups, dispatch)", ("scheduler.py", "fairshare.py", "service.py")),
     ("intake queue (coalescer)", ("intake_queue.py",)),

@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.deferral import held_until
+from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.intake_queue import SubmitCoalescer
 from edge_agent.agent.core.store import STATES, IdempotencyConflict
 from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
@@ -85,19 +86,17 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
     return doc
 
 
-def _task_json(row: dict[str, Any], contracts: dict[int, str]) -> str:
-    """Return a stored task's API document as JSON text, the contract's text reused.
+def _task_json(row: dict[str, Any], task: NewTask, created: bool) -> str:
+    """Return a stored task's API document as JSON text, without encoding its contract again.
 
-    Rows stored together share the parsed contract of equal contracts (``Store.submit``),
-    so a batch of one task kind encodes its contract once (``contracts``: by object id,
-    alive for the one response), not a thousand times.
+    A new row's ``contract`` was parsed from the task's own ``stored_contract()`` text, so
+    that text is the contract's JSON and is spliced in; a retry's row is encoded as read.
     """
     doc = task_doc(row)
-    contract = doc.pop("contract")
-    text = contracts.get(id(contract))
-    if text is None:
-        text = contracts[id(contract)] = json.dumps(contract)
-    return f'{json.dumps(doc)[:-1]}, "contract": {text}}}'
+    if not created:
+        return json.dumps(doc)
+    del doc["contract"]
+    return f'{json.dumps(doc)[:-1]}, "contract": {task.stored_contract()}}}'
 
 
 def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -115,7 +114,8 @@ async def _submit(request: web.Request) -> web.Response:
         else:
             task = await asyncio.to_thread(agent.intake.task, doc, key)
     row, created = await request.app[SUBMITS].submit(task)
-    text = f'{{"ok": true, "created": {json.dumps(created)}, "task": {_task_json(row, {})}}}'
+    doc = _task_json(row, task, created)
+    text = f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
     return _accepted(text, {"Location": f"/v1/tasks/{row['id']}"})
 
 
@@ -127,16 +127,17 @@ async def _submit_batch(request: web.Request) -> web.Response:
     if not isinstance(items, list) or not 1 <= len(items) <= MAX_BATCH:
         raise ApiError(400, f"tasks: expected a list of 1..{MAX_BATCH} contracts")
 
-    def parse() -> list[Any]:
+    def parse() -> list[NewTask]:
         return [
             agent.intake.task(item, None if key is None else f"{key}#{i}", f"tasks[{i}]")
             for i, item in enumerate(items)
         ]
 
-    stored = await agent.submit(await asyncio.to_thread(parse))
-    contracts: dict[int, str] = {}
+    tasks = await asyncio.to_thread(parse)
+    stored = await agent.submit(tasks)
     docs = ", ".join(
-        f'{{"created": {json.dumps(c)}, {_task_json(r, contracts)[1:]}' for r, c in stored
+        f'{{"created": {json.dumps(c)}, {_task_json(r, t, c)[1:]}'
+        for t, (r, c) in zip(tasks, stored, strict=True)
     )
     return _accepted(f'{{"ok": true, "tasks": [{docs}]}}')
 
