@@ -219,15 +219,15 @@ class Decision:
         if not self.placed:
             why = ", ".join(f"{n} {r}" for r, n in self.rejections().items()) or "no devices"
             return f"not placed: no feasible device ({why})"
+        runner_up = self.runner_up
+        extra = f"; runner-up {runner_up}" if runner_up else ""
         if self.late:
-            extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
             return (
                 f"{', '.join(self.device_ids)}: deadline cannot be met "
                 f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
                 f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
             )
         main = max(range(L.N_OBJECTIVES), key=self.components.__getitem__)
-        extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
         if self.tier is not None:
             spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
             extra += f"; tier {self.tier}{spill}"

@@ -135,6 +135,9 @@ async def _submit_batch(request: web.Request) -> web.Response:
 
     tasks = await asyncio.to_thread(parse)
     stored = await agent.submit(tasks)
+    # the scheduler was woken: let it take the batch to the kernel (its decisions' write then
+    # runs on the writer thread) before this loop spends its time on the 1,000 documents
+    await asyncio.sleep(0)
     docs = ", ".join(
         f'{{"created": {json.dumps(c)}, {_task_json(r, t, c)[1:]}'
         for t, (r, c) in zip(tasks, stored, strict=True)

@@ -1,0 +1,138 @@
+"""The intake's hot path does its per-task work once per group, and answers the same as before.
+
+A group of coalesced single submissions is one transaction; a single body seen before is not
+parsed again (and a body that was refused, or names a model or a command, is never
+remembered); the 202 documents, whose contract text is spliced in rather than re-encoded,
+read exactly as the stored task; a batch encodes a repeated contract object once; task ids
+stay random UUID4s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.core.intake import Intake
+from edge_agent.agent.core.store_batch import new_ids
+from edge_agent.agent.web.api import SUBMITS, make_app
+from edge_agent.errors import ContractError
+from edge_agent.placement import batch as batch_module
+from edge_agent.placement.batch import prepare_all
+from edge_agent.tasks.contract import TaskContract
+
+Client = TestClient[Any, Any]
+TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench", "priority": 3}
+
+
+def _rows(config: AgentConfig, column: str) -> dict[str, Any]:
+    db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
+    try:
+        return dict(db.execute(f"SELECT id, {column} FROM tasks").fetchall())
+    finally:
+        db.close()
+
+
+@pytest.mark.asyncio
+async def test_each_group_of_single_submissions_is_one_transaction(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    config = emulated_agent()
+    client: Client = await aiohttp_client(make_app(config))
+    await client.post("/v1/tasks", json=TASK)  # warm
+    groups = client.app[SUBMITS].groups
+    answers = await asyncio.gather(*(client.post("/v1/tasks", json=TASK) for _ in range(40)))
+    ids = {(await r.json())["task"]["id"] for r in answers}
+    used = client.app[SUBMITS].groups - groups
+    assert len(ids) == 40 and used < 40
+    submitted = _rows(config, "submitted_at")
+    # one store op per group: its rows share the one time that op stamped
+    assert len({submitted[i] for i in ids}) == used
+
+
+@pytest.mark.asyncio
+async def test_the_202_documents_read_as_the_stored_tasks(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    client: Client = await aiohttp_client(make_app(emulated_agent()))
+    single = await client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": "a"})
+    retry = await client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": "a"})
+    batch = await client.post("/v1/tasks:batch", json={"tasks": [TASK, {**TASK, "tenant": "b"}]})
+    assert (single.status, retry.status, batch.status) == (202, 202, 202)
+    assert single.headers["Content-Type"].startswith("application/json")
+    first, again = (await single.json()), (await retry.json())
+    assert first["created"] is True and again["created"] is False
+    docs = [first["task"], again["task"], *(await batch.json())["tasks"]]
+    assert [d.get("created") for d in docs[2:]] == [True, True]
+    for doc in docs:
+        stored = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]
+        assert doc["contract"] == stored["contract"]
+        assert {k: doc[k] for k in ("id", "priority", "tenant", "links")} == {
+            k: stored[k] for k in ("id", "priority", "tenant", "links")
+        }
+    assert docs[3]["contract"]["tenant"] == "b"
+
+
+def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    intake = Intake([], ["echo"])
+    body = json.dumps(TASK).encode()
+    assert intake.known_body(body, None) is None
+    first = intake.task(json.loads(body), "k1")
+    intake.remember_body(body, json.loads(body), first)
+    parsed = []
+    monkeypatch.setattr(intake, "_task", lambda *a: parsed.append(a))  # must not be reached
+    again = intake.known_body(body, "k2")
+    assert again is not None and not parsed
+    assert again.idempotency_key == "k2"
+    assert (again.contract, again.request_hash, again.stored_contract()) == (
+        first.contract,
+        first.request_hash,
+        first.stored_contract(),
+    )
+
+
+def test_refused_model_and_command_bodies_are_never_remembered() -> None:
+    intake = Intake([], ["echo"])
+    bad = json.dumps({"semantics": {"gflops": -1}}).encode()
+    with pytest.raises(ContractError):
+        intake.task(json.loads(bad), None)
+    assert intake.known_body(bad, None) is None  # nothing to remember: it raised
+    command = {"command": ["echo", "hi"]}
+    task = intake.task(command, None)
+    intake.remember_body(json.dumps(command).encode(), command, task)
+    intake.remember_body(b'{"model": "m"}', {"model": "m"}, task)
+    assert intake.known_body(json.dumps(command).encode(), None) is None
+    assert intake.known_body(b'{"model": "m"}', None) is None
+
+
+def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[TaskContract] = []
+    real = batch_module.prepare
+
+    def counted(contract: TaskContract) -> Any:
+        calls.append(contract)
+        return real(contract)
+
+    monkeypatch.setattr(batch_module, "prepare", counted)
+    one = TaskContract.from_dict(TASK)
+    other = TaskContract.from_dict({**TASK, "priority": 1})  # another contract object
+    prepared = prepare_all([one, other, one, one, other])
+    assert len(calls) == 2
+    assert [p.contract for p in prepared] == [one, other, one, one, other]
+    assert prepared[0] is prepared[2] and prepared[0].row == real(one).row
+
+
+def test_task_ids_are_random_uuid4s() -> None:
+    ids = new_ids(500)
+    assert len(set(ids)) == 500
+    for task_id in ids:
+        parsed = uuid.UUID(hex=task_id)
+        assert parsed.hex == task_id and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
