@@ -1,7 +1,7 @@
 """Intake benchmark of the edge agent over HTTP, beside a null server; the last line is JSON.
 
     python benchmarks/bench_agent_burst.py [--tasks 1000] [--connections 8] [--sustained-s 10]
-        [--sustained-connections 64]
+        [--sustained-connections 64] [--modes burst,batch,keepalive,sustained] [--py-spy DIR]
 
 Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the null server
 (``bench_null_server.py``: aiohttp that parses the JSON and commits one SQLite row, WAL,
@@ -21,6 +21,11 @@ sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the nul
 in the same run (the machine is shared: compare ratios, not absolute figures), and
 ``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
 request to the last ``placed_at`` (less sensitive to a loaded box than wall time).
+``--modes`` runs a subset (e.g. ``--modes batch,sustained --sustained-s 3`` while iterating);
+``--py-spy DIR`` samples the agent with py-spy during each mode (raw stacks in
+``DIR/MODE.txt``) and adds ``MODE_profile_shares``: the share of its Python time per part of
+the path (``bench_agent_harness.PARTS``); a sampled run's latency and CPU figures are
+inflated by the sampling, so take those from a run without it.
 Targets (issue 15): batch_1000_p99_ms <= 100, keepalive_1000_p99_ms <= 200,
 burst_vs_floor <= 1.3, sustained_tasks_per_s >= 3000 with sustained_p99_ms <= 100.
 """
@@ -41,6 +46,7 @@ from typing import Any
 from bench_agent_harness import (
     Spy,
     batch,
+    breakdown,
     burst,
     cpu_s,
     keepalive,
@@ -139,8 +145,11 @@ def main() -> None:
                     acked = asyncio.run(load(port))
                     elapsed = time.monotonic() - start_t
                     lat = settle(data, acked)
-                    if spy is not None:
-                        spy.stop()
+                    if spy is not None:  # where its Python time went (shares of samples)
+                        shares = breakdown(spy.stop())
+                        result[f"{mode}_profile_shares"] = {
+                            part: round(share, 3) for part, share in shares.items()
+                        }
                     prefix = mode if who == "agent" else f"null_{mode}"
                     result |= figures(prefix, lat, len(acked))
                     if acked:  # the server's own CPU per task, submit to placed: load-proof

@@ -216,16 +216,21 @@ def percentile(values: list[float], q: float) -> float:
 class Spy:
     """py-spy sampling one process into a raw (collapsed stacks) file; ``stop`` to write it.
 
-    ``py-spy record --nolineno -f raw`` on ``pid``: idle threads are left out, so the
-    samples approximate where the process spends CPU. py-spy must be installed
-    (``pip install py-spy``) and allowed to ptrace the process (root, or ptrace_scope 0).
+    ``py-spy record --gil -f raw`` on ``pid``: only the thread holding the GIL is sampled,
+    so the samples say where the process spends its Python time (SQLite's own C work,
+    done without the GIL, is not seen; nor are waits). Sampling pauses the process, so a
+    spied run's figures are not the benchmark's: use its shares only. py-spy must be
+    installed (``pip install py-spy``) and allowed to ptrace the process (root, or
+    ptrace_scope 0).
     """
 
     def __init__(self, pid: int, out: Path, rate: int = 1000) -> None:
         exe = Path(sys.executable).with_name("py-spy")
-        cmd = [str(exe), "record", "-p", str(pid), "-o", str(out), "-f", "raw", "--nolineno", "--gil"]
+        cmd = [str(exe), "record", "-p", str(pid), "-o", str(out), "-r", str(rate)]
         self.proc = subprocess.Popen(
-            [*cmd, "-r", str(rate)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            [*cmd, "-f", "raw", "--nolineno", "--gil"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         self.out = out
         time.sleep(0.5)  # attached before the load starts
