@@ -86,17 +86,39 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
     return doc
 
 
-def _task_json(row: dict[str, Any], task: NewTask, created: bool) -> str:
-    """Return a stored task's API document as JSON text, without encoding its contract again.
+_OWN = ("id", "idempotency_key", "links", "contract")  # a task's own fields in its document
+
+
+def _task_json(
+    row: dict[str, Any], task: NewTask, created: bool, shapes: dict[Any, str] | None = None
+) -> str:
+    """Return a stored task's API document as JSON text, its contract not encoded again.
 
     A new row's ``contract`` was parsed from the task's own ``stored_contract()`` text, so
-    that text is the contract's JSON and is spliced in; a retry's row is encoded as read.
+    that text is spliced in; a retry's row is encoded as read. ``shapes`` (one response's)
+    keeps the JSON of the other fields by their values: the tasks of one batch differ only
+    in their id and key, so the rest of their documents is encoded once.
     """
     doc = task_doc(row)
     if not created:
         return json.dumps(doc)
-    del doc["contract"]
-    return f'{json.dumps(doc)[:-1]}, "contract": {task.stored_contract()}}}'
+    others = {k: v for k, v in doc.items() if k not in _OWN}
+    try:  # typed: False, 0 and 0.0 are equal keys but not the same JSON
+        shape: Any = tuple((k, type(v), v) for k, v in others.items())
+        rest = None if shapes is None else shapes.get(shape)
+    except TypeError:  # an unhashable value (a command, a plan): encoded every time
+        shape, rest = None, None
+    if rest is None:
+        rest = json.dumps(others)[1:-1]
+        if shapes is not None and shape is not None:
+            shapes[shape] = rest
+    own = [
+        f'"id": {json.dumps(doc["id"])}',
+        f'"idempotency_key": {json.dumps(doc["idempotency_key"])}',
+    ]
+    own.append(f'"links": {json.dumps(doc["links"])}')
+    own.append(f'"contract": {task.stored_contract()}')
+    return "{" + ", ".join([*own, rest] if rest else own) + "}"
 
 
 def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -138,8 +160,9 @@ async def _submit_batch(request: web.Request) -> web.Response:
     # the scheduler was woken: let it take the batch to the kernel (its decisions' write then
     # runs on the writer thread) before this loop spends its time on the 1,000 documents
     await asyncio.sleep(0)
+    shapes: dict[Any, str] = {}
     docs = ", ".join(
-        f'{{"created": {json.dumps(c)}, {_task_json(r, t, c)[1:]}'
+        f'{{"created": {"true" if c else "false"}, {_task_json(r, t, c, shapes)[1:]}'
         for t, (r, c) in zip(tasks, stored, strict=True)
     )
     return _accepted(f'{{"ok": true, "tasks": [{docs}]}}')
