@@ -98,7 +98,7 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
         )
     if not 1 <= config.mesh_peer_cap <= 4096:
         raise ConfigError(f"{where}: [mesh] peer_cap must be 1..4096, got {config.mesh_peer_cap}")
-    names = ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s")
+    names = ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s", "mesh_link_bytes_per_s")
     check_finite(config, where, names, section="mesh")
     # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
     may_be_zero = ("mesh_bid_above_s", "mesh_lease_factor", "mesh_bid_rate_per_s")

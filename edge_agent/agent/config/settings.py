@@ -74,6 +74,7 @@ class AgentConfig:
     mesh_peer_cap: int = 64
     mesh_bid_above_s: float = 1.0  # ask peers for bids when the local estimate exceeds this
     mesh_bid_rate_per_s: float = 20.0  # most bid messages a second this agent sends
+    mesh_link_bytes_per_s: float = 125e6  # link speed assumed for a task's input (1 Gbit/s)
     mesh_lease_min_s: float = 5.0  # shortest lease of a forwarded task
     mesh_lease_factor: float = 4.0  # a forwarded task's lease: max(min, factor * estimate)
     mesh_lease_grace_s: float = 1.0  # the origin waits this past a lease before giving up

@@ -129,6 +129,9 @@ bid_above_s = {c.mesh_bid_above_s}
 # most bid requests a second this agent sends (a token bucket, bursts of twice that); 0:
 # peers are asked only for tasks no device here can run (and the hub's moves)
 bid_rate_per_s = {c.mesh_bid_rate_per_s}
+# the link speed, in bytes a second, assumed when a peer's bid is weighed against running
+# here: a task's input takes input_bytes / link_bytes_per_s to reach the peer
+link_bytes_per_s = {c.mesh_link_bytes_per_s}
 # a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
 # always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s
 # seconds later, places it again
