@@ -20,7 +20,9 @@ sent the request (same clock), read from each server's SQLite file. Each percent
 sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the null server's
 in the same run (the machine is shared: compare ratios, not absolute figures), and
 ``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
-request to the last ``placed_at`` (less sensitive to a loaded box than wall time).
+request to the last ``placed_at`` seen (less sensitive to a loaded box than wall time;
+it includes the runs of the tasks already placed by then). Each mode starts once the agent
+has run every task of the mode before (``quiesce``), so no mode pays for another's runs.
 ``--modes`` runs a subset (e.g. ``--modes batch,sustained --sustained-s 3`` while iterating);
 ``--py-spy DIR`` samples the agent with py-spy during each mode (raw stacks in
 ``DIR/MODE.txt``) and adds ``MODE_profile_shares``: the share of its Python time per part of
@@ -48,6 +50,7 @@ from bench_agent_harness import (
     batch,
     breakdown,
     burst,
+    busy,
     cpu_s,
     keepalive,
     latencies_ms,
@@ -69,7 +72,15 @@ def settle(data_dir: Path, acked: list[tuple[str, float]], timeout_s: float = 12
         done = latencies_ms(acked, placed)
         if len(done) == len(acked) or time.monotonic() > deadline:
             return done
-        time.sleep(0.2)
+        time.sleep(0.05)
+
+
+def quiesce(data_dir: Path, timeout_s: float = 120) -> None:
+    """Wait until the agent has no task left to place or run (the previous mode's tail), so
+    that its runs are not counted in the next mode's time and CPU."""
+    deadline = time.monotonic() + timeout_s
+    while busy(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def figures(name: str, lat: list[float], acked: int) -> dict[str, Any]:
@@ -137,6 +148,8 @@ def main() -> None:
                     continue
                 for who in ("null", "agent"):
                     proc, port, data = servers[who]
+                    if who == "agent":
+                        quiesce(data)
                     spy = None
                     if args.py_spy is not None and who == "agent":
                         args.py_spy.mkdir(parents=True, exist_ok=True)

@@ -188,6 +188,16 @@ def placed_at(data_dir: Path) -> dict[str, float | None]:
         db.close()
 
 
+def busy(data_dir: Path) -> int:
+    """Return how many of an agent's tasks still wait to be placed or run (its SQLite file)."""
+    db = sqlite3.connect(f"file:{data_dir / 'agent.db'}?mode=ro", uri=True)
+    try:
+        sql = "SELECT count(*) FROM tasks WHERE state IN ('queued', 'placed', 'running')"
+        return int(db.execute(sql).fetchone()[0])
+    finally:
+        db.close()
+
+
 def latencies_ms(acked: list[tuple[str, float]], placed: dict[str, float | None]) -> list[float]:
     """Return submit -> placed (ms) of each acknowledged task that was placed."""
     out = []
