@@ -59,10 +59,13 @@ class BatchPlacing:
         ws = self._ws  # a new class may have grown the workspace
         before = ws.devices.copy()
         self._decide_batch(order, prepared, classes, candidates)
-        late = (ws.out[: len(order), L.OUT_FLAGS].astype(np.int64) & L.OF_LATE) != 0
-        if late.any():
-            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
         rows = ws.out[: len(order)].tolist()
+        # from the rows as lists: a few numpy calls cost more than this for the small
+        # batches of coalesced single submissions, and as little for a batch of 1,000
+        late = [slot for slot, row in enumerate(rows) if int(row[L.OUT_FLAGS]) & L.OF_LATE]
+        if late:
+            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
+            rows = ws.out[: len(order)].tolist()
         out: list[Decision | None] = [None] * len(order)
         keep = ws.keep_reasons
         for slot, i in enumerate(order):
@@ -89,7 +92,7 @@ class BatchPlacing:
     def _hopeless_last(
         self,
         order: list[int],
-        late: npt.NDArray[np.bool_],
+        late: list[int],
         before: npt.NDArray[np.float64],
         prepared: Sequence[PreparedTask],
         classes: Sequence[int],
@@ -97,12 +100,13 @@ class BatchPlacing:
     ) -> list[int]:
         """Decide the batch again with its hopeless tasks last; return the new order.
 
-        A task late in the batch is hopeless when it is late alone on the fleet as it was
+        ``late``: the slots (positions in ``order``) the first call placed late. A task late
+        in the batch is hopeless when it is late alone on the fleet as it was
         before the batch (one kernel call each); the others were late only behind it.
         """
         ws = self._ws
         hopeless = set()
-        for slot in np.flatnonzero(late).tolist():
+        for slot in late:
             ws.devices[:] = before
             self._decide_batch([order[slot]], prepared, classes, candidates)
             if int(ws.out[0, L.OUT_FLAGS]) & L.OF_LATE:
