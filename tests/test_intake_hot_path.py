@@ -1,17 +1,15 @@
-"""The intake's hot path does its per-task work once per group, and answers the same as before.
+"""The intake's hot path does its per-task work once, and answers the same as before.
 
-A group of coalesced single submissions is one transaction; a single body seen before is not
-parsed again (and a body that was refused, or names a model or a command, is never
-remembered); the 202 documents, whose contract text is spliced in rather than re-encoded,
-read exactly as the stored task; a batch encodes a repeated contract object once; task ids
-stay random UUID4s.
+A single body seen before is not parsed again (a body that was refused, or names a model or
+a command, is never remembered); the 202 documents, whose contract text is spliced in rather
+than re-encoded, read exactly as the stored tasks; a batch encodes a repeated contract
+object once; task ids stay random UUID4s. (Each coalesced group of single submissions is one
+transaction: ``test_agent_intake_batch.py``.)
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sqlite3
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -22,7 +20,7 @@ from aiohttp.test_utils import TestClient
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.intake import Intake
 from edge_agent.agent.core.store_batch import new_ids
-from edge_agent.agent.web.api import SUBMITS, make_app
+from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
 from edge_agent.placement import batch as batch_module
 from edge_agent.placement.batch import prepare_all
@@ -30,31 +28,6 @@ from edge_agent.tasks.contract import TaskContract
 
 Client = TestClient[Any, Any]
 TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench", "priority": 3}
-
-
-def _rows(config: AgentConfig, column: str) -> dict[str, Any]:
-    db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
-    try:
-        return dict(db.execute(f"SELECT id, {column} FROM tasks").fetchall())
-    finally:
-        db.close()
-
-
-@pytest.mark.asyncio
-async def test_each_group_of_single_submissions_is_one_transaction(
-    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
-) -> None:
-    config = emulated_agent()
-    client: Client = await aiohttp_client(make_app(config))
-    await client.post("/v1/tasks", json=TASK)  # warm
-    groups = client.app[SUBMITS].groups
-    answers = await asyncio.gather(*(client.post("/v1/tasks", json=TASK) for _ in range(40)))
-    ids = {(await r.json())["task"]["id"] for r in answers}
-    used = client.app[SUBMITS].groups - groups
-    assert len(ids) == 40 and used < 40
-    submitted = _rows(config, "submitted_at")
-    # one store op per group: its rows share the one time that op stamped
-    assert len({submitted[i] for i in ids}) == used
 
 
 @pytest.mark.asyncio
