@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.core.intake import Intake
+from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
@@ -74,7 +74,7 @@ def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.Monke
     )
 
 
-def test_refused_model_and_command_bodies_are_never_remembered() -> None:
+def test_refused_model_command_and_large_bodies_are_never_remembered() -> None:
     intake = Intake([], ["echo"])
     bad = json.dumps({"semantics": {"gflops": -1}}).encode()
     with pytest.raises(ContractError):
@@ -86,6 +86,9 @@ def test_refused_model_and_command_bodies_are_never_remembered() -> None:
     intake.remember_body(b'{"model": "m"}', {"model": "m"}, task)
     assert intake.known_body(json.dumps(command).encode(), None) is None
     assert intake.known_body(b'{"model": "m"}', None) is None
+    padded = json.dumps(TASK).encode() + b" " * BODY_CACHE_MAX_BYTES  # valid JSON, but large
+    intake.remember_body(padded, TASK, intake.task(TASK, None))
+    assert intake.known_body(padded, None) is None
 
 
 def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:

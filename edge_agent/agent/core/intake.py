@@ -28,6 +28,9 @@ _CACHE_LIMIT = 256
 #: submits the same few task kinds over and over, and a repeat then costs one ``json.dumps``
 #: and one sha256 instead of a parse, a range check and an encoding (about 0.3 ms).
 CONTRACT_CACHE_LIMIT = 1024
+#: Largest single-submission body remembered by its bytes (``Intake.remember_body``): a
+#: plain contract is a few hundred bytes, and padding must not make the cache hold megabytes.
+BODY_CACHE_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -122,8 +125,10 @@ class Intake:
         return None if found is None else _known(found, key)
 
     def remember_body(self, body: bytes, doc: object, task: NewTask) -> None:
-        """Remember that ``body`` (parsed: ``doc``) is ``task``, if it is a plain contract."""
-        if not isinstance(doc, Mapping) or "model" in doc or "command" in doc:
+        """Remember that ``body`` (parsed: ``doc``) is ``task``: a plain contract, and small."""
+        if len(body) > BODY_CACHE_MAX_BYTES or not isinstance(doc, Mapping):
+            return
+        if "model" in doc or "command" in doc:
             return
         if len(self._bodies) >= CONTRACT_CACHE_LIMIT:
             self._bodies.clear()
