@@ -9,6 +9,7 @@ transaction: ``test_agent_intake_batch.py``.)
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Callable
@@ -42,8 +43,18 @@ async def test_the_202_documents_read_as_the_stored_tasks(
     assert single.headers["Content-Type"].startswith("application/json")
     first, again = (await single.json()), (await retry.json())
     assert first["created"] is True and again["created"] is False
-    docs = [first["task"], again["task"], *(await batch.json())["tasks"]]
-    assert [d.get("created") for d in docs[2:]] == [True, True]
+    together = await asyncio.gather(  # one group: the shared fields' JSON is reused
+        *(
+            client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": f"g{i}"})
+            for i in range(3)
+        ),
+        client.post("/v1/tasks", json={**TASK, "tenant": "c"}),
+    )
+    grouped = [(await r.json())["task"] for r in together]
+    assert [d["idempotency_key"] for d in grouped] == ["g0", "g1", "g2", None]
+    assert [d["tenant"] for d in grouped] == ["default"] * 3 + ["c"]
+    docs = [first["task"], again["task"], *(await batch.json())["tasks"], *grouped]
+    assert [d.get("created") for d in docs[2:4]] == [True, True]
     same = ("id", "idempotency_key", "contract", "command", "priority", "tenant", "links")
     for doc in docs:  # every field but those a task's progress moves on since
         stored = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]

@@ -40,6 +40,8 @@ _log = logging.getLogger(__name__)
 CONFIG = web.AppKey("config", AgentConfig)
 AGENT = web.AppKey("agent", Agent)
 SUBMITS = web.AppKey("submits", SubmitCoalescer)  # single submissions, stored in groups
+SHAPES = web.AppKey("shapes", dict)  # recent single submissions' shared fields, as JSON
+SHAPES_LIMIT = 256
 MAX_KEY = 200
 _ID = r"{task_id:[^/:]{1,128}}"  # a whole id or a unique prefix of one (see _task_id)
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -136,7 +138,10 @@ async def _submit(request: web.Request) -> web.Response:
         else:
             task = await asyncio.to_thread(agent.intake.task, doc, key)
     row, created = await request.app[SUBMITS].submit(task)
-    doc = _task_json(row, task, created)
+    shapes = request.app[SHAPES]
+    if len(shapes) >= SHAPES_LIMIT:
+        shapes.clear()
+    doc = _task_json(row, task, created, shapes)  # a group's tasks share their other fields
     text = f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
     return _accepted(text, {"Location": f"/v1/tasks/{row['id']}"})
 
@@ -316,6 +321,7 @@ async def _agent_ctx(app: web.Application) -> AsyncIterator[None]:
     await agent.start()
     app[AGENT] = agent
     app[SUBMITS] = SubmitCoalescer(agent.submit)
+    app[SHAPES] = {}
     yield
     await app[SUBMITS].drain()
     await agent.stop()
