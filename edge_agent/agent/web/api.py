@@ -97,9 +97,10 @@ def _task_json(
     """Return a stored task's API document as JSON text, its contract not encoded again.
 
     A new row's ``contract`` was parsed from the task's own ``stored_contract()`` text, so
-    that text is spliced in; a retry's row is encoded as read. ``shapes`` (one response's)
-    keeps the JSON of the other fields by their values: the tasks of one batch differ only
-    in their id and key, so the rest of their documents is encoded once.
+    that text is spliced in; a retry's row is encoded as read. ``shapes`` keeps the JSON of
+    the other fields by their typed values (a batch's, or the app's recent single
+    submissions'): the tasks stored together differ only in their id and key, so the rest
+    of their documents is encoded once.
     """
     doc = task_doc(row)
     if not created:
@@ -114,11 +115,7 @@ def _task_json(
         rest = json.dumps(others)[1:-1]
         if shapes is not None and shape is not None:
             shapes[shape] = rest
-    own = [
-        f'"id": {json.dumps(doc["id"])}',
-        f'"idempotency_key": {json.dumps(doc["idempotency_key"])}',
-    ]
-    own.append(f'"links": {json.dumps(doc["links"])}')
+    own = [f'"{k}": {json.dumps(doc[k])}' for k in ("id", "idempotency_key", "links")]
     own.append(f'"contract": {task.stored_contract()}')
     return "{" + ", ".join([*own, rest] if rest else own) + "}"
 
