@@ -79,7 +79,7 @@ class Decision:
         found = self._indices
         if found is None:
             assigned = self._row[L.OUT_ASSIGNED : L.OUT_ASSIGNED + L.MAX_GANG]
-            found = self._indices = tuple(int(d) for d in assigned if d >= 0)
+            found = self._indices = tuple([int(d) for d in assigned if d >= 0])
         return found
 
     @property
