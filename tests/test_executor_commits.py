@@ -9,11 +9,15 @@ committed.
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
+from edge_agent.agent.core import outbox, store_runs
 from edge_agent.agent.core.executor import Executor, Job, Outcome
 from edge_agent.agent.core.fleet import build_fleet
 from edge_agent.agent.core.intake import NewTask
@@ -92,3 +96,54 @@ async def test_starts_and_finishes_are_written_a_group_at_a_time(
         ).fetchone()
     assert samples == 20 and records == 20
     await asyncio.to_thread(store.close)
+
+
+async def test_finishes_arriving_while_the_writer_commits_are_one_op(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(tmp_path / "a.db")
+    await asyncio.to_thread(store.open)
+    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * 3)]
+    ids = [r["id"] for r in rows]
+    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
+    await store.placed([(i, decision, False) for i in ids])
+    assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 3
+    ops = 0
+    persist = Database.persist
+
+    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
+        nonlocal ops
+        ops += 1
+        return await persist(db, op)
+
+    monkeypatch.setattr(Database, "persist", counted)
+    gate = threading.Event()  # the writer is busy (an fsync, another op) until it is set
+    busy = store.db.write(lambda db: gate.wait(5))
+    finishes = []
+    for task_id in ids:  # one per loop turn, as jobs end one after another
+        finishes.append(store.runs.finished(Finish(task_id, "done", {"n": 1}, None, None)))
+        await asyncio.sleep(0.01)
+    assert not any(f.done() for f in finishes)  # nothing acknowledged before its commit
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"running"}
+    gate.set()
+    await busy
+    await asyncio.gather(*finishes)
+    assert ops == 1  # the three waited for the writer together
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"done"}
+    await asyncio.to_thread(store.close)
+
+
+async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:
+    sample = {"kind": "task", "device": "rk3588/cpu", "latency_s": 0.002, "energy_j": None}
+    cases = [
+        Finish("t1", "done", {"latency_s": 0.002, "outputs": [[1, 10]]}, None, sample),
+        Finish("t2", "failed", None, "boom", None),
+        Finish("t3", "done", {"estimate_s": math.inf}, None, {"kind": "task", "x": math.nan}),
+    ]
+    for finish in cases:
+        row, record = store_runs._encoded(finish)
+        assert record == outbox.encode(store_runs.task_record(finish))  # byte for byte
+        assert row == (None if finish.result is None else json.dumps(finish.result))
+    assert json.loads(store_runs._encoded(cases[2])[1])["result"] == {"estimate_s": None}

@@ -51,11 +51,18 @@ def append_many(
     db: sqlite_utils.Database, records: list[tuple[str, dict[str, Any]]], now: float, limit: int
 ) -> None:
     """Add (kind, payload) records in order (inside the caller's write); trim once."""
+    append_encoded(db, [(kind, encode(payload)) for kind, payload in records], now, limit)
+
+
+def append_encoded(
+    db: sqlite_utils.Database, records: list[tuple[str, str]], now: float, limit: int
+) -> None:
+    """Add (kind, payload as ``encode`` writes it) records in order; trim once."""
     if not records:
         return
     db.conn.executemany(
         "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
-        [(kind, encode(payload), now) for kind, payload in records],
+        [(kind, text, now) for kind, text in records],
     )
     (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
     _trim(db, newest, limit)
