@@ -67,6 +67,7 @@ class _Device:
     def __init__(self, slots: int, loaded: int) -> None:
         self.queue = JobQueue()
         self.slots = [_Slot(config=loaded if k == 0 else 0) for k in range(slots)]
+        self.busy = 0  # slots holding a job (kept by _take_slot and _free)
         self.next_victim = 0  # the slot a new configuration replaces when none is empty
         self.wake = asyncio.Event()
         self.runs: set[asyncio.Task[None]] = set()
@@ -168,14 +169,12 @@ class Executor:
         """
         device = self._devices[job.device_id]
         device.queue.push(job)
-        if not device.wake.is_set() and any(s.job is None for s in device.slots):
+        if device.busy < len(device.slots) and not device.wake.is_set():
             device.wake.set()
 
     def backlog(self) -> int:
         """Return the number of jobs queued or running on the devices."""
-        return sum(
-            len(d.queue) + sum(s.job is not None for s in d.slots) for d in self._devices.values()
-        )
+        return sum(len(d.queue) + d.busy for d in self._devices.values())
 
     async def stop(self, grace_s: float) -> None:
         """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest."""
@@ -216,7 +215,7 @@ class Executor:
         """
         device = self._devices[device_id]
         slots = device.slots
-        if not device.queue or all(s.job is not None for s in slots):
+        if not device.queue or device.busy == len(slots):
             return None
         if len(slots) == 1:
             device.queue.order_by_deadline(self.placer.policy.orders_by_deadline)
@@ -234,8 +233,10 @@ class Executor:
     def _take_slot(self, device_id: str, k: int, job: Job) -> tuple[Job, int, float]:
         """Put ``job`` in slot ``k`` (loading its configuration first where needed)."""
         reconfig = self._load(device_id, k, job.decision.task.requirements.config_id)
-        slot = self._devices[device_id].slots[k]  # its service starts after the load
+        device = self._devices[device_id]
+        slot = device.slots[k]  # its service starts after the load
         slot.job, slot.started = job, time.perf_counter() + reconfig
+        device.busy += 1
         return job, k, reconfig
 
     def _slot_for(self, device_id: str, job: Job) -> int | None:
@@ -302,7 +303,9 @@ class Executor:
     @staticmethod
     def _free(device: _Device, k: int) -> bool:
         """Free slot ``k`` of ``device`` for its next job; return False (no longer held)."""
-        device.slots[k].job = None
+        if device.slots[k].job is not None:
+            device.slots[k].job = None
+            device.busy -= 1
         device.wake.set()
         return False
 

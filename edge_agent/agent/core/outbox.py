@@ -28,10 +28,19 @@ def plain(value: Any) -> Any:
     return value
 
 
+#: ``json.dumps(..., allow_nan=False)`` builds an encoder per call; this one is built once
+_STRICT = json.JSONEncoder(allow_nan=False)
+
+
+def strict_json(value: Any) -> str:
+    """Return ``value`` as JSON; ValueError on a non-finite float (``json.dumps`` otherwise)."""
+    return _STRICT.encode(value)
+
+
 def encode(payload: dict[str, Any]) -> str:
     """Return ``payload`` as JSON, non-finite floats as null (the C encoder when all are finite)."""
     try:
-        return json.dumps(payload, allow_nan=False)
+        return _STRICT.encode(payload)
     except ValueError:  # an inf or NaN somewhere: walk it
         return json.dumps(plain(payload))
 

@@ -191,7 +191,7 @@ def _encoded(f: Finish) -> tuple[str | None, str]:
         row, spliced = None, "null"
     else:
         try:
-            row = spliced = json.dumps(f.result, allow_nan=False)
+            row = spliced = outbox.strict_json(f.result)
         except ValueError:
             row, spliced = json.dumps(f.result), json.dumps(outbox.plain(f.result))
     head = outbox.encode({"id": f.task_id, "state": f.state})
