@@ -23,6 +23,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,17 @@ from edge_agent.agent.service import Agent
 from edge_agent.placement import TaskContract
 
 
-async def one_run(data_dir: Path, n: int, wave: int, every_s: float) -> dict[str, float]:
-    """Run ``n`` placed tasks through a fresh agent; return CPU and wall time per task."""
+async def one_run(
+    data_dir: Path,
+    n: int,
+    wave: int,
+    every_s: float,
+    on_clock: Callable[[str], None] | None = None,
+) -> dict[str, float]:
+    """Run ``n`` placed tasks through a fresh agent; return CPU and wall time per task.
+
+    ``on_clock`` is called with "start" and "end" as the clock starts and stops.
+    """
     config = AgentConfig(data_dir=data_dir, port=0, profile="rk3588", telemetry_interval_s=0.0)
     agent = Agent(config)
     await agent.start()
@@ -51,6 +61,8 @@ async def one_run(data_dir: Path, n: int, wave: int, every_s: float) -> dict[str
             jobs.append(Job(waiting_from_row(row, contract), decision))
         await agent.store.placed([(j.task_id, decision_row(j.decision), True) for j in jobs])
         agent.metrics.move("queued", "placed", n)
+        if on_clock is not None:
+            on_clock("start")
         cpu, wall = time.process_time(), time.perf_counter()
         for i in range(0, n, wave):
             for job in jobs[i : i + wave]:
@@ -61,6 +73,8 @@ async def one_run(data_dir: Path, n: int, wave: int, every_s: float) -> dict[str
         while done._value.get() < n and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        if on_clock is not None:
+            on_clock("end")
         counts = await agent.store.counts()
     finally:
         await agent.stop()

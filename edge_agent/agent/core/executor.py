@@ -164,8 +164,8 @@ class Executor:
     def submit(self, job: Job) -> None:
         """Queue ``job`` on its (first) chosen device; wake its dispatcher if a slot is free.
 
-        A device whose slots are all busy is woken when one frees (``_free``), not for
-        every job queued behind them.
+        A device whose slots are all busy starts its next job when one frees (``_run``),
+        not woken for every job queued behind them.
         """
         device = self._devices[job.device_id]
         device.queue.push(job)
@@ -191,14 +191,24 @@ class Executor:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _dispatch(self, device_id: str) -> None:
-        """Start queued jobs in free slots, highest priority first, until stopped."""
+        """Start queued jobs in free slots whenever woken, until stopped.
+
+        It is woken by a job queued on an idle device; a run that ends starts the next
+        job itself (``_run``), so a busy device's dispatcher sleeps.
+        """
+        device = self._devices[device_id]
+        while not self._stopping:
+            self._start_ready(device_id)
+            device.wake.clear()
+            await device.wake.wait()
+
+    def _start_ready(self, device_id: str) -> None:
+        """Start queued jobs in the device's free slots, each in its own run task."""
         device = self._devices[device_id]
         while not self._stopping:
             picked = self._pick(device_id)
             if picked is None:
-                device.wake.clear()
-                await device.wake.wait()
-                continue
+                return
             job, k, reconfig = picked
             run = asyncio.create_task(
                 self._run(device_id, k, job, reconfig), name=f"agent-run-{job.task_id}"
@@ -291,6 +301,7 @@ class Executor:
             outcome = await self._execute(job, device.slots[k], reconfig)
             self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
             held = self._free(device, k)
+            self._start_next(device_id)
             await self._hooks.job_finished(job, outcome)
         except asyncio.CancelledError:
             raise
@@ -299,14 +310,23 @@ class Executor:
         finally:
             if held:
                 self._free(device, k)
+                device.wake.set()  # the dispatcher starts the next job
+
+    def _start_next(self, device_id: str) -> None:
+        """Start the next job in the slot a run just freed, from that run (no wake-up of
+        the dispatcher per job); on an error the dispatcher takes over."""
+        try:
+            self._start_ready(device_id)
+        except Exception:
+            _log.exception("device %s: starting its next job failed", device_id)
+            self._devices[device_id].wake.set()
 
     @staticmethod
     def _free(device: _Device, k: int) -> bool:
-        """Free slot ``k`` of ``device`` for its next job; return False (no longer held)."""
+        """Free slot ``k`` of ``device``; return False (no longer held)."""
         if device.slots[k].job is not None:
             device.slots[k].job = None
             device.busy -= 1
-        device.wake.set()
         return False
 
     def resume(self, job: Job) -> None:
