@@ -154,7 +154,7 @@ class Jobs:
         device = self.agent.fleet.device(job.device_id)
         return {
             "kind": "task",
-            "device": d.device_id,
+            "device": job.device_id,  # the decision builds its id tuple per call
             "task_class": d.task.task_class,
             "latency_s": outcome.latency_s,
             "estimate_s": d.service_s,
