@@ -30,6 +30,29 @@ from tests.support.jobs import placed_job
 pytestmark = pytest.mark.asyncio
 
 
+async def placed_store(path: Path, n: int) -> tuple[Store, list[str]]:
+    """Return an open store holding ``n`` placed tasks, and their ids."""
+    store = Store(path)
+    await asyncio.to_thread(store.open)
+    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * n)]
+    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
+    await store.placed([(r["id"], decision, False) for r in rows])
+    return store, [r["id"] for r in rows]
+
+
+def count_persists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count ``Database.persist`` calls from now on (in the one-item list returned)."""
+    ops = [0]
+    persist = Database.persist
+
+    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
+        ops[0] += 1
+        return await persist(db, op)
+
+    monkeypatch.setattr(Database, "persist", counted)
+    return ops
+
+
 async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     fleet = build_fleet("rk3588")
     placer = Placer(fleet.devices, Policy.template("latency-first"))
@@ -61,23 +84,10 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
 async def test_starts_and_finishes_are_written_a_group_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = Store(tmp_path / "a.db")
-    await asyncio.to_thread(store.open)
-    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * 20)]
-    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
-    await store.placed([(r["id"], decision, False) for r in rows])
-    ops = 0
-    persist = Database.persist
-
-    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
-        nonlocal ops
-        ops += 1
-        return await persist(db, op)
-
-    monkeypatch.setattr(Database, "persist", counted)
-    ids = [r["id"] for r in rows]
+    store, ids = await placed_store(tmp_path / "a.db", 20)
+    ops = count_persists(monkeypatch)
     assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 20
-    assert ops == 1
+    assert ops[0] == 1
     assert await store.started(ids[0]) is False  # no longer placed: running
 
     def states() -> set[str]:
@@ -88,7 +98,7 @@ async def test_starts_and_finishes_are_written_a_group_at_a_time(
     finishes = [store.runs.finished(Finish(i, "done", {"ok": 1}, None, telemetry)) for i in ids]
     assert states() == {"running"}  # asked for, not yet committed: not acknowledged
     await asyncio.gather(*finishes)
-    assert states() == {"done"} and ops == 3
+    assert states() == {"done"} and ops[0] == 3
     with sqlite3.connect(tmp_path / "a.db") as conn:
         (samples,) = conn.execute("SELECT count(*) FROM telemetry WHERE kind = 'task'").fetchone()
         (records,) = conn.execute(
@@ -101,22 +111,9 @@ async def test_starts_and_finishes_are_written_a_group_at_a_time(
 async def test_finishes_arriving_while_the_writer_commits_are_one_op(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = Store(tmp_path / "a.db")
-    await asyncio.to_thread(store.open)
-    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * 3)]
-    ids = [r["id"] for r in rows]
-    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
-    await store.placed([(i, decision, False) for i in ids])
+    store, ids = await placed_store(tmp_path / "a.db", 3)
     assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 3
-    ops = 0
-    persist = Database.persist
-
-    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
-        nonlocal ops
-        ops += 1
-        return await persist(db, op)
-
-    monkeypatch.setattr(Database, "persist", counted)
+    ops = count_persists(monkeypatch)
     gate = threading.Event()  # the writer is busy (an fsync, another op) until it is set
     busy = store.db.write(lambda db: gate.wait(5))
     finishes = []
@@ -129,7 +126,7 @@ async def test_finishes_arriving_while_the_writer_commits_are_one_op(
     gate.set()
     await busy
     await asyncio.gather(*finishes)
-    assert ops == 1  # the three waited for the writer together
+    assert ops[0] == 1  # the three waited for the writer together
     with sqlite3.connect(tmp_path / "a.db") as conn:
         assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"done"}
     await asyncio.to_thread(store.close)
