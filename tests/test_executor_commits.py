@@ -144,3 +144,15 @@ async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:
         assert record == outbox.encode(store_runs.task_record(finish))  # byte for byte
         assert row == (None if finish.result is None else json.dumps(finish.result))
     assert json.loads(store_runs._encoded(cases[2])[1])["result"] == {"estimate_s": None}
+
+
+async def test_a_group_of_starts_finds_its_rows_by_id_not_by_state(tmp_path: Path) -> None:
+    # by the state index it would visit every placed task (a backlog) for each group
+    store, ids = await placed_store(tmp_path / "a.db", 200)
+    await asyncio.to_thread(store.close)
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN " + store_runs.start_statement(50), [0.0, *ids[:50]]
+        ).fetchall()
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "(id=?)" in details and "state" not in details, details
