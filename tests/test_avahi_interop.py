@@ -40,7 +40,7 @@ NPU_TASK = {
     "semantics": {"gflops": 2.0, "precision": "int8"},
     "requirements": {"kinds": ["npu"], "precision": "int8", "model_format": None},
 }
-ORIGIN, AVAHI, NPU = 0, 1, 2  # host numbers on the LAN
+ORIGIN, AVAHI, NPU, LATE = 0, 1, 2, 3  # host numbers on the LAN (LATE: added by a test)
 APT_PACKAGES = "avahi-daemon avahi-utils dbus"  # Debian's, as .ci/run installs them
 
 
@@ -49,7 +49,7 @@ class Site:
 
     def __init__(self, lan: Lan, work: Path, avahi: AvahiHost, beside: AvahiHost) -> None:
         self.lan, self.work, self.avahi, self.beside = lan, work, avahi, beside
-        key_file = work / "fleet.key"
+        self.key_file = key_file = work / "fleet.key"
         key_file.write_text(KEY_TEXT, encoding="utf-8")
         hub = {
             "url": "mdns",
@@ -377,6 +377,43 @@ def test_a_record_naming_a_members_endpoint_under_another_id_trusts_nothing_new(
     )
     assert set(peers(origin)) == {"npu"} and trusted_online(origin, "npu", real)
     assert run_npu_task(origin)["ran_on"] == "npu"
+
+
+def test_an_agent_whose_name_avahi_holds_takes_another_and_is_trusted_where_it_is(
+    site: Site,
+) -> None:
+    """avahi announces ``late`` (id late, the fleet's fingerprint, at the avahi host) before
+    the agent ``late`` starts on a new host: the agent's probe finds the name defended and
+    announces under another instance name, avahi resolves that one at the agent's address
+    with id ``late``, and origin trusts ``late`` there, never at the avahi host."""
+    origin, lan = site.origin, site.lan
+    held = site.avahi.publish(
+        "-s", "late", "_hetmesh._tcp", "8470",
+        "id=late", "v=0.1.0", "port=8470", f"fp={FP}", "kinds=npu:1",
+    )  # fmt: skip
+    assert held == "late"
+    lan.add_host(LATE)
+    late = AgentProcess(
+        lan.ns(LATE), site.work, "late", "intel_n100", lan.address(LATE), site.key_file, MESH
+    )
+    try:
+        late.wait_ready()
+        own = site.avahi.browse_until(
+            "_hetmesh._tcp", lambda r: r.address == lan.address(LATE), timeout_s=60
+        )
+        assert own.name != "late" and own.name.startswith("late")
+        assert own.txt_map()["id"] == "late" and own.port == 8470
+        real = f"{lan.address(LATE)}:8470"
+        wait_for(
+            "origin to trust late at its own address",
+            lambda: trusted_online(origin, "late", real),
+            60,
+        )
+        held_by_avahi = site.avahi.browse_until("_hetmesh._tcp", "late")
+        assert held_by_avahi.address == lan.address(AVAHI)  # avahi's record is still there
+        assert trusted_online(origin, "late", real)
+    finally:
+        late.stop()
 
 
 def test_a_hub_published_by_avahi_cannot_prove_the_join_token_and_is_refused(site: Site) -> None:

@@ -20,7 +20,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -213,16 +213,20 @@ class AvahiHost:
             raise RuntimeError(f"avahi-browse failed: {proc.stderr.decode(errors='replace')}")
         return parse_browse(proc.stdout.decode(errors="replace"))
 
-    def browse_until(self, service_type: str, name: str, timeout_s: float = 30.0) -> Resolved:
-        """Return avahi's resolution of instance ``name``, browsing again until it appears."""
+    def browse_until(
+        self, service_type: str, match: str | Callable[[Resolved], bool], timeout_s: float = 30.0
+    ) -> Resolved:
+        """Return avahi's resolution of instance ``match`` (a name, or a test of each
+        resolution), browsing again until one appears; AssertionError after ``timeout_s``."""
+        test = match if callable(match) else (lambda r: r.name == match)
         deadline = time.monotonic() + timeout_s
         while True:
             seen = self.browse(service_type)
-            hit = [r for r in seen if r.name == name and r.address]
+            hit = [r for r in seen if r.address and test(r)]
             if hit:
                 return hit[0]
             if time.monotonic() > deadline:
-                raise AssertionError(f"avahi-browse did not resolve {name!r}; it saw {seen}")
+                raise AssertionError(f"avahi-browse did not resolve {match!r}; it saw {seen}")
             time.sleep(0.3)
 
     def resolve_host(self, host: str) -> str:
