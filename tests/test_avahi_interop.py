@@ -356,27 +356,67 @@ def test_avahi_taking_a_members_host_name_does_not_repoint_it(site: Site) -> Non
     assert run_npu_task(origin)["ran_on"] == "npu"
 
 
+def publish_twin(site: Site, name: str, agent_id: str) -> None:
+    """Have avahi announce ``name`` with ``agent_id``, the fleet's fingerprint and SRV target
+    ``npu.local``: it resolves to npu's real address and port."""
+    site.avahi.publish(
+        "-s", "-H", "npu.local", name, "_hetmesh._tcp", "8470",
+        f"id={agent_id}", "v=0.1.0", "port=8470", f"fp={FP}", "kinds=npu:1",
+    )  # fmt: skip
+
+
 def test_a_record_naming_a_members_endpoint_under_another_id_trusts_nothing_new(
     site: Site,
 ) -> None:
-    """avahi-publish -H npu.local of ``npu-alias`` (its SRV target is npu's own host, so it
-    resolves to npu's real address and port): origin's challenge is addressed to
-    ``npu-alias``, npu's signed answer is not that agent's, so no phantom second peer is
-    trusted, and npu itself stays trusted and keeps getting work."""
+    """``npu-alias`` announced by avahi at npu's own endpoint: origin's challenge is
+    addressed to ``npu-alias``, npu's signed answer is not that agent's, so no phantom
+    second peer is trusted; npu stays trusted and gets work, and the refused claim does not
+    make origin ignore npu's records at that endpoint (regression: the refusal backed off
+    the endpoint for every id, so an alias silenced the member it pointed at)."""
     origin, real = site.origin, f"{site.lan.address(NPU)}:8470"
     wait_for("origin to trust npu", lambda: trusted_online(origin, "npu", real), 60)
-    before = counters(origin).get("spoof_wrong_key", 0)
-    site.avahi.publish(
-        "-s", "-H", "npu.local", "npu-alias", "_hetmesh._tcp", "8470",
-        "id=npu-alias", "v=0.1.0", "port=8470", f"fp={FP}", "kinds=npu:1",
-    )  # fmt: skip
+    before = counters(origin)
+    publish_twin(site, "npu-alias", "npu-alias")
     wait_for(
         "origin to refuse npu-alias",
-        lambda: counters(origin).get("spoof_wrong_key", 0) > before,
+        lambda: counters(origin).get("spoof_wrong_key", 0) > before.get("spoof_wrong_key", 0),
         30,
     )
     assert set(peers(origin)) == {"npu"} and trusted_online(origin, "npu", real)
+    publish_twin(site, "npu-again", "npu")  # npu's id at npu's endpoint: a true record
+    wait_for(
+        "origin to file npu-again under npu",
+        lambda: counters(origin).get("names_seen", 0) > before.get("names_seen", 0),
+        30,
+    )
+    assert counters(origin).get("rejected_backoff", 0) == before.get("rejected_backoff", 0)
     assert run_npu_task(origin)["ran_on"] == "npu"
+
+
+def test_a_goodbye_avahi_sends_for_a_twin_of_a_member_only_makes_origin_check_it(
+    site: Site,
+) -> None:
+    """avahi-publish -H npu.local of ``npu-twin`` with npu's id, port and fingerprint (it
+    resolves to npu's real endpoint, so origin files the name under npu), then withdrawn:
+    avahi's goodbye turns npu suspect, origin's signed check answers at once, and npu is
+    online and gets work again: a goodbye is a hint, like an announcement."""
+    origin, real = site.origin, f"{site.lan.address(NPU)}:8470"
+    wait_for("origin to trust npu", lambda: trusted_online(origin, "npu", real), 60)
+    before = counters(origin)
+    publish_twin(site, "npu-twin", "npu")
+    wait_for(
+        "origin to file npu-twin under npu",
+        lambda: counters(origin).get("names_seen", 0) > before.get("names_seen", 0),
+        30,
+    )
+    site.avahi.withdraw()  # avahi sends the goodbye for npu-twin
+    wait_for(
+        "origin to hear the goodbye",
+        lambda: counters(origin).get("goodbyes", 0) > before.get("goodbyes", 0),
+        30,
+    )
+    wait_for("npu to be online again", lambda: trusted_online(origin, "npu", real), 10)
+    assert set(peers(origin)) >= {"npu"} and run_npu_task(origin)["ran_on"] == "npu"
 
 
 def test_an_agent_whose_name_avahi_holds_takes_another_and_is_trusted_where_it_is(
