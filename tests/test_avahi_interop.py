@@ -1,14 +1,18 @@
 """Interop with Avahi, a third-party mDNS/DNS-SD stack, across network namespaces (root).
 
-A LAN of three hosts (``netns.Lan``): host 0 runs an `edge-agent run` daemon ``origin``
-(rpi5: no NPU; ``[hub] url = "mdns"``), host 2 a daemon ``npu`` (rk3588: the only NPU) in
-the same fleet, host 1 a private avahi-daemon with its own D-Bus bus
+A LAN (``netns.Lan``): host 0 runs an `edge-agent run` daemon ``origin`` (rpi5: no NPU;
+``[hub] url = "mdns"``) beside a private avahi-daemon started first (the usual Linux box:
+both stacks share port 5353), host 2 a daemon ``npu`` (rk3588: the only NPU) in the same
+fleet, host 1 another private avahi-daemon, the third-party host whose avahi-publish
+announces what it likes; host 3 is added for a late agent. Each avahi has its own D-Bus bus
 (``tests/support/avahi.py``). Avahi's tools must parse what we announce (RFC 6763 records:
-name, SRV port and target, A address, TXT keys of docs/mesh.md and docs/hub-protocol.md §8),
-and what avahi announces is only ever a hint to us: fake agents and hubs, and a record
-claiming a trusted member's id at another address, win nothing without the fleet key or
-the join token.
-"""
+instance name, SRV port and target, A address, the TXT keys of docs/mesh.md and
+docs/hub-protocol.md §8), and what avahi announces is only ever a hint to us: fake agents
+and hubs, a member's name, id, host name or endpoint claimed elsewhere, and goodbyes win
+nothing without the fleet key or the join token.
+
+Needs root, ``ip`` and avahi-daemon, avahi-utils, dbus: skipped with the reason where they
+are missing, failed instead with ``HETMESH_REQUIRE_AVAHI=1`` or ``HETMESH_REQUIRE_ALL=1``."""
 
 from __future__ import annotations
 
@@ -45,7 +49,7 @@ APT_PACKAGES = "avahi-daemon avahi-utils dbus"  # Debian's, as .ci/run installs 
 
 
 class Site:
-    """The LAN, the two agents and the avahi host of this module."""
+    """The LAN, the two agents and the two avahi hosts of this module."""
 
     def __init__(self, lan: Lan, work: Path, avahi: AvahiHost, beside: AvahiHost) -> None:
         self.lan, self.work, self.avahi, self.beside = lan, work, avahi, beside
@@ -58,16 +62,28 @@ class Site:
             "retry_s": 0.2,
             "mdns_interfaces": [lan.address(ORIGIN)],
         }
-        self.origin = AgentProcess(
-            lan.ns(ORIGIN), work, "origin", "rpi5", lan.address(ORIGIN), key_file, MESH, hub=hub
+        self.agents: list[AgentProcess] = []
+        try:
+            self.origin = self.start_agent(ORIGIN, "origin", "rpi5", hub)
+            self.npu = self.start_agent(NPU, "npu", "rk3588")
+        except BaseException:
+            self.close()
+            raise
+
+    def start_agent(
+        self, host: int, name: str, profile: str, hub: dict[str, object] | None = None
+    ) -> AgentProcess:
+        """Start an agent of the fleet on ``host`` (stopped by ``close``)."""
+        lan = self.lan
+        agent = AgentProcess(
+            lan.ns(host), self.work, name, profile, lan.address(host), self.key_file, MESH, hub=hub
         )
-        self.npu = AgentProcess(
-            lan.ns(NPU), work, "npu", "rk3588", lan.address(NPU), key_file, MESH
-        )
+        self.agents.append(agent)
+        return agent
 
     def close(self) -> None:
-        self.origin.stop()
-        self.npu.stop()
+        for agent in self.agents:
+            agent.stop()
 
 
 @pytest.fixture(scope="module")
@@ -84,19 +100,19 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
         if required("NETNS"):
             pytest.fail(f"network namespaces unavailable (HETMESH_REQUIRE_NETNS): {err}")
         pytest.skip(f"network namespaces unavailable: {err}")
-    site = None
     try:
         with (
             avahi_host(lan.ns(AVAHI), lan.host_if(AVAHI), "avahi-peer") as avahi,
             avahi_host(lan.ns(ORIGIN), lan.host_if(ORIGIN), "avahi-origin") as beside,
         ):  # avahi first on origin's host: the agent's mDNS sockets share port 5353 with it
             site = Site(lan, tmp_path_factory.mktemp("avahi"), avahi, beside)
-            site.origin.wait_ready()
-            site.npu.wait_ready()
-            yield site
+            try:
+                site.origin.wait_ready()
+                site.npu.wait_ready()
+                yield site
+            finally:
+                site.close()
     finally:
-        if site is not None:
-            site.close()
         lan.close()
 
 
@@ -433,9 +449,7 @@ def test_an_agent_whose_name_avahi_holds_takes_another_and_is_trusted_where_it_i
     )  # fmt: skip
     assert held == "late"
     lan.add_host(LATE)
-    late = AgentProcess(
-        lan.ns(LATE), site.work, "late", "intel_n100", lan.address(LATE), site.key_file, MESH
-    )
+    late = site.start_agent(LATE, "late", "intel_n100")
     try:
         late.wait_ready()
         own = site.avahi.browse_until(

@@ -5,15 +5,16 @@ directory, never the machine's) and an ``avahi-daemon`` inside one network names
 ``netns.Lan``, with a config file of its own: IPv4 only, one interface, no chroot, no
 privilege drop, its pid file on a tmpfs private to that namespace's mount namespace (so it
 runs beside any avahi of the machine). The avahi command line tools reach it through
-``DBUS_SYSTEM_BUS_ADDRESS``: ``browse`` runs ``avahi-browse -rpt`` and parses its
-``--parsable`` lines, ``publish`` runs ``avahi-publish -s`` (``-a`` for an address record)
-and waits until avahi says the record is established.
+``DBUS_SYSTEM_BUS_ADDRESS``, run inside the namespace: ``browse`` runs ``avahi-browse -rpt``
+and parses its ``--parsable`` lines, ``resolve_host`` runs ``avahi-resolve -n``, ``publish``
+runs ``avahi-publish`` until the record is established (``publish_attempt`` for one avahi
+may lose to another host), ``withdraw`` stops the publishers (avahi sends goodbyes).
+A missing program: ``missing_tools``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import signal
@@ -288,8 +289,3 @@ def avahi_host(ns: str, interface: str, host_name: str = "avahi-peer") -> Iterat
         yield host
     finally:
         host.close()
-
-
-def as_root() -> bool:
-    """Return True when this process may make namespaces and mount a tmpfs (root)."""
-    return os.geteuid() == 0
