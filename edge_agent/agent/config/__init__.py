@@ -43,6 +43,8 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "header_timeout_s",
         "body_timeout_s",
         "max_connections",
+        "auth",
+        "auth_token_file",
     ),
     "scheduler": (
         "batch_size",
@@ -96,6 +98,8 @@ _KINDS: dict[str, type] = {
     "header_timeout_s": float,
     "body_timeout_s": float,
     "max_connections": int,
+    "auth": str,
+    "auth_token_file": Path,
     "batch_size": int,
     "command_allowlist": tuple,
     "telemetry_interval_s": float,
