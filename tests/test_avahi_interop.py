@@ -175,6 +175,11 @@ def decoy(site: Site, port: int, answer: dict[str, Any]) -> Iterator[Path]:
         proc.wait(5)
 
 
+def wait_grows(agent: AgentProcess, before: dict[str, int], counter: str, what: str) -> None:
+    """Wait (30 s at most) until ``agent``'s mesh ``counter`` exceeds its value in ``before``."""
+    wait_for(what, lambda: counters(agent).get(counter, 0) > before.get(counter, 0), 30)
+
+
 def refusals(agent: AgentProcess) -> int:
     """Return how many announcements ``agent`` challenged in vain or, having challenged that
     endpoint in vain lately, did not challenge again."""
@@ -324,24 +329,13 @@ def test_an_avahi_record_claiming_a_members_id_elsewhere_does_not_repoint_it(sit
     and origin keeps ``npu`` trusted at its real address."""
     origin, real = site.origin, f"{site.lan.address(NPU)}:8470"
     wait_for("origin to trust npu", lambda: trusted_online(origin, "npu", real), 60)
-    before = counters(origin).get("challenge_unreachable", 0)
+    before = counters(origin)
     name = site.avahi.publish(
-        "-s",
-        "npu",
-        "_hetmesh._tcp",
-        "8470",
-        "id=npu",
-        "port=8470",
-        "v=0.1.0",
-        f"fp={FP}",
-        "kinds=npu:1",
-    )
+        "-s", "npu", "_hetmesh._tcp", "8470",
+        "id=npu", "port=8470", "v=0.1.0", f"fp={FP}", "kinds=npu:1",
+    )  # fmt: skip
     assert name != "npu"  # the real member's name was taken: avahi renamed its record
-    wait_for(
-        "origin to challenge the claim and find nothing there",
-        lambda: counters(origin).get("challenge_unreachable", 0) > before,
-        30,
-    )
+    wait_grows(origin, before, "challenge_unreachable", "origin to challenge the claim there")
     assert trusted_online(origin, "npu", real)
     resolved = site.avahi.browse_until("_hetmesh._tcp", name)
     assert resolved.address == site.lan.address(AVAHI)  # the claim named another address
@@ -393,18 +387,10 @@ def test_a_record_naming_a_members_endpoint_under_another_id_trusts_nothing_new(
     wait_for("origin to trust npu", lambda: trusted_online(origin, "npu", real), 60)
     before = counters(origin)
     publish_twin(site, "npu-alias", "npu-alias")
-    wait_for(
-        "origin to refuse npu-alias",
-        lambda: counters(origin).get("spoof_wrong_key", 0) > before.get("spoof_wrong_key", 0),
-        30,
-    )
+    wait_grows(origin, before, "spoof_wrong_key", "origin to refuse npu-alias")
     assert set(peers(origin)) == {"npu"} and trusted_online(origin, "npu", real)
     publish_twin(site, "npu-again", "npu")  # npu's id at npu's endpoint: a true record
-    wait_for(
-        "origin to file npu-again under npu",
-        lambda: counters(origin).get("names_seen", 0) > before.get("names_seen", 0),
-        30,
-    )
+    wait_grows(origin, before, "names_seen", "origin to file npu-again under npu")
     assert counters(origin).get("rejected_backoff", 0) == before.get("rejected_backoff", 0)
     assert run_npu_task(origin)["ran_on"] == "npu"
 
@@ -420,17 +406,9 @@ def test_a_goodbye_avahi_sends_for_a_twin_of_a_member_only_makes_origin_check_it
     wait_for("origin to trust npu", lambda: trusted_online(origin, "npu", real), 60)
     before = counters(origin)
     publish_twin(site, "npu-twin", "npu")
-    wait_for(
-        "origin to file npu-twin under npu",
-        lambda: counters(origin).get("names_seen", 0) > before.get("names_seen", 0),
-        30,
-    )
+    wait_grows(origin, before, "names_seen", "origin to file npu-twin under npu")
     site.avahi.withdraw()  # avahi sends the goodbye for npu-twin
-    wait_for(
-        "origin to hear the goodbye",
-        lambda: counters(origin).get("goodbyes", 0) > before.get("goodbyes", 0),
-        30,
-    )
+    wait_grows(origin, before, "goodbyes", "origin to hear the goodbye")
     wait_for("npu to be online again", lambda: trusted_online(origin, "npu", real), 10)
     assert set(peers(origin)) >= {"npu"} and run_npu_task(origin)["ran_on"] == "npu"
 

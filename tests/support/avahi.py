@@ -169,6 +169,12 @@ class AvahiHost:
         there: an interface index means another device in the root namespace)."""
         return ["ip", "netns", "exec", self.ns, *cmd]
 
+    def _run(self, *cmd: str) -> subprocess.CompletedProcess[bytes]:
+        """Run an avahi tool in this host's namespace to its end (30 s at most)."""
+        return subprocess.run(
+            self._in_ns(*cmd), env=self.env, capture_output=True, timeout=30, check=False
+        )
+
     def _publisher(self, args: tuple[str, ...], log: IO[bytes]) -> subprocess.Popen[bytes]:
         proc = self._spawn(self._in_ns("avahi-publish", *args), log)
         self._publishers.append(proc)
@@ -203,13 +209,7 @@ class AvahiHost:
     def browse(self, service_type: str) -> list[Resolved]:
         """Return what ``avahi-browse -rpt SERVICE_TYPE`` resolves now (IPv4, this host's
         interface), as avahi parsed the records."""
-        proc = subprocess.run(
-            self._in_ns("avahi-browse", "-rpt", "-k", service_type),
-            env=self.env,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        proc = self._run("avahi-browse", "-rpt", "-k", service_type)
         if proc.returncode != 0:
             raise RuntimeError(f"avahi-browse failed: {proc.stderr.decode(errors='replace')}")
         return parse_browse(proc.stdout.decode(errors="replace"))
@@ -232,13 +232,7 @@ class AvahiHost:
 
     def resolve_host(self, host: str) -> str:
         """Return the IPv4 address ``avahi-resolve -4 -n HOST`` finds ("" if none)."""
-        proc = subprocess.run(
-            self._in_ns("avahi-resolve", "-4", "-n", host),
-            env=self.env,
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        proc = self._run("avahi-resolve", "-4", "-n", host)
         fields = proc.stdout.decode(errors="replace").split()
         return fields[1] if len(fields) == 2 and fields[0] == host else ""
 
