@@ -20,8 +20,8 @@ _log = logging.getLogger(__name__)
 
 #: The hub process's cyclic-GC thresholds (Python's are 700, 10, 10). A hub holding thousands
 #: of agents' connections and nonce caches spent 0.4-3 s in each full collection, which
-#: found nothing to free, and 10-30 ms in young ones (8,000 agents, docs/performance-hub.md):
-#: fewer, larger young collections, and full ones far more rarely.
+#: found nothing to free, and 10-30 ms in young ones (8,000 agents; docs/performance.md,
+#: "Hub heartbeats"): fewer, larger young collections, and full ones far more rarely.
 GC_THRESHOLDS = (50_000, 20, 100)
 
 
