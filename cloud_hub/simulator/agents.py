@@ -4,7 +4,8 @@ Every box's agent has its own ``Placer`` over the whole fleet, built from the de
 that box sees them (peers' devices carry the link latency and bandwidth). Before each
 decision the engine's committed work is pushed into the deciding Placer with
 ``update_live(queued_s=...)`` — the remaining estimated seconds (the charges of the
-decisions that placed the work, minus elapsed run time), as peers would gossip it, here
+decisions that placed the work, minus elapsed run time; a task past its charge holds its
+overrun again, as a Placer counts it: ``running.remaining_s``), as peers would gossip it, here
 exact and instantaneous. On completion the deciding agent calls ``feedback`` with the true
 service time, so each agent learns its own (task class, device) corrections, from cold
 unless a corrections table is imported at start (``Placer.import_corrections``).
@@ -23,6 +24,7 @@ from cloud_hub.simulator.workload import Task
 from edge_agent.placement import Decision, Placer, Policy, PreparedTask
 from edge_agent.placement.codec import prepare
 from edge_agent.placement.kernel import Backend
+from edge_agent.placement.running import remaining_s
 from edge_agent.resources.vocab import Health
 
 
@@ -95,7 +97,7 @@ class AgentChooser:
         total = 0.0
         for job in state.pending[dev]:
             charge = self._charge[job.task.index]
-            total += charge if job.start > now else max(0.0, charge - (now - job.start))
+            total += charge if job.start > now else remaining_s(charge, now - job.start)
         return total
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ class BatchPlacing:
     _running: RunningWork
     _ctx: DecisionContext
     _sources: list[tuple[str, ...] | None]
+    _overrun: Callable[[Decision, float], None]  # DevicePooling's
 
     def _class_of(self, prepared: PreparedTask) -> int:
         raise NotImplementedError  # Placer's
@@ -50,7 +51,7 @@ class BatchPlacing:
         block feasible ones: it is decided after them (see ``_hopeless_last``).
         """
         if self._started:
-            self._running.credit(self._ws.devices)
+            self._running.credit(self._ws.devices, self._overrun)
         prepared = prepare_all(tasks)
         order = sorted(range(len(prepared)), key=lambda i: urgency(prepared[i].contract))
         if len(prepared) > self._ws.capacity:

@@ -43,10 +43,15 @@ class ExplorationPasses:
         before = ws.devices.copy()
         usual, usual_reasons = self._decide(1, candidates)
         after = ws.devices.copy()
+        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
+        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
+        divisors = self.exploration.optimism_row(cls)  # a copy: tried() may change the row
+        if not (divisors > 1.0).any():  # each untried device runs another class's probe
+            self.exploration.deferred()  # due again later, no back-off
+            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
         ws.devices[:] = before
         row = ws.corrections[cls]
         kept = row.copy()
-        divisors = self.exploration.optimism_row(cls).copy()  # tried() may change the row
         row /= divisors
         try:
             out, reasons = self._decide(1, candidates)
@@ -58,8 +63,6 @@ class ExplorationPasses:
             ws.devices[:] = before
             out, reasons = self._decide(1, (self.device_ids[chosen],))
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
-        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
         if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
             # no untried device won (back off), or trying it would cost this task its
             # bound: a probe never spends a deadline that the usual choice would meet

@@ -11,7 +11,8 @@ tries such pairs now and then, bounded:
   precision is trusted and never explored;
 - at most one decision in ``EXPLORE_EVERY`` of a class with untried pairs is decided
   twice: as usual, and with each untried pair's estimate divided by its optimism (``WITHIN``
-  by source: the roofline ``ROOFLINE_WITHIN``, a published figure at another precision
+  by source: the roofline ``ROOFLINE_WITHIN``, the roofline times the device's factor on
+  other models ``POOLED_WITHIN``, a published figure at another precision
   ``OTHER_PRECISION_WITHIN``). When the optimistic pass picks an untried device, the task
   goes there (``Decision.probe``): it is the best untried feasible device whose estimate is
   within that factor of the usual choice, under the same policy and constraints.
@@ -25,6 +26,12 @@ tries such pairs now and then, bounded:
   *deferred*, not abandoned: the class is due again after its interval, which does not
   grow (a fleet whose work all has tight deadlines still explores once a hopeless or a
   slack task comes: under overload, hopeless tasks are what finds the missing capacity);
+- a device runs one probe at a time, whatever its class: while one is in flight (or a
+  usual decision's first task on an untried pair of it) the device is not optimistic for
+  any class (a class whose every untried device is being
+  probed defers, without back-off), so a device far slower than its roofline costs one
+  slow probe, not one per class, and the next class starts from what it measured
+  (``pooling``);
 - so each untried pair is probed at most once, at most one decision in ``EXPLORE_EVERY``
   per class is a probe (one in ``HOPELESS_EVERY`` while its tasks are hopeless, and then
   the probe costs no deadline), and a probe's service is at most the optimism factor times the
@@ -54,6 +61,11 @@ CONGESTED = 4.0  # pressed: estimated finish > this many times the service (queu
 EXPLORE_MAX_EVERY = 1024  # the interval after fruitless optimistic passes, at most
 ROOFLINE_WITHIN = 8.0  # a roofline estimate may be this many times too pessimistic
 OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted more
+#: the roofline times the device's factor learned on other models (``pooling``): one model's
+#: time predicted from another's on the same device is off by a spread of about 0.7 in log
+#: (GOPs scaling, leave-one-out over the profiles' published pairs): this covers ~2 of it
+POOLED_WITHIN = 4.0
+POOLED = "roofline x factor learned on other models"
 _ROOFLINE = "roofline"
 _OTHER_PRECISION = "published, other precision"
 
@@ -62,6 +74,8 @@ def optimism(source: str) -> float:
     """Return the factor an untried pair's estimate is divided by when explored (1: never)."""
     if source == _ROOFLINE:
         return ROOFLINE_WITHIN
+    if source == POOLED:
+        return POOLED_WITHIN
     if source.startswith(_OTHER_PRECISION):
         return OTHER_PRECISION_WITHIN
     return 1.0  # a published figure at the task's precision, or learned
@@ -105,6 +119,7 @@ class Explorer:
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
+        self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         # per class: the last decision was hopeless (no device met its deadline) or
         # congested (see CONGESTED); the Placer sets it after each decision
         self.pressed: list[bool] = []
@@ -144,9 +159,15 @@ class Explorer:
         return True
 
     def optimism_row(self, cls: int) -> npt.NDArray[np.float64]:
-        """Return each device's divisor for ``cls`` (1: tried or trusted); call when due."""
+        """Return each device's divisor for ``cls`` (1: tried, trusted, or being probed).
+
+        A device runs one probe at a time, whatever its class: the next class waits for
+        that measurement (``pooling`` may then start it from it). Call when due; a copy.
+        """
         row = self._optimism[cls]
         assert row is not None  # due() said so
+        row = row.copy()
+        row[list(self._probing.values())] = 1.0
         return row
 
     def probed(
@@ -159,7 +180,15 @@ class Explorer:
         self.stats.probes += 1
         self.stats.hopeless_probes += hopeless
         self._usual[key] = usual_service_s
+        self._probing[key] = device
         self.tried(cls, device)
+
+    def placed(self, cls: int, key: object, device: int) -> None:
+        """A usual decision of ``cls`` on ``device`` (-1: none): an untried pair's first
+        task measures the device, as a probe does (one at a time, see ``optimism_row``)."""
+        row = self._optimism[cls]
+        if row is not None and device >= 0 and row[device] > 1.0:
+            self._probing[key] = device
 
     def deferred(self) -> None:
         """A due probe the task could not carry (its deadline): due again later, no back-off."""
@@ -178,6 +207,7 @@ class Explorer:
 
     def finished(self, key: object, measured_s: float | None) -> None:
         """A decision finished: add a probe's measured cost (None: released unmeasured)."""
+        self._probing.pop(key, None)
         usual = self._usual.pop(key, None)
         if usual is not None and measured_s is not None and np.isfinite(usual):
             self.stats.measured += 1

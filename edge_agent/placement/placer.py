@@ -22,6 +22,7 @@ from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
+from edge_agent.placement.pooling import DevicePooling
 from edge_agent.placement.priors import ROOFLINE, priors
 from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
@@ -35,7 +36,7 @@ _SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
+class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, LiveState):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -90,6 +91,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
         self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
+        self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
         self._token = object()  # identifies rows prepared by this Placer
@@ -140,6 +142,8 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
                     row[d] = learning.clamp(prior[0])
             self._sources[idx] = tuple(p[1] if p else ROOFLINE for p in found)
             self.exploration.set_sources(idx, self._sources[idx] or ())
+        if prepared.contract.model:
+            self._pool_class(idx)
         return idx
 
     def class_index(self, task_class: str) -> int:
@@ -194,7 +198,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
         lifted = None
         if self._waiting and due < math.inf:
             if self._started:
-                self._running.credit(self._ws.devices)
+                self._running.credit(self._ws.devices, self._overrun)
             lifted = self._waiting.lift(self._ws.devices, due, bound_s)
         try:
             decision = self._place(prepared, candidates)
@@ -210,7 +214,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
     ) -> Decision:
         """Place one task with every queue counted as it stands (``place_one``)."""
         if self._started:  # a dict: tested without a call
-            self._running.credit(self._ws.devices)
+            self._running.credit(self._ws.devices, self._overrun)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
@@ -246,12 +250,14 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
             row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
             row, reasons = self._decide(1, candidates)
+        decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
             explorer.pressed[cls] = row[L.OUT_FLAGS] != 0.0 or (  # OF_LATE, or congested
                 row[_LATENCY] > CONGESTED * row[_SERVICE]
             )
-        return Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
+            explorer.placed(cls, decision, int(row[L.OUT_ASSIGNED]))
+        return decision
 
     def _decide(
         self, n_task: int, candidates: Collection[str] | None
@@ -322,6 +328,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
             # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
             rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
             row[d] = learning.toward(float(row[d]), target, rate)
+            self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
             self._mark_learned(cls, d)
             self.exploration.tried(cls, d)
             if energy_j is not None:
@@ -356,8 +363,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
 
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
-        if decision.probe:
-            self.exploration.finished(decision, None)  # a no-op after feedback
+        self.exploration.finished(decision, None)  # a no-op after feedback, or not measuring
         mem = decision.task.memory_needed()
         self._waiting.discard(decision)
         credited = self._running.finish(decision) if self._started else None
@@ -373,6 +379,8 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, LiveState):
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
     ) -> Decision:
         """Return what ``place_one`` would decide now, committing nothing."""
+        if self._started:  # run time credited now stays credited (not undone with the rest)
+            self._running.credit(self._ws.devices, self._overrun)
         saved = self._ws.devices.copy()
         self.exploration.paused = True  # a preview neither probes nor counts
         try:

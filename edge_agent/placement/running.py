@@ -2,8 +2,17 @@
 
 A committed task's charge stays in its devices' queues until ``feedback``/``release``.
 Once ``Placer.started`` reports it running, its remaining work shrinks with time: before
-each placement the queue is credited with the elapsed run time (never more than the
-charge), so the next decision sees running work as it is, not in full.
+each placement the queue is credited with the elapsed run time, so the next decision sees
+running work as it is, not in full.
+
+A task still running past its charge was under-estimated, and it is not done: it counts
+for as long again as it has overrun so far (its remaining work is ``|charge - elapsed|``;
+a run time's tail is longer the longer it has lasted), so a device held by an estimate
+that was far too low is not taken for free. When it has run ``OVERRUN_EVIDENCE`` times its
+charge, its elapsed time is also a lower bound on its class's ratio there: ``credit`` hands
+it to the Placer (``overrun``), which raises that correction at once rather than at the
+completion, which under load can come after many more tasks were sent there on the old
+estimate (``pooling.DevicePooling._overrun``).
 """
 
 from __future__ import annotations
@@ -16,13 +25,24 @@ import numpy.typing as npt
 from edge_agent.placement import layout as L
 from edge_agent.placement.decision import Decision
 
+#: a running task past this many times its charge shows its estimate wrong beyond noise
+OVERRUN_EVIDENCE = 2.0
+
+
+def remaining_s(charge: float, elapsed: float) -> float:
+    """Return the queue seconds a task charged ``charge`` still holds after running ``elapsed``.
+
+    ``charge - elapsed`` while within its estimate; past it, the overrun so far again.
+    """
+    return abs(charge - elapsed)
+
 
 class RunningWork:
     """The started, unfinished decisions of one Placer and the run time credited so far."""
 
     def __init__(self, clock: Callable[[], float]) -> None:
         self.clock = clock
-        # decision -> (start, run time credited per device)
+        # decision -> (start, run time credited per device; below 0: overrun counted)
         self.entries: dict[Decision, tuple[float, list[float]]] = {}
 
     def __bool__(self) -> bool:
@@ -41,19 +61,28 @@ class RunningWork:
         """Return True when ``decision`` was started and not yet finished."""
         return decision in self.entries
 
-    def credit(self, devices: npt.NDArray[np.float64]) -> None:
-        """Take the run time elapsed since the last credit off the running tasks' queues."""
+    def credit(
+        self,
+        devices: npt.NDArray[np.float64],
+        overrun: Callable[[Decision, float], None] | None = None,
+    ) -> None:
+        """Bring the running tasks' queue charges to their remaining work as of now.
+
+        ``overrun(decision, elapsed)`` is called for each task past ``OVERRUN_EVIDENCE``
+        times its charge.
+        """
         now = self.clock()
         for decision, (start, credited) in self.entries.items():
             elapsed = max(0.0, now - start)
-            for j, (d, charge) in enumerate(
-                zip(decision.device_indices, decision.charges, strict=True)
-            ):
-                due = min(charge, elapsed)
-                if due > credited[j]:
+            charges = decision.charges
+            for j, (d, charge) in enumerate(zip(decision.device_indices, charges, strict=True)):
+                due = charge - remaining_s(charge, elapsed)  # no longer ahead in the queue
+                if due != credited[j]:
                     q = devices[d, L.DEV_QUEUE_S]
                     devices[d, L.DEV_QUEUE_S] = max(0.0, q - (due - credited[j]))
                     credited[j] = due
+            if overrun is not None and elapsed > OVERRUN_EVIDENCE * max(charges, default=0.0):
+                overrun(decision, elapsed)
 
     def finish(self, decision: Decision) -> list[float]:
         """Forget ``decision``; return the run time already credited per device (0s if none)."""

@@ -1,0 +1,116 @@
+"""Cold estimates from what a device has shown on other models (the ``DevicePooling`` mixin).
+
+Every correction is measured / the uncorrected model (the roofline, or the roofline times
+a published prior's factor: ``priors``), so a learned factor says how far the roofline is
+off for that model on that device. Much of that error is the device's own (its runtime,
+real clocks, memory system: a CPU whose roofline is 10x optimistic for one network is so
+for most), the rest is the model's. A class named after a model (``TaskContract.model``)
+never measured on a device, whose estimate there is still the bare roofline, starts
+instead from the geometric mean of the factors learned on that device for other classes
+(or, while it has none, on identical hardware: the same profile and unit), labelled
+``explore.POOLED``; its exploration optimism is then ``explore.POOLED_WITHIN``, not the
+roofline's. Its own first measurement replaces it. A task running far past its estimate
+(``running.OVERRUN_EVIDENCE``) lends its lower bound at once (``_overrun``).
+
+This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
+magnitude optimistic for every model, and each model would otherwise find that out with
+tasks of its own (each as slow as the roofline is wrong), or a fast accelerator's roofline
+pessimistic for every model, which each model would otherwise explore on its own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from edge_agent.placement import learning
+from edge_agent.placement.decision import Decision
+from edge_agent.placement.explore import POOLED, Explorer
+from edge_agent.placement.priors import ROOFLINE
+from edge_agent.placement.workspace import Workspace
+from edge_agent.resources.device import Device
+
+_POOL_SAMPLES = 8  # a pair's first measurements re-pool its device; later ones barely move it
+
+
+def hardware_key(device: Device) -> tuple[str, str] | None:
+    """Return what identical devices share (profile, unit), or None without a profile."""
+    if device.profile is None:
+        return None
+    return device.profile, device.id.rsplit("/", 1)[-1]
+
+
+class DevicePooling:
+    """Pools each device's learned factors into cold estimates for its unmeasured classes."""
+
+    _ws: Workspace
+    _sources: list[tuple[str, ...] | None]
+    _samples: dict[tuple[int, int], int]
+    devices: tuple[Device, ...]
+    exploration: Explorer
+
+    def _init_pooling(self) -> None:
+        # device -> {class: log of its learned factor}; twins: device -> identical devices
+        self._learned_logs: dict[int, dict[int, float]] = {}
+        self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
+        keys = [hardware_key(d) for d in self.devices]
+        self._twins = [
+            tuple(j for j, other in enumerate(keys) if k is not None and other == k and j != i)
+            for i, k in enumerate(keys)
+        ]
+
+    def _pooled(self, d: int) -> float | None:
+        """Return the geometric mean of the factors learned on ``d`` (else on its twins)."""
+        for group in ((d,), self._twins[d]):
+            logs = [v for j in group for v in self._learned_logs.get(j, {}).values()]
+            if logs:
+                return math.exp(sum(logs) / len(logs))
+        return None
+
+    def _learned(self, cls: int, d: int, n: int) -> None:
+        """A measurement of (cls, d) (its ``n``-th): re-pool the device's cold classes."""
+        self._learned_logs.setdefault(d, {})[cls] = math.log(float(self._ws.corrections[cls, d]))
+        if n <= _POOL_SAMPLES:
+            self._repool(d)
+
+    def _overrun(self, decision: Decision, elapsed: float) -> None:
+        """A task still running ``elapsed`` s, far past its charge: a lower bound, used now.
+
+        Its class's factor on its devices rises to at least elapsed / uncorrected estimate,
+        and, while the pair has few measurements, so does what it lends the device's pool.
+        """
+        cls = decision.task_class_index
+        floor = learning.clamp(elapsed / max(decision.base_s, 1e-12))
+        row = self._ws.corrections[cls]
+        for d in decision.device_indices:
+            if row[d] < floor:
+                row[d] = floor
+                if self._samples.get((cls, d), 0) <= _POOL_SAMPLES:
+                    self._learned_logs.setdefault(d, {})[cls] = math.log(floor)
+                    self._repool(d)
+
+    def _repool(self, d: int) -> None:
+        """Re-start the cold classes of ``d`` and of its twins from their pooled factors."""
+        for j in (d, *self._twins[d]):
+            factor = self._pooled(j)
+            if factor is not None:
+                for c in range(len(self._sources)):
+                    self._pool_into(c, j, factor)
+
+    def _pool_class(self, cls: int) -> None:
+        """Start a new model's class's bare-roofline pairs from their devices' pooled factors."""
+        self._poolable.add(cls)
+        for d in range(len(self.devices)):
+            factor = self._pooled(d)
+            if factor is not None:
+                self._pool_into(cls, d, factor)
+
+    def _pool_into(self, cls: int, d: int, factor: float) -> None:
+        if cls not in self._poolable:
+            return
+        sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
+        if sources[d] not in (ROOFLINE, POOLED) or self._samples.get((cls, d), 0):
+            return  # a published prior, or measured: its own evidence wins
+        self._ws.corrections[cls, d] = learning.clamp(factor)
+        if sources[d] != POOLED:
+            self._sources[cls] = (*sources[:d], POOLED, *sources[d + 1 :])
+            self.exploration.set_sources(cls, self._sources[cls] or ())

@@ -1,0 +1,120 @@
+"""Where latency-first's gap to the clairvoyant oracle comes from (analysis, not a benchmark).
+
+Run: ``python tools/lat_first_gap.py [--scenario edge-mixed] [--load 0.8] [--seed 1]``.
+
+Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and prints:
+
+- the ratio of mean latencies per tenth of the run (learning time vs steady state);
+- the same with the Placer's corrections set to the truth before the run ("perfect
+  learning"), and with the true remaining work pushed into its queues before every
+  decision as well ("perfect learning and queues": the oracle's own information);
+- per (task type, device) pair the Placer's final estimate over the true mean.
+
+It reads the simulator's ground truth to *measure* the Placer; the Placer never sees it
+in the benchmarks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import bench_sim_slo as bench
+
+from cloud_hub.simulator import slo_agents
+from cloud_hub.simulator.engine import FleetState, simulate
+from cloud_hub.simulator.oracle import ClairvoyantOracle
+from cloud_hub.simulator.slo_scenario import Scenario
+from cloud_hub.simulator.workload import Task
+from edge_agent.placement import Policy
+
+
+class Agent(slo_agents.SloAgentChooser):
+    """Latency-first; optionally told the true remaining work before each decision."""
+
+    true_queues = False
+
+    def choose(self, task: Task, now: float, state: FleetState) -> int | None:
+        if self.true_queues:
+            self.placer.update_live_many(
+                queued_s=[max(0.0, f - now) for f in state.free_at]  # the oracle's view
+            )
+        return super().choose(task, now, state)
+
+
+def agent(sc: Scenario) -> Agent:
+    cands = sc.feasible if sc.restricted else None
+    return Agent(sc.fleet, Policy.template("latency-first"), deadline_aware=False, candidates=cands)
+
+
+def true_mean(sc: Scenario, task: Task, dev: int) -> float:
+    return sc.truth.base[(task.model, task.precision)][dev] * math.exp(sc.truth.sigma**2 / 2)
+
+
+def set_true_corrections(a: Agent, sc: Scenario) -> None:
+    """Give the Placer each pair's true factor (as if learned perfectly), no exploration."""
+    p = a.placer
+    p.exploration.enabled = False
+    for tt in sc.truth.types:
+        first = next(t for t in sc.tasks if (t.model, t.precision) == tt)
+        prepared = a._contract(first, False)
+        for dev in sc.feasible[tt]:
+            d = p.preview(prepared, candidates=(p.device_ids[dev],))
+            row = p._ws.corrections[d.task_class_index]
+            row[dev] *= true_mean(sc, first, dev) * first.work / d.service_s
+            p._samples[(d.task_class_index, dev)] = 1_000_000  # a long average
+
+
+def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:
+    out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc)), a)
+    lat = np.array(out.latency_s)
+    n = len(lat)
+    tenths = [
+        lat[i * n // 10 : (i + 1) * n // 10].mean() / oracle[i * n // 10 : (i + 1) * n // 10].mean()
+        for i in range(10)
+    ]
+    return float(lat.mean() / oracle.mean()), tenths
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--scenario", default="edge-mixed", choices=list(bench.SCENARIOS))
+    parser.add_argument("--load", type=float, default=0.8)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--tasks", type=int, default=6000)
+    args = parser.parse_args()
+    sc = bench.SCENARIOS[args.scenario](args.load, args.tasks, args.seed)
+    state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+    oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
+    plain = agent(sc)
+    runs = {"as learned": plain}
+    perfect = runs["perfect learning"] = agent(sc)
+    set_true_corrections(perfect, sc)
+    both = runs["perfect learning and queues"] = agent(sc)
+    set_true_corrections(both, sc)
+    both.true_queues = True
+    for name, a in runs.items():
+        total, tenths = ratio_by_tenth(sc, a, oracle)
+        print(f"{name:<28} {total:.4f}  by tenth: " + " ".join(f"{r:.3f}" for r in tenths))
+    print("pair: final estimate / true mean (learned run)")
+    p = plain.placer
+    seen: set[tuple[str, str]] = set()
+    for task in sc.tasks:
+        tt = (task.model, task.precision)
+        if tt in seen:
+            continue
+        seen.add(tt)
+        for dev in sc.feasible[tt]:
+            d = p.preview(plain._contract(task, False), candidates=(p.device_ids[dev],))
+            est = d.service_s / (true_mean(sc, task, dev) * task.work)
+            source = d.sources[dev] if d.sources else "roofline"
+            print(f"  {tt[0]:>14} {p.device_ids[dev]:<14} {est:6.3f}  {source}")
+
+
+if __name__ == "__main__":
+    main()
