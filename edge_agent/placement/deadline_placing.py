@@ -1,0 +1,149 @@
+"""A Placer's deadline-ordered placement (the ``DeadlinePlacing`` mixin; order: ``edf``).
+
+Under a deadline policy a device runs its waiting work earliest-deadline-first, so a new
+task with a deadline counts ahead of it only the work ``edf.WaitingWork`` says runs first.
+Two more rules keep that estimate honest:
+
+- **A hopeless task is placed where it really finishes soonest.** When no device meets
+  its deadline, the device will run it after its feasible work (``edf.next_index``), not
+  where the earlier-deadline view put it: the task is placed again with every queue
+  counted in full (earliest finish, as for a task without a deadline), still marked late.
+  With the lifted view it went to whichever queue looked shortest to a tight task, often a
+  slow device, where it then ran last anyway.
+- **An unmeasured estimate is not trusted twice at once.** A (task class, device) pair
+  whose estimate is still the roofline (no published figure, no measurement yet) takes one
+  task at a time until its first measurement (``FirstFlights``): the roofline can be an
+  order of magnitude off, and a slow device would otherwise collect every task that
+  arrives while its first one runs. Once measured (or when the pair's estimate is a
+  published figure) the gate is gone. When every candidate is gated, none is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+
+from edge_agent.placement import layout as L
+from edge_agent.placement.codec import PreparedTask, prepare
+from edge_agent.placement.decision import Decision
+from edge_agent.placement.edf import WaitingWork
+from edge_agent.placement.explore import Explorer
+from edge_agent.placement.priors import ROOFLINE
+from edge_agent.placement.running import RunningWork
+from edge_agent.placement.workspace import Workspace
+from edge_agent.tasks.contract import TaskContract
+
+
+class FirstFlights:
+    """Pairs with an unmeasured roofline estimate and a task in flight (one at a time)."""
+
+    def __init__(self) -> None:
+        self._busy: dict[tuple[int, int], int] = {}  # (class, device) -> tasks in flight
+        self._of: dict[Decision, tuple[tuple[int, int], ...]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._busy)
+
+    def gated(self, cls: int) -> list[int]:
+        """Return the devices a task of ``cls`` may not go to now (a first task in flight)."""
+        return [d for (c, d) in self._busy if c == cls]
+
+    def add(self, decision: Decision, untrusted: Sequence[int]) -> None:
+        """Record a placed decision on the ``untrusted`` devices among its own."""
+        pairs = tuple((decision.task_class_index, d) for d in untrusted)
+        if pairs:
+            self._of[decision] = pairs
+            for pair in pairs:
+                self._busy[pair] = self._busy.get(pair, 0) + 1
+
+    def discard(self, decision: Decision) -> None:
+        """Forget a finished (or released) decision; a no-op when unknown."""
+        for pair in self._of.pop(decision, ()):
+            left = self._busy[pair] - 1
+            if left:
+                self._busy[pair] = left
+            else:
+                del self._busy[pair]
+
+
+class DeadlinePlacing:
+    """``Placer._place_edf``: a decision under earliest-deadline-first device queues."""
+
+    _ws: Workspace
+    _running: RunningWork
+    _started: dict[Decision, tuple[float, list[float]]]
+    _waiting: WaitingWork
+    _first: FirstFlights
+    _sources: list[tuple[str, ...] | None]
+    _samples: dict[tuple[int, int], int]
+    _token: object
+    device_ids: tuple[str, ...]
+    exploration: Explorer
+
+    def _place(
+        self,
+        task: TaskContract | PreparedTask,
+        candidates: Collection[str] | None,
+        *,
+        explore: bool = True,
+    ) -> Decision:
+        raise NotImplementedError  # Placer's
+
+    def _class_of(self, prepared: PreparedTask) -> int:
+        raise NotImplementedError  # Placer's
+
+    def release(self, decision: Decision) -> None:
+        raise NotImplementedError  # Placer's
+
+    def _place_edf(
+        self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
+    ) -> Decision:
+        """Place as ``_place`` with only the work that runs first ahead (module doc)."""
+        prepared = task if isinstance(task, PreparedTask) else prepare(task)
+        bound_s = prepared.contract.requirements.deadline_s
+        now = self._running.clock()
+        due = now + bound_s if bound_s > 0 else math.inf
+        if self._first:
+            candidates = self._ungated(prepared, candidates)
+        lifted = before = None
+        if self._waiting and due < math.inf:
+            if self._started:
+                self._running.credit(self._ws.devices)
+            before = self._ws.devices.copy()
+            lifted = self._waiting.lift(self._ws.devices, due, bound_s, now)
+        try:
+            decision = self._place(prepared, candidates)
+        finally:
+            if lifted is not None:  # self._ws: a new class may have grown the workspace
+                self._ws.devices[:, L.DEV_QUEUE_S] += lifted
+        if before is not None and decision.late and not decision.probe and lifted.any():
+            # hopeless: it runs after the feasible work, so every queue counts in full
+            self._ws.devices[:] = before  # the first commit undone (queue, memory, config)
+            decision = self._place(prepared, candidates, explore=False)
+        if decision.placed and not self.exploration.paused:  # a preview commits nothing
+            self._waiting.add(decision, due, bound_s, now)
+            self._first.add(decision, self._untrusted(decision))
+        return decision
+
+    def _ungated(
+        self, prepared: PreparedTask, candidates: Collection[str] | None
+    ) -> Collection[str] | None:
+        """Return ``candidates`` less the devices gated for the task's class (module doc)."""
+        bound = prepared.bound
+        cls = bound[2] if bound is not None and bound[0] is self._token else None
+        gated = self._first.gated(self._class_of(prepared) if cls is None else cls)
+        if not gated:
+            return candidates
+        ids = self.device_ids
+        out = frozenset(ids if candidates is None else candidates) - {ids[d] for d in gated}
+        return out or candidates
+
+    def _untrusted(self, decision: Decision) -> list[int]:
+        """Return the decision's devices whose estimate is an unmeasured roofline."""
+        cls = decision.task_class_index
+        sources = self._sources[cls]
+        return [
+            d
+            for d in decision.device_indices
+            if (sources is None or sources[d] == ROOFLINE) and not self._samples.get((cls, d))
+        ]
