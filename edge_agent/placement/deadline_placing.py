@@ -76,7 +76,6 @@ class DeadlinePlacing:
     _first: FirstFlights
     _sources: list[tuple[str, ...] | None]
     _samples: dict[tuple[int, int], int]
-    _token: object
     device_ids: tuple[str, ...]
     exploration: Explorer
 
@@ -89,12 +88,6 @@ class DeadlinePlacing:
     ) -> Decision:
         raise NotImplementedError  # Placer's
 
-    def _class_of(self, prepared: PreparedTask) -> int:
-        raise NotImplementedError  # Placer's
-
-    def release(self, decision: Decision) -> None:
-        raise NotImplementedError  # Placer's
-
     def _place_edf(
         self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
     ) -> Decision:
@@ -103,40 +96,63 @@ class DeadlinePlacing:
         bound_s = prepared.contract.requirements.deadline_s
         now = self._running.clock()
         due = now + bound_s if bound_s > 0 else math.inf
-        if self._first:
-            candidates = self._ungated(prepared, candidates)
-        lifted = before = None
-        if self._waiting and due < math.inf:
-            if self._started:
-                self._running.credit(self._ws.devices)
-            before = self._ws.devices.copy()
-            lifted = self._waiting.lift(self._ws.devices, due, bound_s, now)
-        try:
-            decision = self._place(prepared, candidates)
-        finally:
-            if lifted is not None:  # self._ws: a new class may have grown the workspace
-                self._ws.devices[:, L.DEV_QUEUE_S] += lifted
-        if before is not None and decision.late and not decision.probe and lifted.any():
-            # hopeless: it runs after the feasible work, so every queue counts in full
-            self._ws.devices[:] = before  # the first commit undone (queue, memory, config)
-            decision = self._place(prepared, candidates, explore=False)
+        if self._started:
+            self._running.credit(self._ws.devices)
+        before = self._ws.devices.copy() if self._first else None
+        decision = self._edf_once(prepared, candidates, now, due)
+        if before is not None and decision.placed and not decision.probe:
+            narrower = self._ungated(decision, candidates)
+            if narrower is not None:  # an unmeasured pair already has its task in flight
+                after = self._ws.devices.copy()
+                self._ws.devices[:] = before
+                retry = self._edf_once(prepared, narrower, now, due, explore=False)
+                if retry.placed:
+                    decision = retry
+                else:
+                    self._ws.devices[:] = after
         if decision.placed and not self.exploration.paused:  # a preview commits nothing
             self._waiting.add(decision, due, bound_s, now)
             self._first.add(decision, self._untrusted(decision))
         return decision
 
+    def _edf_once(
+        self,
+        prepared: PreparedTask,
+        candidates: Collection[str] | None,
+        now: float,
+        due: float,
+        *,
+        explore: bool = True,
+    ) -> Decision:
+        """Decide (and commit) once with the work that runs after the task lifted off."""
+        if not (self._waiting and due < math.inf):
+            return self._place(prepared, candidates, explore=explore)
+        before = self._ws.devices.copy()
+        window = prepared.contract.requirements.deadline_s
+        lifted = self._waiting.lift(self._ws.devices, due, window, now)
+        try:
+            decision = self._place(prepared, candidates, explore=explore)
+        finally:  # self._ws: a new class may have grown the workspace
+            self._ws.devices[:, L.DEV_QUEUE_S] += lifted
+        if decision.late and not decision.probe and lifted.any():
+            # hopeless: it runs after the feasible work, so every queue counts in full
+            self._ws.devices[:] = before  # the first commit undone (queue, memory, config)
+            decision = self._place(prepared, candidates, explore=False)
+        return decision
+
     def _ungated(
-        self, prepared: PreparedTask, candidates: Collection[str] | None
+        self, decision: Decision, candidates: Collection[str] | None
     ) -> Collection[str] | None:
-        """Return ``candidates`` less the devices gated for the task's class (module doc)."""
-        bound = prepared.bound
-        cls = bound[2] if bound is not None and bound[0] is self._token else None
-        gated = self._first.gated(self._class_of(prepared) if cls is None else cls)
-        if not gated:
-            return candidates
+        """Return the candidates without the gated devices when ``decision`` chose one.
+
+        None when it chose none, or when no candidate would be left (module doc).
+        """
+        gated = self._first.gated(decision.task_class_index)
+        if not gated or not set(gated) & set(decision.device_indices):
+            return None
         ids = self.device_ids
         out = frozenset(ids if candidates is None else candidates) - {ids[d] for d in gated}
-        return out or candidates
+        return out or None
 
     def _untrusted(self, decision: Decision) -> list[int]:
         """Return the decision's devices whose estimate is an unmeasured roofline."""
