@@ -16,7 +16,7 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -202,11 +202,13 @@ def call_service(
     service: str,
     unreachable: type[HetmeshError],
     start_with: str,
+    notes: Mapping[int, str] | None = None,
 ) -> Any:
     """Send ``req`` to a running agent or hub; return its JSON answer.
 
-    An error answer becomes InvalidInput carrying the service's message; no answer at all
-    becomes ``unreachable`` saying how to start one (``start_with``).
+    An error answer becomes InvalidInput carrying the service's message (and the caller's
+    ``notes`` for that status); no answer at all becomes ``unreachable`` saying how to start
+    one (``start_with``).
     """
     try:
         with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
@@ -216,6 +218,8 @@ def call_service(
             message = json.loads(err.read()).get("error", err.reason)
         except ValueError:
             message = err.reason
+        note = (notes or {}).get(err.code)
+        message = f"{message} ({note})" if note else message
         raise InvalidInput(f"{service} answered {err.code}: {message}") from None
     except (urllib.error.URLError, OSError) as err:
         raise unreachable(f"no {service} at {base} ({err}); start one: {start_with}") from None

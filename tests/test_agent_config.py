@@ -109,3 +109,18 @@ def test_server_limits_from_toml_and_environment_and_documented(tmp_path: Path) 
     ):
         with pytest.raises(ConfigError, match=needle):
             load_config(path, bad)
+
+
+def test_mesh_link_speed_from_toml_and_environment_reaches_the_bid_gate(tmp_path: Path) -> None:
+    from edge_agent.agent.mesh.link import mesh_config
+
+    path = tmp_path / "agent.toml"
+    path.write_text('[mesh]\nfleet_key = "0123456789abcdef0123"\nlink_bytes_per_s = 12.5e6\n')
+    config = load_config(path, {})
+    assert config.mesh_link_bytes_per_s == 12.5e6  # a 100 Mbit/s link
+    assert mesh_config(config, "a1", generated=False).link_bytes_per_s == 12.5e6
+    env = {"EDGE_AGENT_MESH_LINK_BYTES_PER_S": "1e9"}
+    assert load_config(path, env).mesh_link_bytes_per_s == 1e9
+    assert "link_bytes_per_s = 125000000.0" in render_default()
+    with pytest.raises(ConfigError, match=r"\[mesh\] link_bytes_per_s must be a finite number > 0"):
+        load_config(path, {"EDGE_AGENT_MESH_LINK_BYTES_PER_S": "0"})

@@ -60,6 +60,7 @@ async def test_status_page_shows_devices_tasks_and_no_hub(
     assert await page.title() == "hetmesh agent"  # the head shared with the dashboard
     assert await page.locator('meta[name="viewport"]').count() == 1
     assert await page.locator("#status").inner_text() == "ok"
+    assert await page.locator("#token-form").is_hidden()  # on loopback no token is asked for
     # the shared stylesheet (base.css, one copy for the status page and the dashboard) applied
     background = "getComputedStyle(document.body).backgroundColor"
     assert await page.evaluate(background) == "rgb(246, 247, 249)"
@@ -167,3 +168,43 @@ async def test_status_page_loads_as_a_skeleton_then_shows_mesh_and_deferred_work
         tasks = await page.locator('#health dd[data-key="tasks"]').inner_text()
         assert "2 deferred" in tasks, tasks
         assert errors == []
+
+
+async def test_status_page_asks_for_the_api_token_once_and_keeps_it_for_the_tab(
+    aiohttp_client: Any, chromium: Any, tmp_path: Path
+) -> None:
+    """``[api] auth = "token"``: the page's files load, its data call is refused until the
+    operator gives the token; a wrong one asks again; the right one is sent from then on."""
+    config = AgentConfig(
+        data_dir=tmp_path / "agent", port=0, profile="rk3588", shutdown_grace_s=0.0, auth="token"
+    )
+    client: Client = await aiohttp_client(make_app(config))
+    token = config.token_path.read_text().strip()
+    page = await chromium.new_page(viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    sent: list[str | None] = []
+    page.on("request", lambda r: sent.append(r.headers.get("authorization")))
+    await page.goto(str(client.make_url("/")))
+    form = page.locator("#token-form")
+    await form.wait_for(state="visible", timeout=10_000)
+    assert await page.locator("#conn").inner_text() == "token needed"
+    assert str(config.token_path) in await page.locator("#token-why").inner_text()
+    assert await page.evaluate("document.body.classList.contains('loading')")  # no data shown
+
+    await page.fill("#token", "not-the-token-0123456789")
+    await page.click("#token-form button")
+    await form.wait_for(state="visible", timeout=10_000)  # refused: asked again
+    assert "wrong" in await page.locator("#token-why").inner_text()
+
+    await page.fill("#token", token)
+    await page.click("#token-form button")
+    await page.wait_for_selector("#conn.up", timeout=10_000)
+    assert await page.locator("#status").inner_text() == "ok"
+    assert await form.is_hidden()
+    assert await page.evaluate("sessionStorage.getItem('hetmesh-agent-token')") == token
+    await page.reload()  # the same tab keeps it: no question asked again
+    await page.wait_for_selector("#conn.up", timeout=10_000)
+    assert await form.is_hidden()
+    assert f"Bearer {token}" in sent
+    assert errors == []

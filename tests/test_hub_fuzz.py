@@ -149,6 +149,8 @@ def any_request(hub: Hub, data: st.DataObject, body: bytes, admin: bool) -> None
     path = fill(template, data)
     if data.draw(st.booleans(), label="query"):
         path += "?fresh=1&x=" + quote(data.draw(fuzz.PARAM_TEXT, label="q"), safe="")
+    if (method, template) == ("DELETE", "/v1/agents/{agent_id}/key"):
+        admin = False  # the admin releasing the agent under test is its right, not a fuzz
     headers = {"Authorization": f"Bearer {ADMIN}"} if admin else {}
     status, raw, content_type = hub.request(method, path, body, headers)
     assert status < 500, (method, path, status, raw[:300])

@@ -115,7 +115,10 @@ async def test_canary_missing_slos_rolls_back(aiohttp_client: Any, tmp_path: Pat
 async def test_rollout_needs_admin_and_a_known_version(aiohttp_client: Any, tmp_path: Path) -> None:
     client, _ = await setup(aiohttp_client, tmp_path, 1)
     doc = {"name": "p", "version": 1, "selector": {}}
-    assert (await client.post("/v1/rollouts", json=doc)).status == 401
+    refused = await client.post("/v1/rollouts", json=doc)
+    assert refused.status == 401
+    error = (await refused.json())["error"]  # names the request and how to authenticate
+    assert "POST /v1/rollouts" in error and "Authorization: Bearer" in error
     missing = await roll_out(client, 1)
     assert missing.status == 404 and "p@1" in (await missing.json())["error"]
     await put(client, {"name": "p", "template": "balanced"})

@@ -37,7 +37,7 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
         "service kit",
         "edge_agent.http_errors+edge_agent.http_limits+edge_agent.http_logging"
         "+edge_agent.http_page+edge_agent.id_prefix edge_agent.loops edge_agent.config_file"
-        " edge_agent.clikit",
+        " edge_agent.clikit edge_agent.api_token",
     ),
     (SHARED, "mesh library", "edge_agent.mesh"),
     (SHARED, "agent-hub protocol", "edge_agent.protocol"),

@@ -33,7 +33,7 @@ from edge_agent.http_errors import (
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.http_page import add_shared_files, html_page, page_handler
-from edge_agent.protocol.hub_auth import hub_proof
+from edge_agent.protocol.hub_auth import AGENT_HEADER, hub_proof
 from edge_agent.protocol.hub_discovery import PROOF_PATH, check_nonce
 
 _log = logging.getLogger(__name__)
@@ -50,6 +50,8 @@ async def _enrol(request: web.Request) -> web.Response:
     if not hmac.compare_digest(e.join_token.encode(), hub.join_token.encode()):
         hub.metrics.auth_failures.labels("join_token").inc()
         raise ApiError(401, "wrong join token: ask the hub operator for the fleet's join token")
+    if hub.store.key(e.agent_id) is not None:  # taken: only its key's holder may re-enrol
+        await _prove_current_key(request, e.agent_id)
     key = await hub.store.enrol(e, hub.clock())
     _log.debug("agent %s enrolled (board %s)", e.agent_id, e.board)
     return web.json_response(
@@ -62,6 +64,44 @@ async def _enrol(request: web.Request) -> web.Response:
         },
         status=201,
     )
+
+
+async def _prove_current_key(request: web.Request, agent_id: str) -> None:
+    """Raise unless this enrolment is signed with the enrolled agent's current key.
+
+    The join token is every box's, so it cannot decide who an agent id belongs to: without
+    this, any box could enrol under another's id and take over its identity (its policies,
+    its records, its SuperNode key). 409 ``reason: "enrolled"`` to an unsigned request (the
+    agent then signs it with the key it holds); 401 to a signature that does not hold.
+    """
+    release = f"`cloud-hub agents release {agent_id}` on the hub"
+    if AGENT_HEADER not in request.headers:
+        raise ApiError(
+            409,
+            f"agent id {agent_id!r} is enrolled already: re-enrol signed with its current key; "
+            f"if that box is gone or lost its key, release the id first ({release})",
+            reason="enrolled",
+        )
+    try:
+        await signed_request(request, agent_id)
+    except ApiError as err:
+        if err.status != 401 or err.fields.get("reason") == "stale":
+            raise
+        raise ApiError(
+            401,
+            f"agent id {agent_id!r} is enrolled with another key ({err}); to give the id "
+            f"to this box, release it first ({release})",
+        ) from None
+
+
+async def _release(request: web.Request) -> web.Response:
+    """Forget an agent's key (admin): its id may then be enrolled by whoever has the token."""
+    require_admin(request)
+    agent_id = request.match_info["agent_id"]
+    if not await request.app[HUB].store.release(agent_id):
+        raise ApiError(404, f"no enrolled agent {agent_id!r} (GET /v1/agents lists them)")
+    _log.warning("agent %s released by the admin: its id may be enrolled again", agent_id)
+    return web.json_response({"ok": True, "agent_id": agent_id, "released": True})
 
 
 async def _proof(request: web.Request) -> web.Response:
@@ -233,6 +273,7 @@ def make_app(
     r = app.router
     agent = "/v1/agents/{agent_id:[A-Za-z0-9._-]{1,64}}"
     r.add_post("/v1/enrol", _enrol)
+    r.add_delete(f"{agent}/key", _release)
     r.add_post(PROOF_PATH, _proof)
     r.add_post(f"{agent}/heartbeat", _heartbeat)
     r.add_post(f"{agent}/sync", _sync)

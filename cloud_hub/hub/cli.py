@@ -1,4 +1,4 @@
-"""``cloud-hub run`` and ``cloud-hub policy set / history`` (the latter talk to a running hub).
+"""``cloud-hub run``, ``repair``, ``policy set / history`` and ``agents release`` (talk to a hub).
 
 ``register(cli)`` adds the commands to the ``cloud-hub`` ``CommandLine``.
 """
@@ -181,8 +181,25 @@ def _history(args: argparse.Namespace) -> int:
     return 0
 
 
+def _release_options(parser: argparse.ArgumentParser) -> None:
+    _client(parser)
+    parser.add_argument("agent_id", metavar="AGENT_ID", help="the enrolled agent's id")
+    parser.add_argument("--token", metavar="T", help="admin token (default: the hub's secrets)")
+
+
+def _release(args: argparse.Namespace) -> int:
+    """Forget an agent's key so its id can be enrolled again (a replaced or stolen box)."""
+    auth = {"Authorization": f"Bearer {_admin_token(args)}"}
+    request(_base_url(args), "DELETE", f"/v1/agents/{args.agent_id}/key", None, auth)
+    print(
+        f"released {args.agent_id}: the next box to enrol with this id and the join token gets "
+        "it (rotate the join token first if the old box was stolen)"
+    )
+    return 0
+
+
 def register(cli: CommandLine) -> None:
-    """Add ``run`` and ``policy set / history`` to the ``cloud-hub`` command line."""
+    """Add ``run``, ``repair``, ``policy set / history`` and ``agents release`` to ``cloud-hub``."""
     cli.command("run", "run the cloud hub (API, dashboard, liveness, rollouts)", _run_options)(_run)
     cli.command(
         "repair", "salvage a damaged hub database (keeps the damaged file)", _repair_options
@@ -193,3 +210,8 @@ def register(cli: CommandLine) -> None:
         "policy set", "store a policy version on the hub, optionally roll it out", _set_options
     )(_set)
     cli.command("policy history", "list a policy's versions on the hub", _history_options)(_history)
+    if "agents" not in cli.groups:
+        cli.group("agents", "manage enrolled agents")
+    cli.command(
+        "agents release", "forget an agent's key so its id can be enrolled anew", _release_options
+    )(_release)

@@ -69,8 +69,10 @@ def _paths() -> dict[str, Any]:
     return {
         "/v1/enrol": {
             "post": _op(
-                "join token -> fleet credential (HMAC key); 401 for a wrong join token",
-                {"201": a["enrol"], "401": _ERROR},
+                "join token -> fleet credential (HMAC key); 401 for a wrong join token; an "
+                "enrolled id again only signed with its current key (409 reason 'enrolled' "
+                "unsigned) or after the admin released it",
+                {"201": a["enrol"], "401": _ERROR, "409": _ERROR},
                 body=s.ENROL,
             )
         },
@@ -104,6 +106,14 @@ def _paths() -> dict[str, Any]:
                 security=_SIGNED,
                 params=agent,
             ),
+        },
+        "/v1/agents/{agent_id}/key": {
+            "delete": _op(
+                "release an agent's id: forget its key (404: not enrolled)",
+                {"200": a["released"], "404": _ERROR},
+                security=_ADMIN,
+                params=agent,
+            )
         },
         "/v1/fleet": {
             "get": _get(

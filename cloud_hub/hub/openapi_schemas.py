@@ -131,6 +131,10 @@ ANSWERS: dict[str, dict[str, Any]] = {
     "devices": ok("devices", {"devices": _LIST}),
     "decisions": ok("decisions", {"decisions": _LIST}),
     "policies": ok("policies", {"policies": _LIST}),
+    "released": ok(
+        "the agent's key is forgotten: its id may be enrolled again",
+        {"agent_id": {"type": "string"}, "released": {"type": "boolean"}},
+    ),
     "policy_stored": ok(
         "stored as the next version",
         {"name": {"type": "string"}, "version": {"type": "integer"}, "document": _OBJ},

@@ -22,7 +22,7 @@ _VERIFIED = web.RequestKey("hub_verified", tuple[str, FleetKey, str])
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-async def signed_request(request: web.Request) -> tuple[str, bytes]:
+async def signed_request(request: web.Request, agent_id: str | None = None) -> tuple[str, bytes]:
     """Return (agent id, body) of a request signed for this hub with that agent's key; 401
     otherwise.
 
@@ -33,12 +33,12 @@ async def signed_request(request: web.Request) -> tuple[str, bytes]:
     carries ``reason: "stale"`` and ``hub_time``, so the agent can tell its clock is off.
     """
     hub, body = request.app[HUB], await request.read()
-    agent_id = request.match_info["agent_id"]
+    agent_id = request.match_info["agent_id"] if agent_id is None else agent_id
     try:
         if request.headers.get(AGENT_HEADER) != agent_id:
             raise AuthError(
                 "agent_mismatch",
-                f"sign the request as {agent_id} ({AGENT_HEADER} names the path's agent)",
+                f"sign the request as {agent_id} ({AGENT_HEADER} names the request's agent)",
             )
         hub.verifier.verify(request.method, request.path_qs, body, request.headers)
     except ClockSkew as err:  # genuine, but our clocks disagree: say our time, signed
@@ -76,5 +76,8 @@ def require_admin(request: web.Request) -> None:
     given = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
     if not given or not hmac.compare_digest(given.encode(), token.encode()):
         raise ApiError(
-            401, "policy edits need 'Authorization: Bearer <admin token>' (secrets.json)"
+            401,
+            f"{request.method} {request.path} changes the fleet: send 'Authorization: Bearer "
+            "<admin token>' (the hub's admin_token: its config, or secrets.json in its data "
+            "directory)",
         )

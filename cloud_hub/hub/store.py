@@ -51,7 +51,8 @@ class HubStore:
         self.db.open()
         conn = sqlite3.connect(self.db.path)
         try:
-            self._keys = {str(a): str(k) for a, k in conn.execute("SELECT id, key FROM agents")}
+            rows = conn.execute("SELECT id, key FROM agents WHERE key != ''")  # '': released
+            self._keys = {str(a): str(k) for a, k in rows}
         finally:
             conn.close()
 
@@ -66,6 +67,18 @@ class HubStore:
     def agent_count(self) -> int:
         """Return how many agents are enrolled."""
         return len(self._keys)
+
+    async def release(self, agent_id: str) -> bool:
+        """Forget the agent's key, so its id can be enrolled anew (unsigned); False: unknown."""
+        if agent_id not in self._keys:
+            return False
+
+        def op(db: sqlite_utils.Database) -> None:
+            db.execute("UPDATE agents SET key = '' WHERE id = ?", (agent_id,))
+
+        await self.db.write(op)
+        self._keys.pop(agent_id, None)
+        return True
 
     async def enrol(self, e: Enrolment, now: float) -> str:
         """Register (or re-register) an agent with a fresh key; return the key."""

@@ -17,13 +17,13 @@ import asyncio
 import contextlib
 import json
 import logging
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cloud_hub.learning.fleet_gateway import FleetGateway
+from cloud_hub.learning.node_keys import NodeKeys
 from cloud_hub.learning.registry import ModelRegistry, ModelVersion
 from cloud_hub.learning.run_log import RoundReplies, nodes_taking_part, read_round_replies
 from cloud_hub.learning.superlink import LOOPBACK, FederationError, SuperLink, SuperLinkConfig
@@ -135,9 +135,7 @@ class Federation:
         self.gateway: FleetGateway | None = None
         self.ca_pem: str | None = None
         self.wanted = False
-        self._registered: dict[str, str] = {}  # agent id -> public key registered
-        self._keys_locks: dict[str, threading.Lock] = {}  # one per agent: agents register at once
-        self._locks_lock = threading.Lock()
+        self.node_keys = NodeKeys(settings.state_dir / "node-keys")
         self._task: asyncio.Task[None] | None = None
         self._kick = asyncio.Event()
 
@@ -279,26 +277,9 @@ class Federation:
         return answer
 
     def _register(self, agent_id: str, public_key: str) -> None:
-        """Register an agent's SuperNode public key with the SuperLink once (blocking CLI)."""
-        if not public_key.startswith("ecdsa-sha2-") or "\n" in public_key.strip():
-            raise InvalidInput("supernode_public_key: expected one OpenSSH ecdsa public key line")
-        with self._locks_lock:
-            lock = self._keys_locks.setdefault(agent_id, threading.Lock())
-        with lock:
-            if self._registered.get(agent_id) == public_key:
-                return
-            assert self.superlink is not None
-            keys = self.settings.state_dir / "node-keys"
-            keys.mkdir(exist_ok=True)
-            path = keys / f"{agent_id}.pub"
-            path.write_text(public_key.strip() + "\n")
-            try:
-                self.superlink.register_supernodes([path])
-            except FederationError as err:  # kept by the SuperLink across a hub restart
-                if "already" not in str(err).lower():
-                    raise
-            self._registered[agent_id] = public_key
-            log.info("registered SuperNode key of agent %s", agent_id)
+        """Register an agent's SuperNode key (blocking CLI); revoke the key it replaces."""
+        assert self.superlink is not None
+        self.node_keys.register(self.superlink, agent_id, public_key)
 
     def recent_runs(self) -> list[RunRecord]:
         """The runs kept in the history, oldest first."""

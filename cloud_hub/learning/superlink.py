@@ -166,12 +166,21 @@ class SuperLink:
     def register_supernodes(self, public_keys: Sequence[Path]) -> None:
         """Allow SuperNodes' public keys (only with supernode_auth); one CLI call each, at once."""
         with ThreadPoolExecutor(max_workers=max(1, len(public_keys))) as pool:
-            calls = [
-                pool.submit(self._cli, "supernode", "register", str(k), CONNECTION)
-                for k in public_keys
-            ]
-            for call in calls:
+            for call in [pool.submit(self.register_supernode, k) for k in public_keys]:
                 call.result()
+
+    def register_supernode(self, public_key: Path) -> int | None:
+        """Allow one SuperNode public key; the node id the SuperLink gave it (None: not said)."""
+        node_id = self._cli("supernode", "register", str(public_key), CONNECTION).get("node-id")
+        return None if node_id is None else int(node_id)
+
+    def unregister_supernode(self, node_id: int) -> None:
+        """Remove a SuperNode: its key can no longer join a run (``flwr supernode unregister``)."""
+        self._cli("supernode", "unregister", str(node_id), CONNECTION)
+
+    def supernodes(self) -> list[dict[str, Any]]:
+        """The SuperLink's nodes as ``flwr supernode list`` gives them (node-id, status, ...)."""
+        return list(self._cli("supernode", "list", CONNECTION).get("nodes", []))
 
     def submit(self, run_config: dict[str, ConfigValue], app_dir: Path = APP_DIR) -> int:
         """Start a run of the Flower App with run-config overrides; its run id."""

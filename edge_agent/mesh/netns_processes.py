@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from edge_agent.api_token import DEFAULT_TOKEN_FILE, bearer, read_token
 from edge_agent.mesh.netns import ROOT, START_TIMEOUT_S
 
 
@@ -123,17 +124,19 @@ async def main() -> None:
 asyncio.run(main())
 """
 
-#: One HTTP request from inside a namespace (argv: URL, method, JSON body or "").
+#: One HTTP request from inside a namespace (argv: URL, method, JSON body or ""; request
+#: headers as JSON in $HETMESH_HEADERS, off the command line); prints the status, then the body.
 _CLIENT = """
-import sys, urllib.request, urllib.error
+import json, os, sys, urllib.request, urllib.error
 url, method, body = sys.argv[1:4]
-req = urllib.request.Request(url, data=body.encode() or None, method=method,
-                             headers={"Content-Type": "application/json"})
+headers = {"Content-Type": "application/json", **json.loads(os.environ["HETMESH_HEADERS"])}
+req = urllib.request.Request(url, data=body.encode() or None, method=method, headers=headers)
 try:
     with urllib.request.urlopen(req, timeout=10) as resp:
-        sys.stdout.write(resp.read().decode())
+        status, text = resp.status, resp.read().decode()
 except urllib.error.HTTPError as err:
-    sys.stdout.write(err.read().decode()); sys.exit(3)
+    status, text = err.code, err.read().decode()
+sys.stdout.write(f"{status}\\n{text}")
 """
 
 
@@ -219,14 +222,33 @@ class AgentProcess:
             time.sleep(0.05)
 
     def call(self, method: str, path: str, body: Any = None) -> Any:
-        """Make one request to the agent's API from inside its namespace; return the JSON."""
+        """Make one request to the agent's API from inside its namespace, with its API token
+        (``<data_dir>/api_token``); return the JSON (``/metrics``: the text)."""
+        token = read_token(self.data_dir / DEFAULT_TOKEN_FILE)
+        status, text = self.send(method, path, body, bearer(token) if token else {})
+        if status >= 300:
+            raise RuntimeError(f"{self.agent_id} {method} {path}: {status} {text!r}")
+        return json.loads(text) if path != "/metrics" else text
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        ns: str | None = None,
+    ) -> tuple[int, str]:
+        """Make one request to the agent's API from namespace ``ns`` (default: its own) with
+        ``headers`` only; return the status and the body."""
         url = f"http://{self.address}:{self.port}{path}"
         data = "" if body is None else json.dumps(body)
-        cmd = ["ip", "netns", "exec", self.ns, sys.executable, "-I", "-S", "-c", _CLIENT]
-        proc = subprocess.run([*cmd, url, method, data], capture_output=True, timeout=30)
+        cmd = ["ip", "netns", "exec", ns or self.ns, sys.executable, "-I", "-S", "-c", _CLIENT]
+        env = {**os.environ, "HETMESH_HEADERS": json.dumps(headers or {})}
+        proc = subprocess.run([*cmd, url, method, data], capture_output=True, timeout=30, env=env)
         if proc.returncode != 0:
-            raise RuntimeError(f"{self.agent_id} {method} {path}: {proc.stdout!r} {proc.stderr!r}")
-        return json.loads(proc.stdout) if path != "/metrics" else proc.stdout.decode()
+            raise RuntimeError(f"{self.agent_id} {method} {path}: {proc.stderr!r}")
+        status, _, text = proc.stdout.decode().partition("\n")
+        return int(status), text
 
     def stop(self) -> None:
         """Stop the agent (SIGTERM, then SIGKILL)."""

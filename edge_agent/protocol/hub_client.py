@@ -63,9 +63,10 @@ class HubClockSkew(HubError):
 class HubRejected(HubError):
     """The hub refused the request (4xx); the message says why. 401: re-enrol."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, reason: str = "") -> None:
         super().__init__(f"hub answered {status}: {message}")
         self.status = status
+        self.reason = reason  # the answer's ``reason`` field, if any (e.g. "enrolled")
 
 
 class HubClient:
@@ -129,7 +130,7 @@ class HubClient:
                 skew = sent - float(hub_time)
             raise HubClockSkew(skew, signed=answer_signature is not None)
         if status >= 400:
-            raise HubRejected(status, str(answer.get("error", "")))
+            raise HubRejected(status, str(answer.get("error", "")), str(answer.get("reason", "")))
         return answer
 
     async def enrol(
@@ -139,7 +140,12 @@ class HubClient:
         board: str | None = None,
         hostname: str = "",
     ) -> dict[str, Any]:
-        """Trade the join token for this agent's key; return the hub's answer."""
+        """Trade the join token for this agent's key; return the hub's answer.
+
+        An id the hub holds enrolled is enrolled again only by a request signed with its
+        current key (this one's, if the hub still has it); otherwise the hub refuses until
+        its operator releases the id (``cloud-hub agents release``).
+        """
         doc: dict[str, Any] = {
             "agent_id": self.agent_id,
             "join_token": join_token,
@@ -149,7 +155,13 @@ class HubClient:
             doc["hostname"] = hostname[:200]
         if board is not None:
             doc["board"] = board
-        answer: dict[str, Any] = await self._call("POST", "/v1/enrol", doc, signed=False)
+        try:
+            answer: dict[str, Any] = await self._call("POST", "/v1/enrol", doc, signed=False)
+        except HubRejected as err:
+            # the id is enrolled: only the holder of its current key may enrol it again
+            if err.reason != "enrolled" or self.key is None or self.hub_id is None:
+                raise
+            answer = await self._call("POST", "/v1/enrol", doc, signed=True)
         hub_id = answer.get("hub_id")
         if not isinstance(hub_id, str) or not hub_id:
             raise HubRejected(

@@ -14,6 +14,8 @@ from edge_agent.config_file import ConfigError, check_finite, check_ranges
 if TYPE_CHECKING:
     from edge_agent.agent.config.settings import AgentConfig
 
+#: ``[api] auth``: "auto" (a token unless [api] host is loopback), "token" (always), "none".
+AUTH_MODES = ("auto", "token", "none")
 _AGENT_ID = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 
 
@@ -28,6 +30,7 @@ def validated(config: AgentConfig, where: str) -> AgentConfig:
         ("batch_size", 1 <= config.batch_size <= 100_000, "must be 1..100000"),
         ("policy", config.policy in TEMPLATES, f"must be one of {', '.join(TEMPLATES)}"),
         ("host", bool(config.host), "must not be empty"),
+        ("auth", config.auth in AUTH_MODES, f"must be one of {', '.join(AUTH_MODES)}"),
         ("hub_outbox_limit", 1 <= config.hub_outbox_limit <= 10_000_000, "must be 1..10000000"),
         (
             "hub_url",
@@ -98,7 +101,7 @@ def _check_mesh(config: AgentConfig, where: str) -> None:
         )
     if not 1 <= config.mesh_peer_cap <= 4096:
         raise ConfigError(f"{where}: [mesh] peer_cap must be 1..4096, got {config.mesh_peer_cap}")
-    names = ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s")
+    names = ("mesh_heartbeat_s", "mesh_lease_min_s", "mesh_lease_grace_s", "mesh_link_bytes_per_s")
     check_finite(config, where, names, section="mesh")
     # lease_factor = 0 is allowed: every lease is then lease_min_s, whatever the estimate
     may_be_zero = ("mesh_bid_above_s", "mesh_lease_factor", "mesh_bid_rate_per_s")

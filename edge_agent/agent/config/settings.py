@@ -7,12 +7,14 @@ Loaded by ``edge_agent.agent.config`` (TOML + ``EDGE_AGENT_*``), range-checked b
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.config.checks import validated
+from edge_agent.api_token import DEFAULT_TOKEN_FILE
 from edge_agent.tasks.models_dir import models_dir
 
 if TYPE_CHECKING:
@@ -24,6 +26,16 @@ DEFAULT_PORT = 8470
 def default_data_dir() -> Path:
     """Return ``~/.local/share/hetmesh`` (the data directory when none is configured)."""
     return Path.home() / ".local" / "share" / "hetmesh"
+
+
+def loopback(host: str) -> bool:
+    """Return whether ``host`` is a loopback address (or ``localhost``); a name is not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -42,6 +54,10 @@ class AgentConfig:
     header_timeout_s: float = 10.0  # a request head must arrive within this
     body_timeout_s: float = 60.0  # a request body must arrive within this
     max_connections: int = 4096  # open client connections; idle ones make room when full
+    # who may call /v1 (edge_agent/agent/web/api_auth.py): "auto" (a token exactly when
+    # ``host`` is not a loopback address), "token" (always) or "none" (never)
+    auth: str = "auto"
+    auth_token_file: Path | None = None  # None: <data_dir>/api_token, made on first start
     telemetry_interval_s: float = 10.0
     batch_size: int = 1000  # most tasks one kernel call places (a whole tasks:batch)
     emulation_jitter: float = 0.1  # sigma of the lognormal service-time jitter
@@ -74,6 +90,7 @@ class AgentConfig:
     mesh_peer_cap: int = 64
     mesh_bid_above_s: float = 1.0  # ask peers for bids when the local estimate exceeds this
     mesh_bid_rate_per_s: float = 20.0  # most bid messages a second this agent sends
+    mesh_link_bytes_per_s: float = 125e6  # link speed assumed for a task's input (1 Gbit/s)
     mesh_lease_min_s: float = 5.0  # shortest lease of a forwarded task
     mesh_lease_factor: float = 4.0  # a forwarded task's lease: max(min, factor * estimate)
     mesh_lease_grace_s: float = 1.0  # the origin waits this past a lease before giving up
@@ -84,6 +101,18 @@ class AgentConfig:
         if self.mesh_enabled is not None:
             return self.mesh_enabled
         return bool(self.mesh_fleet_key or self.mesh_fleet_key_file)
+
+    @property
+    def auth_on(self) -> bool:
+        """Return whether /v1 needs the API token (``auth``; "auto": off on loopback only)."""
+        if self.auth != "auto":
+            return self.auth == "token"
+        return not loopback(self.host)
+
+    @property
+    def token_path(self) -> Path:
+        """Return the file holding the API token (``auth_token_file``, else in data_dir)."""
+        return self.auth_token_file or self.data_dir / DEFAULT_TOKEN_FILE
 
     @property
     def db_path(self) -> Path:

@@ -34,7 +34,8 @@ model_dir = {_q("" if c.model_dir == models_dir() else c.model_dir)}
 command_allowlist = [{allow}]
 
 [api]
-# the HTTP API listens here; keep 127.0.0.1 unless a firewall or proxy guards the port
+# the HTTP API listens here: 127.0.0.1 serves this box only; on a LAN address (for mesh
+# peers) the API asks for its token (auth below)
 host = {_q(c.host)}
 port = {c.port}
 # largest request body accepted (bytes), model uploads included; counted as it arrives
@@ -48,6 +49,16 @@ body_timeout_s = {c.body_timeout_s}
 # most open client connections; when full, the oldest one not inside a request is closed
 # to make room (503 only when all are busy). The agent raises its open-file limit to fit.
 max_connections = {c.max_connections}
+# who may call /v1 (tasks, model uploads, cancels, ...): "auto" asks for the API token
+# exactly when host is not a loopback address, "token" always, "none" never (then anyone who
+# reaches the port can submit work and upload models: keep it for a firewalled port or a
+# proxy that authenticates). Clients send `Authorization: Bearer <token>`; edge-agent
+# commands on this box read the token file themselves. GET /v1/health, the status page's
+# own files and the signed /mesh/v1 stay open.
+auth = {_q(c.auth)}
+# the file holding the token ("": <data_dir>/api_token); made on first start (32 random
+# bytes, mode 0600), refused when others may read it
+auth_token_file = {_q(c.auth_token_file or "")}
 
 [scheduler]
 # most tasks placed by one kernel call
@@ -129,6 +140,9 @@ bid_above_s = {c.mesh_bid_above_s}
 # most bid requests a second this agent sends (a token bucket, bursts of twice that); 0:
 # peers are asked only for tasks no device here can run (and the hub's moves)
 bid_rate_per_s = {c.mesh_bid_rate_per_s}
+# the link speed, in bytes a second, assumed when a peer's bid is weighed against running
+# here: a task's input takes input_bytes / link_bytes_per_s to reach the peer
+link_bytes_per_s = {c.mesh_link_bytes_per_s}
 # a forwarded task's lease is max(lease_min_s, lease_factor x its estimate) seconds (factor 0:
 # always lease_min_s): a peer abandons it past its lease, and the origin, lease_grace_s
 # seconds later, places it again

@@ -94,6 +94,7 @@ def mesh_config(config: AgentConfig, agent_id: str, generated: bool) -> MeshConf
         bid_above_s=config.mesh_bid_above_s,
         bid_rate_per_s=config.mesh_bid_rate_per_s,
         bid_burst=2 * config.mesh_bid_rate_per_s,
+        link_bytes_per_s=config.mesh_link_bytes_per_s,
         lease_min_s=config.mesh_lease_min_s,
         lease_factor=config.mesh_lease_factor,
         lease_grace_s=config.mesh_lease_grace_s,

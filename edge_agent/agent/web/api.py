@@ -20,6 +20,7 @@ from edge_agent.agent.core.intake_queue import SubmitCoalescer
 from edge_agent.agent.core.store import STATES, IdempotencyConflict
 from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
 from edge_agent.agent.service import Agent
+from edge_agent.agent.web.api_auth import api_auth
 from edge_agent.agent.web.local_status import add_status_routes
 from edge_agent.agent.web.openapi import MAX_BATCH, document
 from edge_agent.http_errors import (
@@ -241,7 +242,8 @@ async def _openapi(request: web.Request) -> web.Response:
     intake = request.app[AGENT].intake
     models = await asyncio.to_thread(intake.models)
     allowed = sorted(intake.allowlist)
-    return web.json_response(document(models, allowed, request.app[CONFIG].mesh_on))
+    config = request.app[CONFIG]
+    return web.json_response(document(models, allowed, config.mesh_on, config.auth_on))
 
 
 async def _pools(request: web.Request) -> web.Response:
@@ -277,7 +279,8 @@ def make_app(config: AgentConfig) -> web.Application:
     guard = ConnectionGuard(ServerLimits.of(config))
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        middlewares=[guard.middleware, _errors, missing_files],  # the guard first: see its doc
+        # the guard first (see its doc), then the API token (api_auth: none when auth is off)
+        middlewares=[guard.middleware, *api_auth(config), _errors, missing_files],
     )
     app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
     app.cleanup_ctx.append(_agent_ctx)

@@ -258,15 +258,35 @@ def _other_paths() -> dict[str, Any]:
     }
 
 
+#: ``[api] auth`` on: every operation but health (and the mesh's own) needs the API token.
+API_TOKEN: dict[str, Any] = {
+    "apiToken": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "the agent's API token, in <data_dir>/api_token on its box ([api] "
+        "auth_token_file); docs/security.md, 'The agent's API token'",
+    }
+}
+
+
 def document(
-    models: Sequence[str] = (), allowlist: Sequence[str] = (), mesh: bool = False
+    models: Sequence[str] = (),
+    allowlist: Sequence[str] = (),
+    mesh: bool = False,
+    auth: bool = False,
 ) -> dict[str, Any]:
-    """Return the OpenAPI document of an agent with these models, allowlist and mesh state."""
+    """Return the OpenAPI document of an agent with these models, allowlist, mesh state and
+    ``[api] auth`` state."""
     paths = {**_task_paths(), **_other_paths(), **(MESH_PATHS if mesh else {})}
-    schemes = MESH_SECURITY if mesh else {}
+    schemes = {**(MESH_SECURITY if mesh else {}), **(API_TOKEN if auth else {})}
+    top: dict[str, Any] = {}
+    if auth:
+        top["security"] = [{"apiToken": []}]
+        paths["/v1/health"] = {"get": {**paths["/v1/health"]["get"], "security": []}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "hetmesh edge agent", "version": __version__},
+        **top,
         "paths": paths,
         "components": {
             "schemas": {

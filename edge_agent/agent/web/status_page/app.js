@@ -4,6 +4,40 @@
 "use strict";
 
 let live = false;
+// The agent's API token ([api] auth), asked for once its API answers 401; kept for this tab
+// only (sessionStorage), sent as "Authorization: Bearer" with every data call.
+const TOKEN_KEY = "hetmesh-agent-token";
+let askingToken = false;
+
+function authHeaders(token) {
+  return token ? {Authorization: "Bearer " + token} : {};
+}
+
+async function askToken(resp) {
+  let why = "This agent asks for its API token.";
+  try {
+    why = (await resp.json()).error || why;
+  } catch (err) {
+    // not the agent's JSON error: keep the general line
+  }
+  sessionStorage.removeItem(TOKEN_KEY);
+  askingToken = true;
+  document.getElementById("token-why").textContent = why;
+  document.getElementById("token-form").hidden = false;
+  const conn = document.getElementById("conn");
+  conn.textContent = "token needed";
+  conn.className = "conn down";
+}
+
+document.getElementById("token-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("token");
+  sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+  input.value = "";
+  document.getElementById("token-form").hidden = true;
+  askingToken = false;
+  poll();
+});
 
 function seconds(s) {
   if (s === null || s === undefined) return "—";
@@ -127,9 +161,16 @@ function renderPolicy(doc) {
 }
 
 async function poll() {
+  if (askingToken) return;  // no polling until a token is given
   let doc = null;
   try {
-    const resp = await fetch("/v1/status", {cache: "no-store"});
+    const token = sessionStorage.getItem(TOKEN_KEY);
+    const resp = await fetch("/v1/status", {cache: "no-store", headers: authHeaders(token)});
+    if (resp.status === 401) {
+      // an answer to a token since replaced (a poll still on its way) asks nothing
+      if (token === sessionStorage.getItem(TOKEN_KEY) && !askingToken) await askToken(resp);
+      return;
+    }
     if (!resp.ok) throw new Error("status " + resp.status);
     doc = await resp.json();
   } catch (err) {
