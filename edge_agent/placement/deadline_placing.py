@@ -21,7 +21,7 @@ Two more rules keep that estimate honest:
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, prepare
@@ -78,15 +78,7 @@ class DeadlinePlacing:
     _samples: dict[tuple[int, int], int]
     device_ids: tuple[str, ...]
     exploration: Explorer
-
-    def _place(
-        self,
-        task: TaskContract | PreparedTask,
-        candidates: Collection[str] | None,
-        *,
-        explore: bool = True,
-    ) -> Decision:
-        raise NotImplementedError  # Placer's
+    _place: Callable[..., Decision]  # Placer's: (task, candidates, *, explore=True)
 
     def _place_edf(
         self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
