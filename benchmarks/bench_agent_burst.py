@@ -1,7 +1,7 @@
 """Intake benchmark of the edge agent over HTTP, beside a null server; the last line is JSON.
 
     python benchmarks/bench_agent_burst.py [--tasks 1000] [--connections 8] [--sustained-s 10]
-        [--sustained-connections 64]
+        [--sustained-connections 64] [--modes burst,batch,keepalive,sustained] [--py-spy DIR]
 
 Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the null server
 (``bench_null_server.py``: aiohttp that parses the JSON and commits one SQLite row, WAL,
@@ -20,7 +20,14 @@ sent the request (same clock), read from each server's SQLite file. Each percent
 sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the null server's
 in the same run (the machine is shared: compare ratios, not absolute figures), and
 ``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
-request to the last ``placed_at`` (less sensitive to a loaded box than wall time).
+request to the last ``placed_at`` seen (less sensitive to a loaded box than wall time;
+it includes the runs of the tasks already placed by then). Each mode starts once the agent
+has run every task of the mode before (``quiesce``), so no mode pays for another's runs.
+``--modes`` runs a subset (e.g. ``--modes batch,sustained --sustained-s 3`` while iterating);
+``--py-spy DIR`` samples the agent with py-spy during each mode (raw stacks in
+``DIR/MODE.txt``) and adds ``MODE_profile_shares``: the share of its Python time per part of
+the path (``bench_agent_harness.PARTS``); a sampled run's latency and CPU figures are
+inflated by the sampling, so take those from a run without it.
 Targets (issue 15): batch_1000_p99_ms <= 100, keepalive_1000_p99_ms <= 200,
 burst_vs_floor <= 1.3, sustained_tasks_per_s >= 3000 with sustained_p99_ms <= 100.
 """
@@ -39,8 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from bench_agent_harness import (
+    Spy,
     batch,
+    breakdown,
     burst,
+    busy,
     cpu_s,
     keepalive,
     latencies_ms,
@@ -62,7 +72,15 @@ def settle(data_dir: Path, acked: list[tuple[str, float]], timeout_s: float = 12
         done = latencies_ms(acked, placed)
         if len(done) == len(acked) or time.monotonic() > deadline:
             return done
-        time.sleep(0.2)
+        time.sleep(0.05)
+
+
+def quiesce(data_dir: Path, timeout_s: float = 120) -> None:
+    """Wait until the agent has no task left to place or run (the previous mode's tail), so
+    that its runs are not counted in the next mode's time and CPU."""
+    deadline = time.monotonic() + timeout_s
+    while busy(data_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
 
 
 def figures(name: str, lat: list[float], acked: int) -> dict[str, Any]:
@@ -84,7 +102,19 @@ def main() -> None:
     parser.add_argument("--connections", type=int, default=8)
     parser.add_argument("--sustained-s", type=float, default=10.0)
     parser.add_argument("--sustained-connections", type=int, default=64)
+    parser.add_argument(
+        "--modes",
+        default="burst,batch,keepalive,sustained",
+        help="comma-separated subset of the modes to run (default: all four)",
+    )
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="DIR",
+        help="sample the agent with py-spy during each mode: DIR/MODE.txt (raw stacks)",
+    )
     args = parser.parse_args()
+    wanted = set(args.modes.split(","))
     n, conns = args.tasks, args.connections
 
     async def fresh(port: int) -> list[tuple[str, float]]:
@@ -114,12 +144,25 @@ def main() -> None:
                 servers[who] = (proc, port, data)
                 asyncio.run(keepalive(port, 16, 4))  # warm: code paths, connections, pages
             for mode, load in modes:
+                if mode.split("_")[0] not in wanted:
+                    continue
                 for who in ("null", "agent"):
                     proc, port, data = servers[who]
+                    if who == "agent":
+                        quiesce(data)
+                    spy = None
+                    if args.py_spy is not None and who == "agent":
+                        args.py_spy.mkdir(parents=True, exist_ok=True)
+                        spy = Spy(proc.pid, args.py_spy / f"{mode}.txt")
                     start_t, start_cpu = time.monotonic(), cpu_s(proc.pid)
                     acked = asyncio.run(load(port))
                     elapsed = time.monotonic() - start_t
                     lat = settle(data, acked)
+                    if spy is not None:  # where its Python time went (shares of samples)
+                        shares = breakdown(spy.stop())
+                        result[f"{mode}_profile_shares"] = {
+                            part: round(share, 3) for part, share in shares.items()
+                        }
                     prefix = mode if who == "agent" else f"null_{mode}"
                     result |= figures(prefix, lat, len(acked))
                     if acked:  # the server's own CPU per task, submit to placed: load-proof

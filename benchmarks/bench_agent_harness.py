@@ -15,6 +15,7 @@ import asyncio
 import json
 import math
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -187,6 +188,16 @@ def placed_at(data_dir: Path) -> dict[str, float | None]:
         db.close()
 
 
+def busy(data_dir: Path) -> int:
+    """Return how many of an agent's tasks still wait to be placed or run (its SQLite file)."""
+    db = sqlite3.connect(f"file:{data_dir / 'agent.db'}?mode=ro", uri=True)
+    try:
+        sql = "SELECT count(*) FROM tasks WHERE state IN ('queued', 'placed', 'running')"
+        return int(db.execute(sql).fetchone()[0])
+    finally:
+        db.close()
+
+
 def latencies_ms(acked: list[tuple[str, float]], placed: dict[str, float | None]) -> list[float]:
     """Return submit -> placed (ms) of each acknowledged task that was placed."""
     out = []
@@ -210,3 +221,68 @@ def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     rank = max(0, min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1))
     return ordered[rank]
+
+
+class Spy:
+    """py-spy sampling one process into a raw (collapsed stacks) file; ``stop`` to write it.
+
+    ``py-spy record --gil -f raw`` on ``pid``: only the thread holding the GIL is sampled,
+    so the samples say where the process spends its Python time (SQLite's own C work,
+    done without the GIL, is not seen; nor are waits). Sampling pauses the process, so a
+    spied run's figures are not the benchmark's: use its shares only. py-spy must be
+    installed (``pip install py-spy``) and allowed to ptrace the process (root, or
+    ptrace_scope 0).
+    """
+
+    def __init__(self, pid: int, out: Path, rate: int = 1000) -> None:
+        exe = Path(sys.executable).with_name("py-spy")
+        cmd = [str(exe), "record", "-p", str(pid), "-o", str(out), "-r", str(rate)]
+        self.proc = subprocess.Popen(
+            [*cmd, "-f", "raw", "--nolineno", "--gil"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.out = out
+        time.sleep(0.5)  # attached before the load starts
+
+    def stop(self) -> Path:
+        """Stop sampling and return the raw file (one ``frame;frame;... count`` per line)."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        return self.out
+
+
+#: Where a sampled stack's CPU goes, by the innermost frame that names a part (first rule
+#: that matches, walking from the leaf to the root); anything else is "other".
+PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("metrics", ("AgentMetrics.", "prometheus_client/")),
+    ("outbox rows", ("outbox.py",)),
+    ("decision rows", ("decision_row ",)),
+    ("kernel call (prepare + place)", ("tiers.py", "placement/batch.py")),
+    ("store: accept tasks", ("Store.submit.",)),
+    ("store: record placed", ("Store.placed.", "record_placed ")),
+    ("sqlite commit", ("Database._commit ",)),
+    ("intake parse/validate", ("Intake.", "parse_json_body", "whole_numbers", "parse.<locals>")),
+    ("202 response (task docs, JSON)", ("task_doc", "json_response", "_task_json", "_accepted")),
+    ("submission handlers (rest of api.py)", ("web/api.py",)),
+    ("executor (runs, starts, finishes)", ("executor.py", "jobs.py", "store_runs.py")),
+    ("scheduler (queue, wake-ups, dispatch)", ("scheduler.py", "fairshare.py", "service.py")),
+    ("intake queue (coalescer)", ("intake_queue.py",)),
+    ("http (aiohttp, middlewares)", ("aiohttp/", "http_limits.py", "http_errors.py")),
+)
+
+
+def breakdown(raw: Path) -> dict[str, float]:
+    """Return each part's share (0..1) of the samples in a py-spy raw file (``Spy``)."""
+    counts: dict[str, int] = {}
+    for line in raw.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        part = "other"
+        for frame in reversed(stack.split(";")):
+            found = next((name for name, keys in PARTS if any(k in frame for k in keys)), None)
+            if found is not None:
+                part = found
+                break
+        counts[part] = counts.get(part, 0) + int(n)
+    total = sum(counts.values()) or 1
+    return {k: v / total for k, v in sorted(counts.items(), key=lambda kv: -kv[1])}

@@ -237,8 +237,11 @@ class ConnectionGuard(Collector):
                 return request, self._refuse(413, f"{declared} bytes, ", cap)
             request = request.clone(client_max_size=cap)  # counted as the bytes arrive
         try:
-            async with asyncio.timeout(self.limits.body_timeout_s):
+            if request.content.is_eof():  # all of it came with the head: no clock to run
                 await request.read()
+            else:
+                async with asyncio.timeout(self.limits.body_timeout_s):
+                    await request.read()
         except web.HTTPRequestEntityTooLarge:
             return request, self._refuse(413, "", cap or 0)
         except TimeoutError:

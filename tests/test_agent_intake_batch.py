@@ -65,7 +65,7 @@ async def test_a_batch_of_1000_is_placed_by_one_kernel_call_in_one_transaction(
 
 
 @pytest.mark.asyncio
-async def test_concurrent_single_submissions_are_stored_as_one_group(
+async def test_concurrent_single_submissions_are_stored_one_transaction_per_group(
     aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
 ) -> None:
     config = emulated_agent()
@@ -76,8 +76,16 @@ async def test_concurrent_single_submissions_are_stored_as_one_group(
     assert [r.status for r in answers] == [202] * 40
     ids = {(await r.json())["task"]["id"] for r in answers}
     assert len(ids) == 40
-    assert client.app[SUBMITS].groups - groups < 40  # some arrived together and shared a write
+    used = client.app[SUBMITS].groups - groups
+    assert used < 40  # some arrived together and shared a write
     await _all_placed(config, ids)
+    db = sqlite3.connect(f"file:{config.db_path}?mode=ro", uri=True)
+    try:
+        submitted = dict(db.execute("SELECT id, submitted_at FROM tasks").fetchall())
+    finally:
+        db.close()
+    # one store op (one transaction) per group: its rows share the one time it stamped
+    assert len({submitted[i] for i in ids}) == used
 
 
 @pytest.mark.asyncio

@@ -48,7 +48,7 @@ def test_an_unknown_key_is_refused_with_the_known_ones(tmp_path: Path) -> None:
         hub_config.load_config(path, env={})
     assert str(err.value) == (
         f"{path}: [liveness] unknown key 'heartbeat_s'; known: heartbeat_interval_s, "
-        "stale_heartbeats, push_interval_s"
+        "max_heartbeats_per_s, stale_heartbeats, push_interval_s"
     )
 
 

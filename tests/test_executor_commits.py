@@ -9,11 +9,15 @@ committed.
 from __future__ import annotations
 
 import asyncio
+import json
+import math
 import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
 
+from edge_agent.agent.core import outbox, store_runs
 from edge_agent.agent.core.executor import Executor, Job, Outcome
 from edge_agent.agent.core.fleet import build_fleet
 from edge_agent.agent.core.intake import NewTask
@@ -24,6 +28,29 @@ from edge_agent.storage.db import Database
 from tests.support.jobs import placed_job
 
 pytestmark = pytest.mark.asyncio
+
+
+async def placed_store(path: Path, n: int) -> tuple[Store, list[str]]:
+    """Return an open store holding ``n`` placed tasks, and their ids."""
+    store = Store(path)
+    await asyncio.to_thread(store.open)
+    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * n)]
+    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
+    await store.placed([(r["id"], decision, False) for r in rows])
+    return store, [r["id"] for r in rows]
+
+
+def count_persists(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Count ``Database.persist`` calls from now on (in the one-item list returned)."""
+    ops = [0]
+    persist = Database.persist
+
+    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
+        ops[0] += 1
+        return await persist(db, op)
+
+    monkeypatch.setattr(Database, "persist", counted)
+    return ops
 
 
 async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
@@ -57,23 +84,10 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
 async def test_starts_and_finishes_are_written_a_group_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    store = Store(tmp_path / "a.db")
-    await asyncio.to_thread(store.open)
-    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * 20)]
-    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
-    await store.placed([(r["id"], decision, False) for r in rows])
-    ops = 0
-    persist = Database.persist
-
-    async def counted(db: Database, op):  # type: ignore[no-untyped-def]
-        nonlocal ops
-        ops += 1
-        return await persist(db, op)
-
-    monkeypatch.setattr(Database, "persist", counted)
-    ids = [r["id"] for r in rows]
+    store, ids = await placed_store(tmp_path / "a.db", 20)
+    ops = count_persists(monkeypatch)
     assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 20
-    assert ops == 1
+    assert ops[0] == 1
     assert await store.started(ids[0]) is False  # no longer placed: running
 
     def states() -> set[str]:
@@ -84,7 +98,7 @@ async def test_starts_and_finishes_are_written_a_group_at_a_time(
     finishes = [store.runs.finished(Finish(i, "done", {"ok": 1}, None, telemetry)) for i in ids]
     assert states() == {"running"}  # asked for, not yet committed: not acknowledged
     await asyncio.gather(*finishes)
-    assert states() == {"done"} and ops == 3
+    assert states() == {"done"} and ops[0] == 3
     with sqlite3.connect(tmp_path / "a.db") as conn:
         (samples,) = conn.execute("SELECT count(*) FROM telemetry WHERE kind = 'task'").fetchone()
         (records,) = conn.execute(
@@ -92,3 +106,53 @@ async def test_starts_and_finishes_are_written_a_group_at_a_time(
         ).fetchone()
     assert samples == 20 and records == 20
     await asyncio.to_thread(store.close)
+
+
+async def test_finishes_arriving_while_the_writer_commits_are_one_op(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, ids = await placed_store(tmp_path / "a.db", 3)
+    assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 3
+    ops = count_persists(monkeypatch)
+    gate = threading.Event()  # the writer is busy (an fsync, another op) until it is set
+    busy = store.db.write(lambda db: gate.wait(5))
+    finishes = []
+    for task_id in ids:  # one per loop turn, as jobs end one after another
+        finishes.append(store.runs.finished(Finish(task_id, "done", {"n": 1}, None, None)))
+        await asyncio.sleep(0.01)
+    assert not any(f.done() for f in finishes)  # nothing acknowledged before its commit
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"running"}
+    gate.set()
+    await busy
+    await asyncio.gather(*finishes)
+    assert ops[0] == 1  # the three waited for the writer together
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"done"}
+    await asyncio.to_thread(store.close)
+
+
+async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:
+    sample = {"kind": "task", "device": "rk3588/cpu", "latency_s": 0.002, "energy_j": None}
+    cases = [
+        Finish("t1", "done", {"latency_s": 0.002, "outputs": [[1, 10]]}, None, sample),
+        Finish("t2", "failed", None, "boom", None),
+        Finish("t3", "done", {"estimate_s": math.inf}, None, {"kind": "task", "x": math.nan}),
+    ]
+    for finish in cases:
+        row, record = store_runs._encoded(finish)
+        assert record == outbox.encode(store_runs.task_record(finish))  # byte for byte
+        assert row == (None if finish.result is None else json.dumps(finish.result))
+    assert json.loads(store_runs._encoded(cases[2])[1])["result"] == {"estimate_s": None}
+
+
+async def test_a_group_of_starts_finds_its_rows_by_id_not_by_state(tmp_path: Path) -> None:
+    # by the state index it would visit every placed task (a backlog) for each group
+    store, ids = await placed_store(tmp_path / "a.db", 200)
+    await asyncio.to_thread(store.close)
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN " + store_runs.start_statement(50), [0.0, *ids[:50]]
+        ).fetchall()
+    details = " ".join(str(row[-1]) for row in plan)
+    assert "(id=?)" in details and "state" not in details, details

@@ -60,7 +60,7 @@ async def _enrol(request: web.Request) -> web.Response:
             "agent_id": e.agent_id,
             "hub_id": hub.hub_id,  # whom the agent signs its requests for
             "key": key,
-            "heartbeat_interval_s": hub.config.heartbeat_interval_s,
+            "heartbeat_interval_s": hub.heartbeat_interval_s(),
         },
         status=201,
     )
@@ -129,7 +129,7 @@ async def _heartbeat(request: web.Request) -> web.Response:
     desired = await hub.store.heartbeat(agent_id, hb, hub.clock())
     reply: dict[str, Any] = {
         "ok": True,
-        "heartbeat_interval_s": hub.config.heartbeat_interval_s,
+        "heartbeat_interval_s": hub.heartbeat_interval_s(),
         "desired_policy": None,
         "policy": None,
         "moves": hub.reevaluator.pending(agent_id),  # work to forward to a peer (§12)

@@ -44,6 +44,9 @@ class HubConfig:
     body_timeout_s: float = 60.0  # a request body must arrive within this
     max_connections: int = 4096  # open client connections; idle ones make room when full
     heartbeat_interval_s: float = 5.0  # what agents are told; liveness is judged against it
+    # a large fleet is asked to beat less often, so it sends at most this many heartbeats a
+    # second in all (interval = max(heartbeat_interval_s, agents / this)); 0: no cap
+    max_heartbeats_per_s: float = 500.0
     stale_heartbeats: float = 3.0  # data older than this many intervals is never "healthy"
     push_interval_s: float = 1.0  # most often the dashboard stream sends a fresh snapshot
     max_clock_skew_s: float = 300.0  # signed requests older or newer than this are refused
@@ -78,8 +81,20 @@ class HubConfig:
 
     @property
     def stale_after_s(self) -> float:
-        """Return the age after which an agent's data no longer counts as current."""
+        """Return the age after which an agent's data no longer counts as current (a fleet
+        small enough to beat every ``heartbeat_interval_s``)."""
         return self.heartbeat_interval_s * self.stale_heartbeats
+
+    def interval_for(self, agents: int) -> float:
+        """Return the heartbeat interval a fleet of ``agents`` is asked for: the configured one,
+        or longer where the fleet would otherwise send more than ``max_heartbeats_per_s``."""
+        if self.max_heartbeats_per_s <= 0:
+            return self.heartbeat_interval_s
+        return max(self.heartbeat_interval_s, round(agents / self.max_heartbeats_per_s, 3))
+
+    def stale_after_for(self, agents: int) -> float:
+        """Return the age after which data is stale in a fleet of ``agents`` (its interval)."""
+        return self.interval_for(agents) * self.stale_heartbeats
 
     @property
     def announced_address(self) -> str:
@@ -112,7 +127,12 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "body_timeout_s",
         "max_connections",
     ),
-    "liveness": ("heartbeat_interval_s", "stale_heartbeats", "push_interval_s"),
+    "liveness": (
+        "heartbeat_interval_s",
+        "max_heartbeats_per_s",
+        "stale_heartbeats",
+        "push_interval_s",
+    ),
     "learning": (
         "learning_port",
         "learning_host",
@@ -135,6 +155,7 @@ _KINDS: dict[str, type] = {
     "max_connections": int,
     "max_clock_skew_s": float,
     "heartbeat_interval_s": float,
+    "max_heartbeats_per_s": float,
     "stale_heartbeats": float,
     "push_interval_s": float,
     "hub_id": str,
@@ -170,6 +191,7 @@ def _validated(config: HubConfig, where: str) -> HubConfig:
         ("max_connections", 1 <= config.max_connections <= 1_000_000, "must be 1..1000000"),
         ("host", bool(config.host), "must not be empty"),
         ("stale_heartbeats", config.stale_heartbeats >= 1, "must be >= 1"),
+        ("max_heartbeats_per_s", config.max_heartbeats_per_s >= 0, "must be >= 0 (0: no cap)"),
         ("learning_port", 0 <= config.learning_port <= 65535, "must be 0..65535 (0: off)"),
         ("learning_rounds", config.learning_rounds >= 1, "must be >= 1"),
         ("learning_min_nodes", config.learning_min_nodes >= 1, "must be >= 1"),

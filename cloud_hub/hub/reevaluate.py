@@ -256,7 +256,7 @@ class Reevaluator:
     async def evaluate_hub(self, hub: Hub) -> dict[str, Any]:
         """Evaluate with the hub's liveness: only agents whose data is current count."""
         agents = await hub.store.agents()
-        states = liveness.states(agents, self.clock(), hub.config.stale_after_s)
+        states = liveness.states(agents, self.clock(), hub.stale_after_s())
         return self.evaluate({a for a, s in states.items() if s in liveness.CURRENT})
 
     async def run(self, hub: Hub) -> None:

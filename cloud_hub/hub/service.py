@@ -105,6 +105,15 @@ class Hub:
         await self.loops.stop()
         await asyncio.to_thread(self.store.close)
 
+    def heartbeat_interval_s(self) -> float:
+        """Return the interval agents are asked to heartbeat at (longer for a large fleet:
+        ``[liveness] max_heartbeats_per_s``)."""
+        return self.config.interval_for(self.store.agent_count())
+
+    def stale_after_s(self) -> float:
+        """Return the age after which an agent's data is stale, at the interval in force."""
+        return self.config.stale_after_for(self.store.agent_count())
+
     def health(self) -> dict[str, Any]:
         """Return the hub's health: ``degraded`` with its problems (storage, loops), else ``ok``."""
         db = self.store.db
@@ -132,7 +141,7 @@ class Hub:
     async def snapshot(self) -> dict[str, Any]:
         """Return the fleet as the dashboard shows it; stale data is never marked current."""
         now = self.clock()
-        stale = self.config.stale_after_s
+        stale = self.stale_after_s()
         agents = await self.store.agents()
         states = liveness.states(agents, now, stale)
         counts = dict.fromkeys(liveness.STATES, 0)
@@ -154,7 +163,7 @@ class Hub:
         return {
             "ok": True,
             "now": now,
-            "heartbeat_interval_s": self.config.heartbeat_interval_s,
+            "heartbeat_interval_s": self.heartbeat_interval_s(),
             "stale_after_s": stale,
             "counts": counts,
             "agents": agents,

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
 from cloud_hub.hub.protocol import new_key
 from cloud_hub.hub.schema import MIGRATIONS
 from cloud_hub.hub.wire import Enrolment, Heartbeat, SyncBatch
@@ -45,6 +46,7 @@ class HubStore:
         self.db = Database(path, MIGRATIONS, repair=f"cloud-hub repair --data-dir {path.parent}")
         self._keys: dict[str, str] = {}
         self.bad_rows = 0  # rows skipped in listings because they cannot be decoded
+        self.heartbeats = HeartbeatWriter(self.db)  # heartbeats grouped per transaction
 
     def open(self) -> None:
         """Open and migrate the database, load the agents' keys (blocking)."""
@@ -102,50 +104,12 @@ class HubStore:
         return key
 
     async def heartbeat(self, agent_id: str, hb: Heartbeat, now: float) -> dict[str, Any] | None:
-        """Record a heartbeat (health, peers, policy, devices); return the policy assigned to it."""
-        policy = None if hb.policy is None else f"{hb.policy[0]}@{hb.policy[1]}"
+        """Record a heartbeat (health, peers, policy, devices); return the policy assigned to it.
 
-        def op(db: sqlite_utils.Database) -> dict[str, Any] | None:
-            db.execute(
-                "UPDATE agents SET last_seen = ?, status = ?, problem = ?, version = ?, peers = ?, "
-                "policy = ?, queue_depth = ?, outbox_pending = ?, outbox_dropped = ?, "
-                "slo_misses = ?, heartbeats = heartbeats + 1 WHERE id = ?",
-                (
-                    now,
-                    hb.status,
-                    hb.problem,
-                    hb.version,
-                    json.dumps(hb.peers),
-                    policy,
-                    hb.queue_depth,
-                    hb.outbox_pending,
-                    hb.outbox_dropped,
-                    hb.slo_misses,
-                    agent_id,
-                ),
-            )
-            db.execute("DELETE FROM devices WHERE agent_id = ?", (agent_id,))
-            db.conn.executemany(
-                "INSERT INTO devices VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [
-                    (agent_id, d.id, d.kind, d.name, d.utilization, d.queued_s, d.health, now)
-                    for d in hb.devices
-                ],
-            )
-            # until the agent reports its assigned version, the health gate's count restarts
-            db.execute(
-                "UPDATE assignments SET hb_base = (SELECT heartbeats FROM agents WHERE id = ?), "
-                "slo_base = ? WHERE agent_id = ? AND name || '@' || version IS NOT ?",
-                (agent_id, hb.slo_misses, agent_id, policy),
-            )
-            row = db.execute(
-                "SELECT p.document FROM assignments a JOIN policies p "
-                "ON p.name = a.name AND p.version = a.version WHERE a.agent_id = ?",
-                (agent_id,),
-            ).fetchone()
-            return None if row is None else dict(json.loads(row[0]))
-
-        return await self.db.write(op)
+        Returns once the heartbeat is committed, in one transaction with the others that
+        arrived meanwhile (``heartbeat_writes``).
+        """
+        return await self.heartbeats.add((agent_id, hb, now))
 
     async def sync(self, agent_id: str, batch: SyncBatch, now: float) -> dict[str, int]:
         """Apply a batch exactly once; return acked, applied, duplicates, lost (this batch)."""

@@ -164,7 +164,8 @@ class AgentProcess:
     """One ``edge-agent run`` daemon in a namespace (emulated board, mesh on), over HTTP.
 
     The root namespace cannot reach the test addresses, so each request is made by a short
-    Python client started inside the agent's namespace.
+    Python client started inside the agent's namespace. ``mesh`` and ``hub`` are settings of
+    its config's [mesh] and [hub] tables (no [hub]: it joins no hub).
     """
 
     def __init__(
@@ -177,6 +178,7 @@ class AgentProcess:
         key_file: Path,
         mesh: dict[str, object] | None = None,
         port: int = 8470,
+        hub: dict[str, object] | None = None,
     ) -> None:
         self.ns, self.agent_id, self.address, self.port = ns, agent_id, address, port
         self.data_dir = workdir / agent_id
@@ -196,6 +198,8 @@ class AgentProcess:
             "shutdown_grace_s = 1",
             "[mesh]",
             *(f"{k} = {json.dumps(v)}" for k, v in settings.items()),
+            *(["[hub]"] if hub else []),
+            *(f"{k} = {json.dumps(v)}" for k, v in (hub or {}).items()),
         ]
         self.config = workdir / f"{agent_id}.toml"
         self.config.write_text("\n".join(lines) + "\n", encoding="utf-8")

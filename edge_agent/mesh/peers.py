@@ -104,7 +104,9 @@ class PeerTable:
         self.own_endpoint: tuple[str, int] = ("", 0)  # set once our API listens
         self.counters: Counter[str] = Counter()
         self._buckets: dict[str, _Bucket] = {}
-        self._rejected: dict[tuple[str, int], float] = {}  # endpoint -> retry after
+        #: (claimed id, address, port) -> retry after: a claim refused at an endpoint does not
+        #: silence a member's own announcements there (anyone may name its endpoint)
+        self._rejected: dict[tuple[str, str, int], float] = {}
         self._names: dict[str, str] = {}  # mDNS instance name -> agent id
         self._warned: set[str] = set()
 
@@ -121,7 +123,7 @@ class PeerTable:
         if hint.fingerprint != self.fingerprint:
             self.counters["foreign_fleet"] += 1  # another fleet's agent: not ours, not a spoof
             return False
-        if self._rejected.get(hint.endpoint, 0.0) > now:
+        if self._rejected.get((hint.agent_id, *hint.endpoint), 0.0) > now:
             self.counters["rejected_backoff"] += 1
             return False
         if hint.agent_id == self.self_id:  # ours, or a same-id claim that must prove the key
@@ -167,8 +169,8 @@ class PeerTable:
         _log.log(level, "mesh: %s from %s (%s:%s)", counter, hint.agent_id, *hint.endpoint)
 
     def challenge_failed(self, hint: Hint, reason: str) -> None:
-        """Record that ``hint``'s endpoint could not prove the fleet key."""
-        self._rejected[hint.endpoint] = time.monotonic() + self.reject_backoff_s
+        """Record that ``hint``'s claim (its id at its endpoint) could not be proved."""
+        self._rejected[(hint.agent_id, *hint.endpoint)] = time.monotonic() + self.reject_backoff_s
         if len(self._rejected) > 4 * self.cap:
             self._rejected.pop(next(iter(self._rejected)))
         self._spoof("spoof_wrong_key" if reason != "unreachable" else "challenge_unreachable", hint)
@@ -195,7 +197,7 @@ class PeerTable:
             _log.info("mesh: trusted peer %s at %s:%s", agent_id, address, api_port)
         peer.address, peer.api_port, peer.version, peer.kinds = address, api_port, version, kinds
         self.seen(agent_id, rtt_s)
-        self._rejected.pop((address, api_port), None)
+        self._rejected.pop((agent_id, address, api_port), None)
         if name is not None:
             self._name(name, agent_id)
         return peer

@@ -51,7 +51,7 @@ class BatchPlacing:
         """
         if self._started:
             self._running.credit(self._ws.devices)
-        prepared = [t if isinstance(t, PreparedTask) else prepare(t) for t in tasks]
+        prepared = prepare_all(tasks)
         order = sorted(range(len(prepared)), key=lambda i: urgency(prepared[i].contract))
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
@@ -59,10 +59,13 @@ class BatchPlacing:
         ws = self._ws  # a new class may have grown the workspace
         before = ws.devices.copy()
         self._decide_batch(order, prepared, classes, candidates)
-        late = (ws.out[: len(order), L.OUT_FLAGS].astype(np.int64) & L.OF_LATE) != 0
-        if late.any():
-            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
         rows = ws.out[: len(order)].tolist()
+        # from the rows as lists: a few numpy calls cost more than this for the small
+        # batches of coalesced single submissions, and as little for a batch of 1,000
+        late = [slot for slot, row in enumerate(rows) if int(row[L.OUT_FLAGS]) & L.OF_LATE]
+        if late:
+            order = self._hopeless_last(order, late, before, prepared, classes, candidates)
+            rows = ws.out[: len(order)].tolist()
         out: list[Decision | None] = [None] * len(order)
         keep = ws.keep_reasons
         for slot, i in enumerate(order):
@@ -89,7 +92,7 @@ class BatchPlacing:
     def _hopeless_last(
         self,
         order: list[int],
-        late: npt.NDArray[np.bool_],
+        late: list[int],
         before: npt.NDArray[np.float64],
         prepared: Sequence[PreparedTask],
         classes: Sequence[int],
@@ -97,12 +100,13 @@ class BatchPlacing:
     ) -> list[int]:
         """Decide the batch again with its hopeless tasks last; return the new order.
 
-        A task late in the batch is hopeless when it is late alone on the fleet as it was
+        ``late``: the slots (positions in ``order``) the first call placed late. A task late
+        in the batch is hopeless when it is late alone on the fleet as it was
         before the batch (one kernel call each); the others were late only behind it.
         """
         ws = self._ws
         hopeless = set()
-        for slot in np.flatnonzero(late).tolist():
+        for slot in late:
             ws.devices[:] = before
             self._decide_batch([order[slot]], prepared, classes, candidates)
             if int(ws.out[0, L.OUT_FLAGS]) & L.OF_LATE:
@@ -111,6 +115,26 @@ class BatchPlacing:
         order = [i for i in order if i not in hopeless] + [i for i in order if i in hopeless]
         self._decide_batch(order, prepared, classes, candidates)
         return order
+
+
+def prepare_all(tasks: Sequence[TaskContract | PreparedTask]) -> list[PreparedTask]:
+    """Return each task prepared, encoding a contract object that repeats in ``tasks`` once.
+
+    A fleet submits the same few task kinds over and over and the intake hands out one
+    ``TaskContract`` per kind (``Intake.task``'s cache), so a batch of 1,000 is mostly one
+    object: contracts are frozen, so the same object always encodes to the same row.
+    """
+    done: dict[int, PreparedTask] = {}
+    out: list[PreparedTask] = []
+    for t in tasks:
+        if isinstance(t, PreparedTask):
+            out.append(t)
+            continue
+        found = done.get(id(t))
+        if found is None:
+            found = done[id(t)] = prepare(t)
+        out.append(found)
+    return out
 
 
 def urgency(contract: TaskContract) -> tuple[int, float]:

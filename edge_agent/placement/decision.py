@@ -31,6 +31,8 @@ class Decision:
 
     __slots__ = (
         "_ctx",
+        "_ids",
+        "_indices",
         "_row",
         "excluded",
         "probe",
@@ -58,6 +60,8 @@ class Decision:
         self.probe = probe  # an exploration probe: clamped factors reset, or an untried pair
         self._row = row
         self._ctx = ctx
+        self._indices: tuple[int, ...] | None = None  # computed on first access (row is fixed)
+        self._ids: tuple[str, ...] | None = None
         self.reasons = reasons  # reason code per device in device_order, if kept
         self.task_class_index = task_class_index
         self.tier: str | None = None  # the tier placed in, when tier rules routed the task
@@ -71,17 +75,21 @@ class Decision:
 
     @property
     def device_indices(self) -> tuple[int, ...]:
-        """Return the chosen devices' positions in ``device_order``."""
-        row = self._row
-        return tuple(
-            int(row[L.OUT_ASSIGNED + j]) for j in range(L.MAX_GANG) if row[L.OUT_ASSIGNED + j] >= 0
-        )
+        """Return the chosen devices' positions in ``device_order`` (computed once)."""
+        found = self._indices
+        if found is None:
+            assigned = self._row[L.OUT_ASSIGNED : L.OUT_ASSIGNED + L.MAX_GANG]
+            found = self._indices = tuple([int(d) for d in assigned if d >= 0])
+        return found
 
     @property
     def device_ids(self) -> tuple[str, ...]:
-        """Return the chosen devices' ids (empty when not placed)."""
-        order = self._ctx.device_order
-        return tuple(order[d] for d in self.device_indices)
+        """Return the chosen devices' ids (empty when not placed; computed once)."""
+        found = self._ids
+        if found is None:
+            order = self._ctx.device_order
+            found = self._ids = tuple(order[d] for d in self.device_indices)
+        return found
 
     @property
     def charges(self) -> tuple[float, ...]:
@@ -211,15 +219,15 @@ class Decision:
         if not self.placed:
             why = ", ".join(f"{n} {r}" for r, n in self.rejections().items()) or "no devices"
             return f"not placed: no feasible device ({why})"
+        runner_up = self.runner_up
+        extra = f"; runner-up {runner_up}" if runner_up else ""
         if self.late:
-            extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
             return (
                 f"{', '.join(self.device_ids)}: deadline cannot be met "
                 f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
                 f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
             )
-        main = max(range(L.N_OBJECTIVES), key=lambda o: self.components[o])
-        extra = f"; runner-up {self.runner_up}" if self.runner_up else ""
+        main = max(range(L.N_OBJECTIVES), key=self.components.__getitem__)
         if self.tier is not None:
             spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
             extra += f"; tier {self.tier}{spill}"

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import heapq
 import logging
 import random
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.fleet import Fleet
+from edge_agent.agent.core.job_queue import JobQueue
 from edge_agent.agent.core.runners import (
     OVER_ESTIMATE,
     Job,
@@ -37,8 +37,7 @@ from edge_agent.agent.core.runners import (
     run_command,
 )
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import Placer
-from edge_agent.placement.edf import Waiting, next_index
+from edge_agent.placement import Placer, TaskContract
 from edge_agent.resources.vocab import DeviceKind
 
 if TYPE_CHECKING:
@@ -46,6 +45,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 __all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slots"]
+
+#: (device, model, precision) published latencies remembered (the profile's tables are small)
+_PUBLISHED_CACHE = 4096
 
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
@@ -63,8 +65,9 @@ class _Device:
     """A device's queue and slots (one slot unless an FPGA has partial reconfiguration)."""
 
     def __init__(self, slots: int, loaded: int) -> None:
-        self.heap: list[tuple[int, float, int, Job]] = []
+        self.queue = JobQueue()
         self.slots = [_Slot(config=loaded if k == 0 else 0) for k in range(slots)]
+        self.busy = 0  # slots holding a job (kept by _take_slot and _free)
         self.next_victim = 0  # the slot a new configuration replaces when none is empty
         self.wake = asyncio.Event()
         self.runs: set[asyncio.Task[None]] = set()
@@ -111,7 +114,7 @@ class Executor:
         )
         self._sessions = Sessions()
         self._stopping = False
-        self._passed: dict[Job, int] = {}  # younger jobs started before a queued one (edf)
+        self._published: dict[tuple[str, str, object], float | None] = {}
 
     # --- what runs where ----------------------------------------------------------
     def slots(self, device_id: str) -> int:
@@ -128,7 +131,7 @@ class Executor:
 
     def is_running(self, job: Job) -> bool:
         """Whether ``job`` has been taken off its queue into a slot (and not finished)."""
-        device = self._devices.get(job.decision.device_ids[0])
+        device = self._devices.get(job.device_id)
         return device is not None and any(s.job is job for s in device.slots)
 
     def running(self) -> list[tuple[str, Job, float]]:
@@ -159,16 +162,19 @@ class Executor:
             )
 
     def submit(self, job: Job) -> None:
-        """Queue ``job`` on its (first) chosen device."""
-        device = self._devices[job.decision.device_ids[0]]
-        heapq.heappush(device.heap, (-job.priority, job.deadline_at, job.seq, job))
-        device.wake.set()
+        """Queue ``job`` on its (first) chosen device; wake its dispatcher if a slot is free.
+
+        A device whose slots are all busy starts its next job when one frees (``_run``),
+        not woken for every job queued behind them.
+        """
+        device = self._devices[job.device_id]
+        device.queue.push(job)
+        if device.busy < len(device.slots) and not device.wake.is_set():
+            device.wake.set()
 
     def backlog(self) -> int:
         """Return the number of jobs queued or running on the devices."""
-        return sum(
-            len(d.heap) + sum(s.job is not None for s in d.slots) for d in self._devices.values()
-        )
+        return sum(len(d.queue) + d.busy for d in self._devices.values())
 
     async def stop(self, grace_s: float) -> None:
         """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest."""
@@ -185,14 +191,24 @@ class Executor:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     async def _dispatch(self, device_id: str) -> None:
-        """Start queued jobs in free slots, highest priority first, until stopped."""
+        """Start queued jobs in free slots whenever woken, until stopped.
+
+        It is woken by a job queued on an idle device; a run that ends starts the next
+        job itself (``_run``), so a busy device's dispatcher sleeps.
+        """
+        device = self._devices[device_id]
+        while not self._stopping:
+            self._start_ready(device_id)
+            device.wake.clear()
+            await device.wake.wait()
+
+    def _start_ready(self, device_id: str) -> None:
+        """Start queued jobs in the device's free slots, each in its own run task."""
         device = self._devices[device_id]
         while not self._stopping:
             picked = self._pick(device_id)
             if picked is None:
-                device.wake.clear()
-                await device.wake.wait()
-                continue
+                return
             job, k, reconfig = picked
             run = asyncio.create_task(
                 self._run(device_id, k, job, reconfig), name=f"agent-run-{job.task_id}"
@@ -204,62 +220,34 @@ class Executor:
         """Take the first queued job that can start now; return it, its slot, its load time.
 
         A job whose configuration another slot holds waits for that slot; the jobs behind
-        it may start meanwhile. With one slot this is simply the head of the queue.
+        it may start meanwhile. With one slot this is simply the next job of the queue
+        (``JobQueue.pop``: under a deadline policy in ``edf.pop_next``'s order).
         """
         device = self._devices[device_id]
-        while device.heap and device.heap[0][3].cancelled:
-            self._passed.pop(heapq.heappop(device.heap)[3], None)
-        if not device.heap or all(s.job is not None for s in device.slots):
+        slots = device.slots
+        if not device.queue or device.busy == len(slots):
             return None
-        head = self._edf_head(device) if len(device.slots) == 1 else device.heap[0]
-        order = [head] if len(device.slots) == 1 else sorted(device.heap)
-        for entry in order:
-            job = entry[3]
-            if job.cancelled:
-                continue
+        if len(slots) == 1:
+            device.queue.order_by_deadline(self.placer.policy.orders_by_deadline)
+            job = device.queue.pop(time.time())
+            if job is None:
+                return None
+            return self._take_slot(device_id, 0, job)
+        for job in device.queue.candidates():
             k = self._slot_for(device_id, job)
-            if k is None:
-                continue
-            if entry is device.heap[0]:
-                heapq.heappop(device.heap)
-            else:
-                device.heap.remove(entry)
-                heapq.heapify(device.heap)
-            self._count_passes(device, entry)
-            reconfig = self._load(device_id, k, job.decision.task.requirements.config_id)
-            slot = device.slots[k]  # its service starts after the load: no overrun before
-            slot.job, slot.started = job, time.perf_counter() + reconfig
-            return job, k, reconfig
+            if k is not None:
+                device.queue.take(job)
+                return self._take_slot(device_id, k, job)
         return None
 
-    # --- earliest-deadline-first among the top priority (deadline policies) -------------
-    def _edf_head(self, device: _Device) -> tuple[int, float, int, Job]:
-        """Return the queued entry a one-slot device starts next.
-
-        Under a deadline policy (``Policy.orders_by_deadline``) the top priority's jobs
-        start in ``edf.next_index``'s order: feasible deadlines earliest first, then the
-        rest first-come-first-served, no job passed by more than ``edf.MAX_PASSED``
-        younger ones. Otherwise the head of the queue (priority, deadline, arrival).
-        """
-        head = device.heap[0]
-        if not self.placer.policy.orders_by_deadline:
-            return head
-        top = sorted(
-            (e for e in device.heap if e[0] == head[0] and not e[3].cancelled), key=lambda e: e[2]
-        )
-        waiting = [
-            Waiting(e[2], e[1], e[3].decision.service_s, passed=self._passed.get(e[3], 0))
-            for e in top
-        ]
-        return top[next_index(waiting, time.time())]
-
-    def _count_passes(self, device: _Device, started: tuple[int, float, int, Job]) -> None:
-        """Count the pass of ``started`` on each older job of its priority still queued."""
-        self._passed.pop(started[3], None)
-        if self.placer.policy.orders_by_deadline:
-            for e in device.heap:
-                if e[0] == started[0] and e[2] < started[2]:
-                    self._passed[e[3]] = self._passed.get(e[3], 0) + 1
+    def _take_slot(self, device_id: str, k: int, job: Job) -> tuple[Job, int, float]:
+        """Put ``job`` in slot ``k`` (loading its configuration first where needed)."""
+        reconfig = self._load(device_id, k, job.decision.task.requirements.config_id)
+        device = self._devices[device_id]
+        slot = device.slots[k]  # its service starts after the load
+        slot.job, slot.started = job, time.perf_counter() + reconfig
+        device.busy += 1
+        return job, k, reconfig
 
     def _slot_for(self, device_id: str, job: Job) -> int | None:
         """Return the free slot ``job`` runs in, or None when it must wait."""
@@ -313,6 +301,7 @@ class Executor:
             outcome = await self._execute(job, device.slots[k], reconfig)
             self.busy_s[device_id] += (time.perf_counter() - start) / len(device.slots)
             held = self._free(device, k)
+            self._start_next(device_id)
             await self._hooks.job_finished(job, outcome)
         except asyncio.CancelledError:
             raise
@@ -321,19 +310,30 @@ class Executor:
         finally:
             if held:
                 self._free(device, k)
+                device.wake.set()  # the dispatcher starts the next job
+
+    def _start_next(self, device_id: str) -> None:
+        """Start the next job in the slot a run just freed, from that run (no wake-up of
+        the dispatcher per job); on an error the dispatcher takes over."""
+        try:
+            self._start_ready(device_id)
+        except Exception:
+            _log.exception("device %s: starting its next job failed", device_id)
+            self._devices[device_id].wake.set()
 
     @staticmethod
     def _free(device: _Device, k: int) -> bool:
-        """Free slot ``k`` of ``device`` for its next job; return False (no longer held)."""
-        device.slots[k].job = None
-        device.wake.set()
+        """Free slot ``k`` of ``device``; return False (no longer held)."""
+        if device.slots[k].job is not None:
+            device.slots[k].job = None
+            device.busy -= 1
         return False
 
     def resume(self, job: Job) -> None:
         """Let a job held back (``cancelled`` while its cancel was decided) start after all."""
         job.cancelled = False
-        device = self._devices[job.decision.device_ids[0]]
-        if any(entry[3] is job for entry in device.heap):
+        device = self._devices[job.device_id]
+        if any(queued is job for queued in device.queue):
             device.wake.set()
         else:  # _pick dropped it meanwhile
             self.submit(job)
@@ -343,7 +343,7 @@ class Executor:
         try:
             if job.command is not None:
                 return await run_command(job.command)
-            device = self.fleet.device(job.decision.device_ids[0])
+            device = self.fleet.device(job.device_id)
             model = job.decision.task.model
             if device.emulated or model is None:
                 return await self._emulate(job, slot, reconfig)
@@ -359,6 +359,25 @@ class Executor:
             _log.warning("task %s failed: %s", job.task_id, err)
             return Outcome(False, 0.0, None, f"{type(err).__name__}: {err}")
 
+    def _published_ms(self, device_id: str, contract: TaskContract) -> float | None:
+        """Return the profile's published latency of the task's model on the device, or None.
+
+        The profile does not change while the agent runs: each (device, model, precision)
+        is looked up once (parsing the precision and searching the profile per task cost
+        more than the rest of an emulated run).
+        """
+        name = Path(contract.model).stem if contract.model else contract.task_class
+        precision = contract.requirements.precision or contract.semantics.precision
+        key = (device_id, name, precision)
+        try:
+            return self._published[key]
+        except KeyError:
+            pass
+        figure = self.fleet.published_ms(device_id, name, contract.precision().name.lower())
+        if len(self._published) < _PUBLISHED_CACHE:
+            self._published[key] = figure
+        return figure
+
     async def _emulate(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
         """Sleep the emulated service time; return it as the measured latency.
 
@@ -366,11 +385,10 @@ class Executor:
         as long (the kernel's estimate already counts the slots).
         """
         d = job.decision
-        device_id = d.device_ids[0]
+        device_id = job.device_id
         contract = d.task
         slots = self.slots(device_id)
-        name = Path(contract.model).stem if contract.model else contract.task_class
-        published = self.fleet.published_ms(device_id, name, contract.precision().name.lower())
+        published = self._published_ms(device_id, contract)
         if published is not None:
             base, source = published / 1e3 * slots, "published latency"
         else:

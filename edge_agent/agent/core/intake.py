@@ -28,6 +28,9 @@ _CACHE_LIMIT = 256
 #: submits the same few task kinds over and over, and a repeat then costs one ``json.dumps``
 #: and one sha256 instead of a parse, a range check and an encoding (about 0.3 ms).
 CONTRACT_CACHE_LIMIT = 1024
+#: Largest single-submission body remembered by its bytes (``Intake.remember_body``): a
+#: plain contract is a few hundred bytes, and padding must not make the cache hold megabytes.
+BODY_CACHE_MAX_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,12 @@ def plain(value: Any) -> Any:
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
+def _known(found: tuple[TaskContract, str, bool, str], key: str | None) -> NewTask:
+    """Return a remembered plain contract as a new submission under ``key``."""
+    contract, contract_json, deferrable, digest = found
+    return NewTask(contract, digest, key, None, contract_json, deferrable=deferrable)
+
+
 def _onnx_semantics(model: Path | bytes) -> Semantics:
     """Return a model's semantics; onnx is imported on first use (it weighs ~15 MB)."""
     from edge_agent.tasks.onnx_semantics import semantics_from_onnx
@@ -85,11 +94,13 @@ class Intake:
         self.allowlist = frozenset(allowlist)
         self._cache: dict[tuple[str, int, int], Semantics] = {}
         self._lock = threading.Lock()
-        self._plain: dict[str, tuple[TaskContract, str, bool]] = {}  # canonical text -> parsed
+        # canonical text -> (contract, its stored JSON, deferrable, request hash)
+        self._plain: dict[str, tuple[TaskContract, str, bool, str]] = {}
+        self._bodies: dict[bytes, tuple[TaskContract, str, bool, str]] = {}  # body -> the same
 
     def task(self, doc: object, key: str | None, where: str = "body") -> NewTask:
         """Return the task a JSON document asks for; ContractError naming the field if bad."""
-        if not isinstance(doc, Mapping):
+        if type(doc) is not dict and not isinstance(doc, Mapping):  # (the ABC check is slow)
             raise ContractError(f"{where}: expected a JSON object, got {type(doc).__name__}")
         if "model" in doc or "command" in doc:  # reads files or the allowlist: never cached
             return self._task(doc, key, where)
@@ -99,11 +110,30 @@ class Intake:
             task = self._task(doc, key, where)
             if len(self._plain) >= CONTRACT_CACHE_LIMIT:
                 self._plain.clear()  # a new mix of task kinds: start again
-            self._plain[text] = (task.contract, task.contract_json, task.deferrable)
+            found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
+            self._plain[text] = found
             return task
-        contract, contract_json, deferrable = found
-        digest = hashlib.sha256(text.encode()).hexdigest()
-        return NewTask(contract, digest, key, None, contract_json, deferrable=deferrable)
+        return _known(found, key)
+
+    def known_body(self, body: bytes, key: str | None) -> NewTask | None:
+        """Return the task of a single submission's exact body if one like it was parsed.
+
+        Only plain contracts are remembered (``remember_body``): a repeat then costs a dict
+        lookup, not a JSON parse, a canonical encoding and a digest.
+        """
+        found = self._bodies.get(body)
+        return None if found is None else _known(found, key)
+
+    def remember_body(self, body: bytes, doc: object, task: NewTask) -> None:
+        """Remember that ``body`` (parsed: ``doc``) is ``task``: a plain contract, and small."""
+        if len(body) > BODY_CACHE_MAX_BYTES or not isinstance(doc, Mapping):
+            return
+        if "model" in doc or "command" in doc:
+            return
+        if len(self._bodies) >= CONTRACT_CACHE_LIMIT:
+            self._bodies.clear()
+        found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
+        self._bodies[bytes(body)] = found
 
     def _task(self, doc: Mapping[str, Any], key: str | None, where: str) -> NewTask:
         """Parse and check ``doc`` in full (``task`` without its cache)."""

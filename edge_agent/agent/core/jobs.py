@@ -97,7 +97,7 @@ class Jobs:
         job.started = agent.store.started(job.task_id)
         job.started.add_done_callback(self._start_recorded)
         agent.placer.started(job.decision)  # its queue charge now shrinks as it runs
-        device = agent.fleet.device(job.decision.device_ids[0])
+        device = agent.fleet.device(job.device_id)
         if agent.meters.measures(device):
             job.energy_start = await asyncio.to_thread(agent.meters.read, device)
         return True
@@ -119,7 +119,7 @@ class Jobs:
         d = job.decision
         energy = None
         if job.energy_start is not None and not outcome.emulated:
-            device = agent.fleet.device(d.device_ids[0])
+            device = agent.fleet.device(job.device_id)
             energy = energy_between(
                 job.energy_start, await asyncio.to_thread(agent.meters.read, device)
             )
@@ -143,9 +143,7 @@ class Jobs:
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)
         if outcome.ok:
-            agent.metrics.service_seconds.labels(str(outcome.emulated).lower()).observe(
-                outcome.latency_s
-            )
+            agent.metrics.served(outcome.latency_s, outcome.emulated)
         if outcome.result and outcome.result.get("over_estimate"):
             agent.metrics.over_estimate.inc()
         agent.scheduler.pools.release(job.task_id)
@@ -153,10 +151,10 @@ class Jobs:
 
     def _telemetry(self, job: Job, outcome: Outcome, energy: float | None) -> dict[str, Any]:
         d = job.decision
-        device = self.agent.fleet.device(d.device_ids[0])
+        device = self.agent.fleet.device(job.device_id)
         return {
             "kind": "task",
-            "device": d.device_id,
+            "device": job.device_id,  # the decision builds its id tuple per call
             "task_class": d.task.task_class,
             "latency_s": outcome.latency_s,
             "estimate_s": d.service_s,

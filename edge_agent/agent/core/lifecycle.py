@@ -90,13 +90,16 @@ def check(task_id: str, before: str | None, after: str) -> None:
         )
 
 
-def where(sources: Iterable[str], after: str) -> str:
+def where(sources: Iterable[str], after: str, *, by_state: bool = True) -> str:
     """Return the SQL condition ``state IN (...)`` of a move to ``after`` from ``sources``.
 
     Raises IllegalTransition if any of those moves is illegal (called when a statement is
-    built, so a wrong one fails at import, never on a task).
+    built, so a wrong one fails at import, never on a task). ``by_state`` False keeps
+    SQLite from searching the ``state`` index for it (``+state``): for a statement that
+    names its rows by id, where that index would visit every task in those states.
     """
     sources = tuple(sources)
     for before in sources:
         check("(statement)", before, after)
-    return f"state IN ({', '.join(repr(s) for s in sources)})"
+    column = "state" if by_state else "+state"
+    return f"{column} IN ({', '.join(repr(s) for s in sources)})"

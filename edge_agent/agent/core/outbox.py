@@ -28,10 +28,19 @@ def plain(value: Any) -> Any:
     return value
 
 
+#: ``json.dumps(..., allow_nan=False)`` builds an encoder per call; this one is built once
+_STRICT = json.JSONEncoder(allow_nan=False)
+
+
+def strict_json(value: Any) -> str:
+    """Return ``value`` as JSON; ValueError on a non-finite float (``json.dumps`` otherwise)."""
+    return _STRICT.encode(value)
+
+
 def encode(payload: dict[str, Any]) -> str:
     """Return ``payload`` as JSON, non-finite floats as null (the C encoder when all are finite)."""
     try:
-        return json.dumps(payload, allow_nan=False)
+        return _STRICT.encode(payload)
     except ValueError:  # an inf or NaN somewhere: walk it
         return json.dumps(plain(payload))
 
@@ -51,11 +60,18 @@ def append_many(
     db: sqlite_utils.Database, records: list[tuple[str, dict[str, Any]]], now: float, limit: int
 ) -> None:
     """Add (kind, payload) records in order (inside the caller's write); trim once."""
+    append_encoded(db, [(kind, encode(payload)) for kind, payload in records], now, limit)
+
+
+def append_encoded(
+    db: sqlite_utils.Database, records: list[tuple[str, str]], now: float, limit: int
+) -> None:
+    """Add (kind, payload as ``encode`` writes it) records in order; trim once."""
     if not records:
         return
     db.conn.executemany(
         "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
-        [(kind, encode(payload), now) for kind, payload in records],
+        [(kind, text, now) for kind, text in records],
     )
     (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
     _trim(db, newest, limit)

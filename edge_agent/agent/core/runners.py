@@ -52,6 +52,12 @@ class Job:
     # placed); None until started. Its finish is recorded only after it.
     started: asyncio.Future[bool] | None = None
     seq: int = field(default_factory=itertools.count().__next__)
+    #: the (first) chosen device; read on every step of the run, so taken from the
+    #: decision once (``Decision.device_ids`` builds its tuple on each call)
+    device_id: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.device_id = self.decision.device_ids[0]
 
     @property
     def task_id(self) -> str:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from edge_agent.agent.core.roles import Dispatcher, Offload
 
 _log = logging.getLogger(__name__)
+_ADMITTED = Verdict(True)  # the verdict of every task when no tenant has a pool
 
 #: Rejections that go away once running work finishes.
 TRANSIENT = frozenset(
@@ -44,6 +45,12 @@ TRANSIENT = frozenset(
 def _json_list(items: tuple[str, ...]) -> str:
     """Return a tuple of strings as a JSON list (devices, tiers: a few values, over and over)."""
     return json.dumps(list(items))
+
+
+@functools.lru_cache(maxsize=1024)
+def _json_components(values: tuple[float, ...]) -> str:
+    """Return a decision's score terms as a JSON object (a task kind's repeat from task to task)."""
+    return json.dumps(dict(zip(L.OBJECTIVE_NAMES, values, strict=True)))
 
 
 @functools.lru_cache(maxsize=1024)
@@ -60,7 +67,6 @@ def decision_row(d: Decision) -> dict[str, Any]:
     """
     devices = d.device_ids
     runner_up = d.runner_up
-    components = dict(zip(L.OBJECTIVE_NAMES, d.components, strict=True))
     return {
         "placed": int(d.placed),
         "device": devices[0] if devices else None,
@@ -72,7 +78,7 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "score": d.score,
         "runner_up": runner_up,
         "runner_up_score": d.runner_up_score if runner_up else None,
-        "components": json.dumps(components),
+        "components": _json_components(d.components),
         "rejections": _json_counts(tuple(d.rejections().items())),
         # why not each other device: the kernel's reason codes are kept and the text is
         # composed when asked (store_batch.why_not_of), not for every task placed
@@ -206,23 +212,24 @@ class Scheduler:
             return
         self.metrics.kernel_seconds.observe(time.perf_counter() - start)
         victims = self._preempt(batch, contracts, decisions)
-        entries, keep = [], []
+        entries: list[tuple[str, dict[str, Any], bool]] = []
+        keep: set[Waiting] = set()  # parked or handed on: not dispatched here
         refused: list[Waiting] = []  # more than their whole pool asks for: they fail
         for i, (task, decision) in enumerate(zip(batch, decisions, strict=True)):
             if not decision.placed and self._transient(decision) and self.jobs.busy():
                 self._parked.append(task)  # retried when work finishes
-                keep.append(task)
+                keep.add(task)
                 continue
             # the mesh runs it (here or on a peer) from now
             if self.offload is not None and self.offload.take(task, decision):
-                keep.append(task)
+                keep.add(task)
                 self._waiting.pop(task.task_id, None)
                 if decision.placed:
                     self.placer.release(decision)
                 continue
             verdict, decisions[i] = self._admit(task, decision, victims)
             if not verdict.admit:  # its pool is full: waits until pooled work finishes
-                keep.append(task)
+                keep.add(task)
                 (refused if verdict.never else self._parked).append(task)
                 continue
             emulated = self._emulated(task, decisions[i])
@@ -272,7 +279,7 @@ class Scheduler:
     ) -> tuple[Verdict, Decision]:
         """Pass a placed task through its tenant's pool (pools.py); yielded work joins victims."""
         if not self.pools.specs:
-            return Verdict(True), decision
+            return _ADMITTED, decision
         for job in victims:  # preempted: gives its pool back now, not when requeued
             self.pools.release(job.task_id)
         queued = {job.task_id: job for job in self.jobs.queued()}

@@ -102,7 +102,11 @@ class Store(TaskMoves):
 
     # --- writes ---------------------------------------------------------------------
     async def submit(self, tasks: list[NewTask]) -> list[tuple[dict[str, Any], bool]]:
-        """Store ``tasks`` atomically; return (task row, created) each (created False: a retry)."""
+        """Store ``tasks`` atomically; return (task row, created) each (created False: a retry).
+
+        New rows of equal contracts share one parsed ``contract`` dict: read it, never change
+        it (the API encodes it once per response for that reason).
+        """
 
         def op(db: sqlite_utils.Database) -> list[tuple[dict[str, Any], bool]]:
             keys = [t.idempotency_key for t in tasks if t.idempotency_key is not None]
@@ -112,6 +116,7 @@ class Store(TaskMoves):
             if fresh:
                 db.conn.executemany(_INSERT_TASK, [tuple(row.values()) for row in fresh])
             out: list[tuple[dict[str, Any], bool]] = []
+            parsed: dict[str, Any] = {}  # equal contracts are parsed once (read-only)
             for i, row in planned:
                 task = tasks[i]
                 if row is None:  # a retry: the key's first request answers it
@@ -124,9 +129,11 @@ class Store(TaskMoves):
                     out.append((decode_row(dict(found)), False))
                     continue
                 row = dict(row)
-                row.update(
-                    contract=json.loads(row["contract"]), emulated=False, deferral=task.deferral
-                )
+                text = row["contract"]
+                contract = parsed.get(text)
+                if contract is None:
+                    contract = parsed[text] = json.loads(text)
+                row.update(contract=contract, emulated=False, deferral=task.deferral)
                 if task.command is not None:
                     row["command"] = list(task.command)
                 out.append((row, True))

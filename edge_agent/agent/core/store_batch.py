@@ -10,8 +10,8 @@ these; their semantics (idempotency keys, which states move, the outbox) are unc
 from __future__ import annotations
 
 import json
+import os
 import time
-import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +58,7 @@ def new_rows(
     A key used twice in ``tasks`` is inserted once; the later use reads as a retry.
     """
     out: list[tuple[int, dict[str, Any]] | tuple[int, None]] = []
+    ids = new_ids(len(tasks))
     for i, task in enumerate(tasks):
         key = task.idempotency_key
         if key is not None and key in known:
@@ -67,7 +68,7 @@ def new_rows(
         deadline = c.requirements.deadline_s
         deferral = task.deferral
         row: dict[str, Any] = {
-            "id": uuid.uuid4().hex,
+            "id": ids[i],
             "idempotency_key": key,
             "request_hash": task.request_hash,
             "contract": task.stored_contract(),
@@ -86,6 +87,15 @@ def new_rows(
             known[key] = row
         out.append((i, row))
     return out
+
+
+def new_ids(n: int) -> list[str]:
+    """Return ``n`` random task ids, each a UUID4 in hex, from one ``os.urandom`` call."""
+    pool = bytearray(os.urandom(16 * n))
+    pool[6::16] = bytes((b & 0x0F) | 0x40 for b in pool[6::16])  # version 4
+    pool[8::16] = bytes((b & 0x3F) | 0x80 for b in pool[8::16])  # RFC 4122 variant
+    text = pool.hex()
+    return [text[32 * i : 32 * (i + 1)] for i in range(n)]
 
 
 def record_placed(

@@ -159,8 +159,15 @@ class AgentMetrics:
             "Queued tasks taken off a device for a higher-priority task's deadline",
             registry=r,
         )
-        for state in STATES:
-            self.tasks.labels(state).set(0)
+        # each label's child, looked up once: ``labels`` is a locked dict lookup per call,
+        # and these move for every task
+        self._by_state = {state: self.tasks.labels(state) for state in STATES}
+        for child in self._by_state.values():
+            child.set(0)
+        self._service = {
+            emulated: self.service_seconds.labels(str(emulated).lower())
+            for emulated in (False, True)
+        }
 
     def watch(
         self,
@@ -200,13 +207,21 @@ class AgentMetrics:
     def load_counts(self, counts: dict[str, int]) -> None:
         """Set the tasks-by-state gauge from the store's counts."""
         for state, n in counts.items():
-            self.tasks.labels(state).set(n)
+            self._state(state).set(n)
 
     def move(self, old: str | None, new: str, count: int = 1) -> None:
         """Count ``count`` tasks leaving ``old`` (None: new tasks) for ``new``."""
         if old is not None:
-            self.tasks.labels(old).dec(count)
-        self.tasks.labels(new).inc(count)
+            self._state(old).dec(count)
+        self._state(new).inc(count)
+
+    def _state(self, state: str) -> Any:
+        child = self._by_state.get(state)
+        return self.tasks.labels(state) if child is None else child
+
+    def served(self, latency_s: float, emulated: bool) -> None:
+        """Observe a finished task's measured service time."""
+        self._service[emulated].observe(latency_s)
 
     def decided(self, policy: str, placed: bool, count: int = 1) -> None:
         """Count ``count`` decisions."""

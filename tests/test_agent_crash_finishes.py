@@ -1,0 +1,86 @@
+"""Group-committed finishes under ``kill -9``: each is whole or absent, and runs exactly once.
+
+A flood of tiny tasks keeps many starts and finishes waiting for the writer at any moment
+(``store_runs.Gather``). Killed mid-flood, the file holds every finished task with its
+result, its telemetry row and its one outbox record (the same transaction), and no record
+of a task it does not hold as finished; after the restart every task ends done with exactly
+one outbox record: none lost, none run twice past its recorded finish.
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_agent_restart import call, spawn, stop
+
+TINY = {"semantics": {"gflops": 0.001}, "task_class": "tiny"}
+N_TASKS = 1500
+BATCH = 500
+
+
+def _snapshot(db_path: Path) -> tuple[dict[str, str], dict[str, list[str]], dict[str, int]]:
+    """Return task states, each task's outbox ``task`` record states, telemetry rows by task."""
+    db = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)
+    try:
+        states = dict(db.execute("SELECT id, state FROM tasks").fetchall())
+        records: dict[str, list[str]] = {}
+        for task_id, state in db.execute(
+            "SELECT json_extract(payload, '$.id'), json_extract(payload, '$.state') "
+            "FROM outbox WHERE kind = 'task' ORDER BY seq"
+        ):
+            records.setdefault(task_id, []).append(state)
+        samples = dict(
+            db.execute(
+                "SELECT task_id, count(*) FROM telemetry WHERE kind = 'task' GROUP BY task_id"
+            ).fetchall()
+        )
+    finally:
+        db.close()
+    return states, records, samples
+
+
+@pytest.mark.slow
+def test_a_kill_9_mid_flood_leaves_each_finish_whole_and_runs_the_rest_once(
+    tmp_path: Path,
+) -> None:
+    db_path = tmp_path / "data" / "agent.db"
+    proc, port = spawn(tmp_path)
+    try:
+        accepted = []
+        for _ in range(N_TASKS // BATCH):  # within the batch limit (openapi.MAX_BATCH)
+            answer = call(port, "POST", "/v1/tasks:batch", {"tasks": [TINY] * BATCH})
+            accepted += [t["id"] for t in answer["tasks"]]
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # kill once finishes are flowing
+            with sqlite3.connect(f"file:{db_path}?mode=ro", uri=True) as db:
+                (done,) = db.execute("SELECT count(*) FROM tasks WHERE state = 'done'").fetchone()
+            if done >= 50:
+                break
+            time.sleep(0.005)
+    finally:
+        stop(proc, signal.SIGKILL)
+    states, records, samples = _snapshot(db_path)
+    finished = {i for i, s in states.items() if s == "done"}
+    assert finished and len(finished) < N_TASKS, "the kill did not land mid-flood"
+    assert {i for i, r in records.items() if r} == finished  # a record exactly when finished
+    assert all(records[i] == ["done"] and samples.get(i) == 1 for i in finished)
+
+    proc, port = spawn(tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            states, records, samples = _snapshot(db_path)
+            if set(states.values()) == {"done"}:
+                break
+            time.sleep(0.1)
+    finally:
+        stop(proc, signal.SIGTERM)
+    states, records, samples = _snapshot(db_path)
+    assert sorted(states) == sorted(accepted) and set(states.values()) == {"done"}
+    assert all(records.get(i) == ["done"] for i in accepted)  # exactly one record each
+    assert all(samples.get(i) == 1 for i in accepted)

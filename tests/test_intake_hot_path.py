@@ -1,0 +1,128 @@
+"""The intake's hot path does its per-task work once, and answers the same as before.
+
+A single body seen before is not parsed again (a body that was refused, or names a model or
+a command, is never remembered); the 202 documents, whose contract text is spliced in rather
+than re-encoded, read exactly as the stored tasks; a batch encodes a repeated contract
+object once; task ids stay random UUID4s. (Each coalesced group of single submissions is one
+transaction: ``test_agent_intake_batch.py``.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
+from edge_agent.agent.core.store_batch import new_ids
+from edge_agent.agent.web.api import make_app
+from edge_agent.errors import ContractError
+from edge_agent.placement import batch as batch_module
+from edge_agent.placement.batch import prepare_all
+from edge_agent.tasks.contract import TaskContract
+
+Client = TestClient[Any, Any]
+TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench", "priority": 3}
+
+
+@pytest.mark.asyncio
+async def test_the_202_documents_read_as_the_stored_tasks(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    client: Client = await aiohttp_client(make_app(emulated_agent()))
+    single = await client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": "a"})
+    retry = await client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": "a"})
+    batch = await client.post("/v1/tasks:batch", json={"tasks": [TASK, {**TASK, "tenant": "b"}]})
+    assert (single.status, retry.status, batch.status) == (202, 202, 202)
+    assert single.headers["Content-Type"].startswith("application/json")
+    first, again = (await single.json()), (await retry.json())
+    assert first["created"] is True and again["created"] is False
+    together = await asyncio.gather(  # one group: the shared fields' JSON is reused
+        *(
+            client.post("/v1/tasks", json=TASK, headers={"Idempotency-Key": f"g{i}"})
+            for i in range(3)
+        ),
+        client.post("/v1/tasks", json={**TASK, "tenant": "c"}),
+    )
+    grouped = [(await r.json())["task"] for r in together]
+    assert [d["idempotency_key"] for d in grouped] == ["g0", "g1", "g2", None]
+    assert [d["tenant"] for d in grouped] == ["default"] * 3 + ["c"]
+    docs = [first["task"], again["task"], *(await batch.json())["tasks"], *grouped]
+    assert [d.get("created") for d in docs[2:4]] == [True, True]
+    same = ("id", "idempotency_key", "contract", "command", "priority", "tenant", "links")
+    for doc in docs:  # every field but those a task's progress moves on since
+        stored = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]
+        assert {k: doc[k] for k in (*same, "submitted_at", "deadline_at", "deferral")} == {
+            k: stored[k] for k in (*same, "submitted_at", "deadline_at", "deferral")
+        }
+        assert set(doc) - {"created"} <= set(stored)
+    assert docs[0]["idempotency_key"] == "a" and docs[2]["idempotency_key"] is None
+    assert (docs[2]["tenant"], docs[3]["tenant"]) == ("default", "b")
+    assert docs[3]["contract"]["tenant"] == "b"
+
+
+def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    intake = Intake([], ["echo"])
+    body = json.dumps(TASK).encode()
+    assert intake.known_body(body, None) is None
+    first = intake.task(json.loads(body), "k1")
+    intake.remember_body(body, json.loads(body), first)
+    parsed = []
+    monkeypatch.setattr(intake, "_task", lambda *a: parsed.append(a))  # must not be reached
+    again = intake.known_body(body, "k2")
+    assert again is not None and not parsed
+    assert again.idempotency_key == "k2"
+    assert (again.contract, again.request_hash, again.stored_contract()) == (
+        first.contract,
+        first.request_hash,
+        first.stored_contract(),
+    )
+
+
+def test_refused_model_command_and_large_bodies_are_never_remembered() -> None:
+    intake = Intake([], ["echo"])
+    bad = json.dumps({"semantics": {"gflops": -1}}).encode()
+    with pytest.raises(ContractError):
+        intake.task(json.loads(bad), None)
+    assert intake.known_body(bad, None) is None  # nothing to remember: it raised
+    command = {"command": ["echo", "hi"]}
+    task = intake.task(command, None)
+    intake.remember_body(json.dumps(command).encode(), command, task)
+    intake.remember_body(b'{"model": "m"}', {"model": "m"}, task)
+    assert intake.known_body(json.dumps(command).encode(), None) is None
+    assert intake.known_body(b'{"model": "m"}', None) is None
+    padded = json.dumps(TASK).encode() + b" " * BODY_CACHE_MAX_BYTES  # valid JSON, but large
+    intake.remember_body(padded, TASK, intake.task(TASK, None))
+    assert intake.known_body(padded, None) is None
+
+
+def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[TaskContract] = []
+    real = batch_module.prepare
+
+    def counted(contract: TaskContract) -> Any:
+        calls.append(contract)
+        return real(contract)
+
+    monkeypatch.setattr(batch_module, "prepare", counted)
+    one = TaskContract.from_dict(TASK)
+    other = TaskContract.from_dict({**TASK, "priority": 1})  # another contract object
+    prepared = prepare_all([one, other, one, one, other])
+    assert len(calls) == 2
+    assert [p.contract for p in prepared] == [one, other, one, one, other]
+    assert prepared[0] is prepared[2] and prepared[0].row == real(one).row
+
+
+def test_task_ids_are_random_uuid4s() -> None:
+    ids = new_ids(500)
+    assert len(set(ids)) == 500
+    for task_id in ids:
+        parsed = uuid.UUID(hex=task_id)
+        assert parsed.hex == task_id and parsed.version == 4
+        assert parsed.variant == uuid.RFC_4122
