@@ -76,15 +76,18 @@ class WaitingWork:
     """A Placer's committed, not yet started decisions: deadline and estimated slack.
 
     A new task with a deadline counts ahead of it the waiting work due earlier, unless
-    that work is estimated hopeless (negative slack: the device runs it after feasible
-    work), and the work due later that could not absorb it (its estimated slack is under
-    the new task's deadline window): EDF would run the new task first, but letting it
-    pass work that then misses its own deadline trades one deadline for another. Each
-    task let pass takes its charge off the slack of the work it passes.
+    that work is estimated hopeless (the device runs it after feasible work): its slack
+    is negative, or it is still waiting past its latest start (its deadline less its
+    estimated service: started now, it would miss); and it counts the work due later that
+    could not absorb it (its estimated slack is under the new task's deadline window):
+    EDF would run the new task first, but letting it pass work that then misses its own
+    deadline trades one deadline for another. Each task let pass takes its charge off
+    the slack of the work it passes.
     """
 
     def __init__(self) -> None:
-        # decision -> [absolute deadline (inf: none), estimated slack at its deadline]
+        # decision -> [absolute deadline (inf: none), estimated slack at its deadline,
+        # latest start (deadline - estimated service; inf: none)]
         self.entries: dict[Decision, list[float]] = {}
 
     def __bool__(self) -> bool:
@@ -98,29 +101,37 @@ class WaitingWork:
                 shared = [charge[d] for d in other.device_indices if d in charge]
                 if shared:
                     entry[1] -= max(shared)
-        self.entries[decision] = [deadline, deadline - (now + decision.latency_s)]
+        slack = deadline - (now + decision.latency_s)
+        self.entries[decision] = [deadline, slack, deadline - decision.service_s]
 
     def discard(self, decision: Decision) -> None:
         """Forget a decision (started, finished or released); a no-op when unknown."""
         self.entries.pop(decision, None)
 
-    def behind(self, n_devices: int, deadline: float, window: float) -> npt.NDArray[np.float64]:
+    def behind(
+        self, n_devices: int, deadline: float, window: float, now: float = -math.inf
+    ) -> npt.NDArray[np.float64]:
         """Return, per device, the waiting charge a task due at ``deadline`` runs before.
 
-        ``window``: the task's relative deadline, the slack later work needs to let it pass.
+        ``window``: the task's relative deadline, the slack later work needs to let it pass;
+        ``now``: the clock, past which work still waiting after its latest start is hopeless.
         """
         out = np.zeros(n_devices)
-        for decision, (due, slack) in self.entries.items():
-            if (due > deadline and slack >= window) or slack < 0:
+        for decision, (due, slack, latest) in self.entries.items():
+            if (due > deadline and slack >= window) or slack < 0 or latest < now:
                 for d, charge in zip(decision.device_indices, decision.charges, strict=True):
                     out[d] += charge
         return out
 
     def lift(
-        self, devices: npt.NDArray[np.float64], deadline: float, window: float
+        self,
+        devices: npt.NDArray[np.float64],
+        deadline: float,
+        window: float,
+        now: float = -math.inf,
     ) -> npt.NDArray[np.float64]:
         """Take the work that would run after the task off the queues; return it to restore."""
-        lifted = self.behind(devices.shape[0], deadline, window)
+        lifted = self.behind(devices.shape[0], deadline, window, now)
         lifted = np.minimum(lifted, devices[:, L.DEV_QUEUE_S])
         devices[:, L.DEV_QUEUE_S] -= lifted
         return lifted

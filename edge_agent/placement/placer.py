@@ -15,6 +15,7 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
+from edge_agent.placement.deadline_placing import DeadlinePlacing, FirstFlights
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
@@ -36,7 +37,9 @@ _SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
-class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, LiveState):
+class Placer(
+    BatchPlacing, DeadlinePlacing, ExplorationPasses, CorrectionTable, DevicePooling, LiveState
+):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
     The native kernel skips re-validating device rows between calls unless told they
@@ -85,6 +88,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
+        self._first = FirstFlights()  # unmeasured roofline pairs with a task in flight (EDF)
         self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
@@ -187,32 +191,17 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
             return self._place_edf(task, candidates)
         return self._place(task, candidates)
 
-    def _place_edf(
-        self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
-    ) -> Decision:
-        """Place as ``_place`` with only earlier-deadline waiting work ahead (``edf``)."""
-        prepared = task if isinstance(task, PreparedTask) else prepare(task)
-        bound_s = prepared.contract.requirements.deadline_s
-        now = self._running.clock()
-        due = now + bound_s if bound_s > 0 else math.inf
-        lifted = None
-        if self._waiting and due < math.inf:
-            if self._started:
-                self._running.credit(self._ws.devices, self._overrun)
-            lifted = self._waiting.lift(self._ws.devices, due, bound_s)
-        try:
-            decision = self._place(prepared, candidates)
-        finally:
-            if lifted is not None:  # self._ws: a new class may have grown the workspace
-                self._ws.devices[:, L.DEV_QUEUE_S] += lifted
-        if decision.placed and not self.exploration.paused:  # a preview commits nothing
-            self._waiting.add(decision, due, bound_s, now)
-        return decision
-
     def _place(
-        self, task: TaskContract | PreparedTask, candidates: Collection[str] | None
+        self,
+        task: TaskContract | PreparedTask,
+        candidates: Collection[str] | None,
+        *,
+        explore: bool = True,
     ) -> Decision:
-        """Place one task with every queue counted as it stands (``place_one``)."""
+        """Place one task with every queue counted as it stands (``place_one``).
+
+        ``explore=False``: a second look at the same task, neither probed nor counted.
+        """
         if self._started:  # a dict: tested without a call
             self._running.credit(self._ws.devices, self._overrun)
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
@@ -226,9 +215,9 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
-        if self.exploration.due(cls):
+        if explore and self.exploration.due(cls):
             return self._explore(prepared.contract, cls, candidates)
-        self._probe_tick += 1
+        self._probe_tick += explore
         if self._probe_tick >= learning.PROBE_EVERY:
             self._probe_tick = 0
             probe = self._probe(cls, candidates)
@@ -366,6 +355,7 @@ class Placer(BatchPlacing, ExplorationPasses, CorrectionTable, DevicePooling, Li
         self.exploration.finished(decision, None)  # a no-op after feedback, or not measuring
         mem = decision.task.memory_needed()
         self._waiting.discard(decision)
+        self._first.discard(decision)
         credited = self._running.finish(decision) if self._started else None
         for j, (d, charge) in enumerate(
             zip(decision.device_indices, decision.charges, strict=True)
