@@ -81,6 +81,8 @@ def plain(value: Any) -> Any:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+#: ``json.dumps(doc, sort_keys=True)`` without building a new encoder on every call
+_canonical = json.JSONEncoder(sort_keys=True).encode
 _SCALARS = frozenset({str, int, float, bool, type(None)})  # JSON as they are (exact types)
 
 
@@ -115,7 +117,7 @@ class Intake:
             raise ContractError(f"{where}: expected a JSON object, got {type(doc).__name__}")
         if "model" in doc or "command" in doc:  # reads files or the allowlist: never cached
             return self._task(doc, key, where)
-        text = json.dumps(doc, sort_keys=True)
+        text = _canonical(doc)
         found = self._plain.get(text)
         if found is None:
             task = self._task(doc, key, where, text)
@@ -181,7 +183,7 @@ class Intake:
                 "(seconds from submission by which it must finish)"
             )
         if canonical is None:
-            canonical = json.dumps(doc, sort_keys=True)
+            canonical = _canonical(doc)
         digest = hashlib.sha256(canonical.encode()).hexdigest()
         return NewTask(
             contract, digest, key, command, json.dumps(plain(contract)), deferrable=deferrable
