@@ -1,7 +1,8 @@
 """Intake benchmark of the edge agent over HTTP, beside a null server; the last line is JSON.
 
     python benchmarks/bench_agent_burst.py [--tasks 1000] [--connections 8] [--sustained-s 10]
-        [--sustained-connections 64] [--modes burst,batch,batchdistinct,keepalive,sustained] [--py-spy DIR]
+        [--sustained-connections 64] [--modes burst,batch,batchdistinct,keepalive,sustained]
+        [--py-spy DIR]
 
 Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the null server
 (``bench_null_server.py``: aiohttp that parses the JSON and commits one SQLite row, WAL,

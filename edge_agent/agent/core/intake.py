@@ -70,8 +70,7 @@ def plain(value: Any) -> Any:
         names = _FIELDS[kind] = tuple(f.name for f in fields(value))
     if names is not None:  # a contract's fields are mostly scalars: no call for those
         return {
-            name: v if type(v := getattr(value, name)) in _SCALARS else plain(v)
-            for name in names
+            name: v if type(v := getattr(value, name)) in _SCALARS else plain(v) for name in names
         }
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
