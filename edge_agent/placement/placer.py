@@ -103,7 +103,7 @@ class Placer(
             rows.reshape(len(ids), L.DEV_FIELDS), np.ones((4, len(ids))), 64, keep_reasons
         )
         self._call = kernel.bind(self._ws, self.backend)
-        self._allowed = memoryview(self._ws.allowed)  # a kept mask's bytes copy in cheaply
+        self._allowed = self._ws.allowed.data  # a kept mask's bytes copy in cheaply
         self.policy = policy or Policy.template("balanced")
 
     # --- configuration ---------------------------------------------------------------
@@ -175,7 +175,7 @@ class Placer(
         ws.weights[:] = old.weights
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
-        self._allowed = memoryview(ws.allowed)
+        self._allowed = ws.allowed.data
         self._restricted_to = None
         self._masks.clear()
 
