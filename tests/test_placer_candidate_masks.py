@@ -61,3 +61,25 @@ def test_a_new_set_at_a_dead_sets_address_is_not_mistaken(backend: str) -> None:
         assert d.device_ids == only
         p.release(d)
     assert len(p._masks) <= _MASKS_KEPT
+
+
+def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
+    """A due exploration pass whose candidates are all tried runs one kernel pass and backs
+    off (as the optimistic pass would have found nothing untried there)."""
+    p = Placer(fleet64()[:3], Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+    only = (p.device_ids[0],)
+    work = tasks()[0]
+    first = p.place_one(work, candidates=only)
+    p.feedback(first, latency_s=first.base_s)  # the pair (class, device 0) is now tried
+    cls = first.task_class_index
+    every = p.exploration._every[cls]
+    passes: list[int] = []
+    decide = p._decide
+    p._decide = lambda n, c: passes.append(n) or decide(n, c)  # type: ignore[method-assign]
+    for _ in range(every):
+        d = p.place_one(work, candidates=only)
+        assert d.device_ids == only and not d.probe
+        p.release(d)
+    assert p.exploration.stats.optimistic_passes == 1
+    assert len(passes) == 1  # the usual pass only
+    assert p.exploration._every[cls] == 2 * every  # backed off, as a fruitless pass does
