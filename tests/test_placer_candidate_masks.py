@@ -4,14 +4,16 @@ decides exactly as passing a fresh list of the same ids every call."""
 from __future__ import annotations
 
 import random
+from collections.abc import Collection, Sequence
 
 from edge_agent.placement import Placer, Policy, devices_from_profiles
 from edge_agent.placement.placer import _MASKS_KEPT
+from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import list_profiles
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 
-def fleet64() -> list:
+def fleet64() -> list[Device]:
     names = list_profiles()
     return devices_from_profiles([names[i % len(names)] for i in range(40)])[:64]
 
@@ -75,7 +77,12 @@ def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
     every = p.exploration._every[cls]
     passes: list[int] = []
     decide = p._decide
-    p._decide = lambda n, c: passes.append(n) or decide(n, c)  # type: ignore[method-assign]
+
+    def counted(n: int, c: Collection[str] | None) -> tuple[Sequence[float], bytes | None]:
+        passes.append(n)
+        return decide(n, c)
+
+    p._decide = counted  # type: ignore[method-assign,assignment]
     for _ in range(every):
         d = p.place_one(work, candidates=only)
         assert d.device_ids == only and not d.probe
