@@ -46,10 +46,11 @@ class ExplorationPasses:
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
         self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
         divisors = self.exploration.optimism_row(cls)  # a copy: tried() may change the row
-        if not (divisors > 1.0).any():  # each untried device runs another class's probe
+        untried = divisors > 1.0
+        if not untried.any():  # each untried device runs another class's probe
             self.exploration.deferred()  # due again later, no back-off
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        if candidates is not None and not (divisors > 1.0)[ws.allowed != 0].any():
+        if candidates is not None and not untried[ws.allowed != 0].any():
             # no untried device among the call's candidates (flagged by the usual pass):
             # the optimistic pass could only pick a tried one, so skip it (as its outcome)
             self.exploration.fruitless(cls)
