@@ -7,7 +7,13 @@ import math
 import pytest
 
 from edge_agent.placement import Placer, Policy
-from edge_agent.placement.edf import MAX_PASSED, Waiting, next_index, pop_next
+from edge_agent.placement.edf import (
+    HARD_PASSED_FACTOR,
+    MAX_PASSED,
+    Waiting,
+    next_index,
+    pop_next,
+)
 from tests.test_placer_quality import dev, task
 
 
@@ -33,7 +39,7 @@ def test_input_not_yet_arrived_counts_against_feasibility() -> None:
 
 
 def test_no_task_is_passed_by_more_than_the_bound() -> None:
-    """A no-deadline task under an endless stream of tight ones starts after MAX_PASSED."""
+    """A no-deadline task under a stream of tight ones with room for it: after MAX_PASSED."""
     waiting = [Waiting(0, math.inf, 0.01)]
     seq = 1
     started: list[int] = []
@@ -43,6 +49,31 @@ def test_no_task_is_passed_by_more_than_the_bound() -> None:
         started.append(pop_next(waiting, 0.0).seq)
     assert len(started) == MAX_PASSED + 1
     assert started[:-1] == list(range(1, MAX_PASSED + 1))
+
+
+def test_a_starved_task_waits_on_while_going_first_would_cost_a_feasible_deadline() -> None:
+    """Past MAX_PASSED the oldest yields to a feasible task it would make late, not beyond."""
+    starved = Waiting(0, 0.5, 1.0, passed=MAX_PASSED)  # hopeless, passed to the bound
+    just_in_time = Waiting(1, 1.5, 1.0)  # feasible now, late after 1 s of the starved one
+    roomy = Waiting(2, 3.0, 1.0)  # feasible now and after the starved one
+    assert next_index([starved, just_in_time], 0.0) == 1
+    assert next_index([starved, roomy], 0.0) == 0
+    # at the hard bound the oldest goes first even at that cost
+    starved.passed = HARD_PASSED_FACTOR * MAX_PASSED
+    assert next_index([starved, just_in_time], 0.0) == 0
+
+
+def test_no_task_is_passed_by_more_than_the_hard_bound() -> None:
+    """Under a stream that its run would always make late, the oldest still starts."""
+    waiting = [Waiting(0, math.inf, 0.01)]
+    seq = 1
+    started: list[int] = []
+    while 0 not in started:
+        waiting.append(Waiting(seq, 0.015, 0.01))  # feasible alone, late behind the oldest
+        seq += 1
+        started.append(pop_next(waiting, 0.0).seq)
+    assert len(started) == HARD_PASSED_FACTOR * MAX_PASSED + 1
+    assert started[:-1] == list(range(1, HARD_PASSED_FACTOR * MAX_PASSED + 1))
 
 
 def _placer(backend: str, deadline_order: bool) -> Placer:

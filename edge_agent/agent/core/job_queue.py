@@ -4,9 +4,9 @@ By default a queue is ordered by (priority, deadline, arrival): a heap, O(log n)
 Under a deadline policy a one-slot device starts its top priority's jobs in
 ``edf.pop_next``'s order (the rule the Placer's estimate and the simulator share:
 feasible deadlines earliest first, the rest first-come-first-served, none passed by more
-than ``edf.MAX_PASSED`` younger jobs); the queue then keeps each priority's jobs oldest
-first, as ``pop_next`` takes them. Each job waits as one ``edf.Waiting`` (its pass count),
-kept when the policy switches the order.
+than ``edf.HARD_PASSED_FACTOR`` x ``edf.MAX_PASSED`` younger jobs); the queue then keeps
+each priority's jobs oldest first, as ``pop_next`` takes them. Each job waits as one
+``edf.Waiting`` (its pass count), kept when the policy switches the order.
 
 A cancelled job is dropped when it would be taken (``Executor.resume`` queues it again).
 """
