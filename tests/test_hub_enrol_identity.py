@@ -29,12 +29,17 @@ async def _box(session: aiohttp.ClientSession, url: str) -> HubClient:
     return HubClient(url, "a1", session)
 
 
+async def _hub(aiohttp_client: Any, config: HubConfig) -> tuple[Any, str]:
+    """A real hub app on loopback and its base URL."""
+    hub = await aiohttp_client(make_app(config))
+    return hub, str(hub.make_url("")).rstrip("/")
+
+
 async def test_another_box_with_the_join_token_cannot_take_an_enrolled_id(
     aiohttp_client: Any, hub_config: Callable[..., HubConfig]
 ) -> None:
     config = hub_config()
-    hub = await aiohttp_client(make_app(config))
-    url = str(hub.make_url("")).rstrip("/")
+    hub, url = await _hub(aiohttp_client, config)
     async with aiohttp.ClientSession() as session:
         owner = await _box(session, url)
         await owner.enrol(config.join_token)
@@ -70,8 +75,7 @@ async def test_the_admin_releases_an_id_for_a_new_box_and_the_release_survives_a
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     config = hub_config()
-    hub = await aiohttp_client(make_app(config))
-    url = str(hub.make_url("")).rstrip("/")
+    hub, url = await _hub(aiohttp_client, config)
     async with aiohttp.ClientSession() as session:
         old_box = await _box(session, url)
         await old_box.enrol(config.join_token)
@@ -89,8 +93,7 @@ async def test_the_admin_releases_an_id_for_a_new_box_and_the_release_survives_a
         assert gone.value.status == 401
     await hub.close()
 
-    restarted = await aiohttp_client(make_app(config))  # the same database, read at start
-    url = str(restarted.make_url("")).rstrip("/")
+    _, url = await _hub(aiohttp_client, config)  # the same database, read at start
     async with aiohttp.ClientSession() as session:
         new_box = await _box(session, url)
         await new_box.enrol(config.join_token)  # unsigned: the id is free

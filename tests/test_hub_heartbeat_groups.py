@@ -10,9 +10,10 @@ error in one heartbeat's data failing only that one, and a replay refused.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,17 @@ Metric = Callable[..., Awaitable[float]]
 
 def devices(n: int, util: float) -> list[dict[str, Any]]:
     return [{"id": f"d{i}", "kind": "cpu", "utilization": util} for i in range(n)]
+
+
+@contextlib.asynccontextmanager
+async def opened_store(tmp_path: Path) -> AsyncIterator[HubStore]:
+    """A hub store on a real SQLite file in ``tmp_path``, closed after."""
+    store = HubStore(tmp_path / "hub.db")
+    await asyncio.to_thread(store.open)
+    try:
+        yield store
+    finally:
+        await asyncio.to_thread(store.close)
 
 
 def stored(db: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
@@ -76,9 +88,7 @@ async def test_concurrent_heartbeats_share_a_transaction_each_committed_when_ans
 async def test_one_agent_twice_in_a_group_is_stored_as_if_one_after_the_other(
     tmp_path: Path,
 ) -> None:
-    store = HubStore(tmp_path / "hub.db")
-    await asyncio.to_thread(store.open)
-    try:
+    async with opened_store(tmp_path) as store:
         await store.enrol(Enrolment("a1", "t"), 1.0)
         first = heartbeat({"devices": devices(3, 0.1), "slo_misses": 1})
         second = heartbeat({"devices": devices(1, 0.9), "slo_misses": 2, "status": "degraded"})
@@ -94,17 +104,13 @@ async def test_one_agent_twice_in_a_group_is_stored_as_if_one_after_the_other(
         assert stored(store.db.path, "SELECT device_id, utilization FROM devices") == [
             ("d0", 0.9)
         ]  # the later heartbeat's devices only
-    finally:
-        await asyncio.to_thread(store.close)
 
 
 @pytest.mark.asyncio
 async def test_a_heartbeat_the_database_refuses_fails_alone_and_its_group_is_kept(
     tmp_path: Path,
 ) -> None:
-    store = HubStore(tmp_path / "hub.db")
-    await asyncio.to_thread(store.open)
-    try:
+    async with opened_store(tmp_path) as store:
         for name in ("a1", "a2", "a3"):
             await store.enrol(Enrolment(name, "t"), 1.0)
         good = heartbeat({"queue_depth": 3})
@@ -120,8 +126,6 @@ async def test_a_heartbeat_the_database_refuses_fails_alone_and_its_group_is_kep
         assert isinstance(outcomes[1], OverflowError)
         rows = stored(store.db.path, "SELECT id, heartbeats, queue_depth FROM agents ORDER BY id")
         assert rows == [("a1", 1, 3), ("a2", 0, None), ("a3", 1, 3)]
-    finally:
-        await asyncio.to_thread(store.close)
 
 
 @pytest.mark.asyncio
