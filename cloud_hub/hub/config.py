@@ -79,12 +79,6 @@ class HubConfig:
         """Return the file where a running hub records its pid and address."""
         return self.data_dir / "hub.json"
 
-    @property
-    def stale_after_s(self) -> float:
-        """Return the age after which an agent's data no longer counts as current (a fleet
-        small enough to beat every ``heartbeat_interval_s``)."""
-        return self.heartbeat_interval_s * self.stale_heartbeats
-
     def interval_for(self, agents: int) -> float:
         """Return the heartbeat interval a fleet of ``agents`` is asked for: the configured one,
         or longer where the fleet would otherwise send more than ``max_heartbeats_per_s``."""
