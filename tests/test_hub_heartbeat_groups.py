@@ -23,6 +23,7 @@ from aiohttp.test_utils import TestClient
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
+from cloud_hub.hub.models_api import FEDERATION
 from cloud_hub.hub.request_auth import HUB
 from cloud_hub.hub.store import HubStore
 from cloud_hub.hub.wire import Enrolment, heartbeat
@@ -179,7 +180,7 @@ def test_the_interval_grows_with_the_fleet_beyond_the_heartbeat_cap() -> None:
 
 
 @pytest.mark.asyncio
-async def test_the_hub_asks_a_growing_fleet_for_longer_intervals_and_judges_by_them(
+async def test_the_hub_asks_a_growing_fleet_for_longer_intervals_and_judges_and_gathers_by_them(
     aiohttp_client: Any, hub_config: Callable[..., HubConfig]
 ) -> None:
     now = [time.time()]
@@ -201,3 +202,6 @@ async def test_the_hub_asks_a_growing_fleet_for_longer_intervals_and_judges_by_t
     now[0] += 1.5  # 9.5 s since: stale at the interval in force
     fleet = await (await client.get("/v1/fleet")).json()
     assert {a["id"]: a["state"] for a in fleet["agents"]}["a0"] == "offline"
+    # a learning run waits for two polls at the interval in force, not the configured one
+    assert client.app[FEDERATION].settings.gather_s == 3.0  # 2 x 1 s + 1
+    assert client.app[FEDERATION].gather_s() == 7.0  # 2 x 3 s + 1

@@ -165,7 +165,8 @@ def register(app: web.Application) -> None:
                 every_s=config.learning_every_s,
                 run_config=run_config,
                 gather_s=2 * config.heartbeat_interval_s + 1.0,  # every agent has polled
-            )
+            ),
+            poll_every_s=app[HUB].heartbeat_interval_s,  # longer for a large fleet
         )
         await fed.start()
         app[FEDERATION] = fed

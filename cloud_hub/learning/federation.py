@@ -18,7 +18,8 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +125,16 @@ class RunRecord:
 class Federation:
     """Registry, SuperLink and run schedule; ``start`` then ``stop`` on the hub's loop."""
 
-    def __init__(self, settings: LearningSettings) -> None:
-        """Open the registry and the run history; nothing runs until start()."""
+    def __init__(
+        self, settings: LearningSettings, poll_every_s: Callable[[], float] | None = None
+    ) -> None:
+        """Open the registry and the run history; nothing runs until start().
+
+        ``poll_every_s``: how often agents poll now (the hub's heartbeat interval in force,
+        longer for a large fleet); a run gathers nodes for at least two polls.
+        """
         self.settings = settings
+        self.poll_every_s = poll_every_s
         settings.state_dir.mkdir(parents=True, exist_ok=True)
         self.registry = ModelRegistry(settings.state_dir / "models")
         self.runs: list[RunRecord] = self._load_runs()
@@ -224,11 +232,17 @@ class Federation:
             except Exception:  # a failed run must not end the schedule
                 log.exception("learning run failed")
 
+    def gather_s(self) -> float:
+        """Seconds a run waits for agents to poll and start their SuperNodes: the configured
+        gather, or two polls and a second where agents now poll less often."""
+        base = self.settings.gather_s
+        return base if self.poll_every_s is None else max(base, 2 * self.poll_every_s() + 1.0)
+
     async def run_once(self) -> RunRecord:
         """Tell agents rounds are wanted, run one training run, then tell them to stop."""
         if self.superlink is None:
             raise InvalidInput("learning is not configured (set the hub's learning_port)")
-        s = self.settings
+        s = replace(self.settings, gather_s=self.gather_s())  # the run's deadline includes it
         record = RunRecord(started_at=time.time())
         self.runs.append(record)
         self.wanted = True
