@@ -9,9 +9,10 @@ it, and the chooser's ``job_started(job)`` is told. Such a device, like an agent
 ``JobQueue``, holds a task only once its input has arrived: a task in transit joins its
 queue then (taking it before, the device sat idle for the transfer while tasks already
 there, due sooner, waited: at 80% on edge-mixed-published that made most of slo-first's
-misses, tasks placed on a device estimated free that was held for a remote input). The device judges a deadline feasible
-on the type's true mean time there (not the task's own draw), as a device that has run
-that model knows it; ``free_at`` stays the FIFO tail (running finish plus waiting work).
+misses, tasks placed on a device estimated free that was held for a remote input). The
+device judges a deadline feasible on the type's true mean time there (not the task's own
+draw), as a device that has run that model knows it; ``free_at`` stays the FIFO tail
+(running finish plus waiting and in-transit work).
 Time is the event clock; choosers read the engine's state as of the event being handled.
 A task needing an FPGA configuration (``config_id``) that its device will not hold when
 the task starts first pays the device's ``reconfig_s``; the device then holds it. A

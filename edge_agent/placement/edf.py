@@ -4,8 +4,13 @@ Under a policy with a deadline objective (``Policy.orders_by_deadline``: the ``s
 template, or a blend with a deadline weight > 0) a device starts its waiting (not yet
 started) tasks in this order, never pre-empting a running one (``next_index``):
 
-1. the *feasible* task with the earliest deadline (its expected run, from when it can
-   start, still ends by its deadline); ties keep arrival order;
+1. the earliest deadline among the *feasible* tasks (their expected run, from when they
+   can start, still ends by their deadline) that the most-deadlines-met order keeps
+   (``_most_met_first``: Moore-Hodgson, which sets the longest aside while the deadline
+   order makes one late; plain earliest-deadline-first let one short tight task push a
+   longer one past its deadline. bench_sim_slo at 80%, seeds 1-3, edge-mixed 83.9/81.6/
+   90.7 -> 84.2/83.1/91.5% met, slo-published 90.3/89.5/87.7 -> 90.1/90.5/88.2);
+   ties keep arrival order;
 2. else the oldest: tasks without a deadline and hopeless ones (already unable to meet it)
    run first-come-first-served among themselves, after the feasible deadline work;
 3. except that the oldest waiting task goes first once ``MAX_PASSED`` younger tasks have
@@ -24,6 +29,7 @@ work estimated hopeless; without one, everything is. The starvation bound is not
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,13 +73,33 @@ def next_index(waiting: Sequence[Waiting], now: float, max_passed: int = MAX_PAS
     oldest = waiting[0]
     if oldest.passed >= HARD_PASSED_FACTOR * max_passed:
         return 0
-    best, best_deadline = 0, math.inf
-    for i, w in enumerate(waiting):
-        if w.deadline < best_deadline and w.feasible(now):
-            best, best_deadline = i, w.deadline
+    best = _most_met_first(waiting, now)
     if best == 0 or oldest.passed < max_passed:
         return best
     return best if _costs_deadline(oldest, waiting[best], now) else 0
+
+
+def _most_met_first(waiting: Sequence[Waiting], now: float) -> int:
+    """Return the index of the first task of the most-deadlines-met order (0: none feasible).
+
+    Moore-Hodgson over the feasible tasks: in deadline order (ties: arrival), each time the
+    one added ends late, the longest kept is set aside; what is left all meets its deadline
+    run in deadline order, and no order meets more. The earliest deadline kept goes first.
+    """
+    feasible = sorted(
+        (w.deadline, i) for i, w in enumerate(waiting) if w.deadline < math.inf and w.feasible(now)
+    )
+    if not feasible:
+        return 0
+    kept: list[tuple[float, int]] = []  # (-expected_s, index): the longest on top
+    end = now
+    for deadline, i in feasible:
+        w = waiting[i]
+        end = max(end, w.ready) + w.expected_s
+        heapq.heappush(kept, (-w.expected_s, i))
+        if end > deadline:
+            end += heapq.heappop(kept)[0]
+    return min((waiting[i].deadline, i) for _, i in kept)[1]
 
 
 def _costs_deadline(first: Waiting, then: Waiting, now: float) -> bool:
