@@ -58,6 +58,10 @@ def test_a_starved_task_waits_on_while_going_first_would_cost_a_feasible_deadlin
     roomy = Waiting(2, 3.0, 1.0)  # feasible now and after the starved one
     assert next_index([starved, just_in_time], 0.0) == 1
     assert next_index([starved, roomy], 0.0) == 0
+    # nor while it would make a later one of the deadlines that can all be met late
+    second = Waiting(3, 2.4, 1.0)  # met after the first; late after the starved one too
+    assert next_index([starved, Waiting(2, 2.0, 0.5), second], 0.0) == 1  # 2 is met either way
+    assert next_index([starved, Waiting(2, 2.0, 0.5), Waiting(3, 3.0, 1.0)], 0.0) == 0
     # at the hard bound the oldest goes first even at that cost
     starved.passed = HARD_PASSED_FACTOR * MAX_PASSED
     assert next_index([starved, just_in_time], 0.0) == 0
