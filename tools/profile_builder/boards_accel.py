@@ -11,10 +11,9 @@ from .data import Data
 from .devices import (
     CNN_FAMILIES,
     NPU_TRANSFORMER_FAMILIES,
-    board,
+    cpu_accel_board,
     device,
     profile,
-    total,
     x86_host_cpu,
 )
 from .figures import GIB, Fig, est, zero
@@ -31,11 +30,11 @@ def host_profile(
 ) -> dict[str, Any]:
     """An accelerator card/stick on a generic x86 host: host CPU + the accelerator."""
     host = x86_host_cpu()
-    brd = board(
+    brd = cpu_accel_board(
         host["memory_bytes"],
         host["memory_bw_gbs"],
-        total([host["idle_power_w"], accel["idle_power_w"]], "W", "idle"),
-        total([host["max_power_w"], accel["max_power_w"]], "W", "max"),
+        host,
+        accel,
         note="Host figures are generic; the probe should replace memory with MemTotal.",
     )
     return profile(

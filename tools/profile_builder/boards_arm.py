@@ -9,14 +9,14 @@ from typing import Any
 
 from .data import Data
 from .devices import (
-    ALL_FAMILIES,
     CNN_FAMILIES,
     NPU_TRANSFORMER_FAMILIES,
     board,
+    cpu_accel_board,
+    cpu_device,
     cpu_peaks,
     device,
     profile,
-    total,
 )
 from .figures import GIB, est, zero
 
@@ -35,14 +35,9 @@ def build_rpi5(d: Data) -> dict[str, Any]:
     idle = est(2.7, "W", "devices.json: commonly reported ~2.5-3 W idle; MEASURE")
     maxp = est(8.0, "W", "devices.json: ~7-9 W all-core stress; MEASURE")
     peaks = {p: d.fig("rpi5", "cpu", f"peak_{p}", "GOPS", 1000) for p in ("int8", "fp16", "fp32")}
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "4x Cortex-A76 @ 2.4 GHz (BCM2712)",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp16", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn"],
         peaks=peaks,
         memory=mem,
@@ -74,14 +69,9 @@ def build_rk3588(d: Data) -> dict[str, Any]:
     cpu_idle = est(3.0, "W", "board idle is board dependent (devices.json: measure)")
     cpu_max = est(7.0, "W", "A76 cluster under load")
     fp32 = d.fig("rk3588", "cpu_big", "peak_fp32", "GOPS", 1000)
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "4x Cortex-A76 @ 2.4 GHz (big cluster; 4x A55 not modelled)",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp16", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn"],
         peaks=cpu_peaks(
             [(4, 2.4, "a76")],
@@ -141,12 +131,7 @@ def build_rk3588(d: Data) -> dict[str, Any]:
             {"arch": "aarch64", "device_node": "/dev/rknpu*"},
             {"arch": "aarch64", "sysfs_path": "/sys/kernel/debug/rknpu"},
         ],
-        board(
-            mem,
-            bw,
-            total([cpu_idle, npu["idle_power_w"]], "W", "idle"),
-            total([cpu_max, npu["max_power_w"]], "W", "max"),
-        ),
+        cpu_accel_board(mem, bw, cpu, npu),
         [cpu, npu],
         note="The Mali-G610 GPU is left out: no ONNX Runtime EP drives it (ncnn Vulkan rows "
         "in devices.json show it slower than the NPU).",
@@ -158,14 +143,9 @@ def build_imx8mp(d: Data) -> dict[str, Any]:
     mem = est(6 * GIB, "bytes", "EVK ships 6 GB LPDDR4; boards vary; read MemTotal")
     bw = est(16.0, "GB/s", "32-bit LPDDR4-4000")
     cpu_idle = est(1.5, "W", "devices.json idle_power is null; measure")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "4x Cortex-A53 up to 1.8 GHz",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite"],
         peaks=cpu_peaks([(4, 1.8, "a53")], "unverified", "imx8mp.cpu name (unverified clock)"),
         memory=mem,
@@ -206,12 +186,7 @@ def build_imx8mp(d: Data) -> dict[str, Any]:
         "arm_soc_npu",
         50,
         [{"dt_compatible": "fsl,imx8mp"}],
-        board(
-            mem,
-            bw,
-            total([cpu_idle, npu["idle_power_w"]], "W", "idle"),
-            total([cpu["max_power_w"], npu["max_power_w"]], "W", "max"),
-        ),
+        cpu_accel_board(mem, bw, cpu, npu),
         [cpu, npu],
     )
 
@@ -221,14 +196,9 @@ def build_qcs6490(d: Data) -> dict[str, Any]:
     mem = est(6 * GIB, "bytes", "RB3 Gen 2 vision kit RAM assumed 6 GB; read MemTotal")
     bw = est(25.6, "GB/s", "LPDDR5 bus width/speed not in the sources")
     cpu_idle = est(2.0, "W", "devices.json idle_power is null; measure")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "Kryo 670: 1x A78 2.7 GHz + 3x A78 2.4 GHz + 4x A55 1.9 GHz",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp16", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite"],
         peaks=cpu_peaks(
             [(1, 2.7, "a76"), (3, 2.4, "a76"), (4, 1.9, "a55")],
@@ -268,12 +238,7 @@ def build_qcs6490(d: Data) -> dict[str, Any]:
         "arm_soc_npu",
         50,
         [{"dt_compatible": "qcom,qcs6490"}, {"dt_compatible": "qcom,qcm6490"}],
-        board(
-            mem,
-            bw,
-            total([cpu_idle, npu["idle_power_w"]], "W", "idle"),
-            total([cpu["max_power_w"], npu["max_power_w"]], "W", "max"),
-        ),
+        cpu_accel_board(mem, bw, cpu, npu),
         [cpu, npu],
         note="The Adreno 643 GPU is left out: no sourced figures.",
     )
@@ -284,14 +249,9 @@ def build_snapdragon_x_elite(d: Data) -> dict[str, Any]:
     mem = est(32 * GIB, "bytes", "CRD RAM")
     bw = est(135.0, "GB/s", "128-bit LPDDR5X-8448")
     idle = est(4.0, "W", "laptop idle")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "Snapdragon X Elite: 12 Oryon cores",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp16", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite"],
         peaks=cpu_peaks(
             [(12, 3.4, "a76")],

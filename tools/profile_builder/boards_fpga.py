@@ -9,36 +9,25 @@ from typing import Any
 
 from .data import Data
 from .devices import (
-    ALL_FAMILIES,
     CNN_FAMILIES,
     board,
+    cpu_device,
     cpu_peaks,
     device,
     profile,
     total,
 )
-from .figures import GIB, VIA, est, fig, zero
+from .figures import est, zero
 
 
 def build_kv260(d: Data) -> dict[str, Any]:
     b = "kria_kv260"
-    mem = fig(
-        4 * GIB,
-        "bytes",
-        "official",
-        d.raw(b, None, "memory")["source"] + f" [{VIA}]",
-        "4 GB 64-bit DDR4 shared by the A53s and the DPU (x 2^30)",
-    )
+    mem = d.memory(b, 4, "4 GB 64-bit DDR4 shared by the A53s and the DPU")
     bw = d.fig(b, None, "memory_bw", "GB/s")
     cpu_idle = est(3.0, "W", "K26 SOM + carrier idle with the PL loaded")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_arm",
         "4x Cortex-A53 @ 1.5 GHz (Zynq UltraScale+ XCK26)",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn"],
         peaks=cpu_peaks(
             [(4, 1.5, "a53")],

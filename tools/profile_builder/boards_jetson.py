@@ -9,15 +9,15 @@ from typing import Any
 
 from .data import Data
 from .devices import (
-    ALL_FAMILIES,
     CNN_FAMILIES,
     GPU_FAMILIES,
     board,
+    cpu_device,
     cpu_peaks,
     device,
     profile,
 )
-from .figures import GIB, VIA, Fig, derive, est, fig, zero
+from .figures import Fig, derive, est, zero
 
 
 def jetson_cpu(
@@ -32,14 +32,9 @@ def jetson_cpu(
     maxp: Fig,
 ) -> dict[str, Any]:
     name = d.raw(board_id, "cpu", "name")["value"]
-    return device(
-        "cpu",
+    return cpu_device(
         "cpu_arm",
         str(name),
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp16", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn"],
         peaks=cpu_peaks(
             [(cores, ghz, "a76")],
@@ -119,13 +114,7 @@ def jetson_dlas(per_dla_int8: Fig, mem: Fig, bw: Fig) -> list[dict[str, Any]]:
 
 def build_jetson_orin_nano(d: Data) -> dict[str, Any]:
     b = "jetson_orin_nano_8gb"
-    mem = fig(
-        8 * GIB,
-        "bytes",
-        "official",
-        d.raw(b, None, "memory")["source"] + f" [{VIA}]",
-        "8 GB 128-bit LPDDR5 shared CPU/GPU (x 2^30)",
-    )
+    mem = d.memory(b, 8, "8 GB 128-bit LPDDR5 shared CPU/GPU")
     bw = d.fig(b, None, "memory_bw", "GB/s")
     maxp = d.fig(b, None, "max_power", "W")
     idle = est(4.0, "W", "module + carrier idle")
@@ -165,13 +154,7 @@ def build_jetson_orin_nano(d: Data) -> dict[str, Any]:
 
 def build_jetson_orin_nx(d: Data) -> dict[str, Any]:
     b = "jetson_orin_nx_16gb"
-    mem = fig(
-        16 * GIB,
-        "bytes",
-        "official",
-        d.raw(b, None, "memory")["source"] + f" [{VIA}]",
-        "16 GB 128-bit LPDDR5 shared (x 2^30)",
-    )
+    mem = d.memory(b, 16, "16 GB 128-bit LPDDR5 shared")
     bw = d.fig(b, None, "memory_bw", "GB/s")
     maxp = d.fig(b, None, "max_power", "W")
     idle = est(5.0, "W", "module + carrier idle")
@@ -223,13 +206,7 @@ def build_jetson_orin_nx(d: Data) -> dict[str, Any]:
 
 def build_jetson_agx_orin(d: Data) -> dict[str, Any]:
     b = "jetson_agx_orin_64gb"
-    mem = fig(
-        64 * GIB,
-        "bytes",
-        "official",
-        d.raw(b, None, "memory")["source"] + f" [{VIA}]",
-        "64 GB 256-bit LPDDR5 shared (x 2^30)",
-    )
+    mem = d.memory(b, 64, "64 GB 256-bit LPDDR5 shared")
     bw = d.fig(b, None, "memory_bw", "GB/s")
     maxp = d.fig(b, None, "max_power", "W")
     idle = est(10.0, "W", "dev kit idle")

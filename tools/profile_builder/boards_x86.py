@@ -9,9 +9,9 @@ from typing import Any
 
 from .data import Data
 from .devices import (
-    ALL_FAMILIES,
     NPU_TRANSFORMER_FAMILIES,
     board,
+    cpu_device,
     cpu_peaks,
     device,
     profile,
@@ -27,14 +27,9 @@ def build_intel_n100(d: Data) -> dict[str, Any]:
     bw = d.fig(b, None, "memory_bw", "GB/s")
     idle = est(6.0, "W", "whole-box idle; devices.json: several W, measure")
     tdp = d.fig(b, None, "tdp", "W", note="PL1; PL2 bursts are higher")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_x86",
         "Intel Processor N100 (4x Gracemont, up to 3.4 GHz)",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn", "openvino"],
         peaks=cpu_peaks(
             [(4, 3.4, "gracemont")],
@@ -93,14 +88,10 @@ def build_intel_core_ultra(d: Data) -> dict[str, Any]:
     mem = est(32 * GIB, "bytes", "258V ships 16 or 32 GB on-package LPDDR5X")
     bw = est(136.5, "GB/s", "128-bit LPDDR5X-8533")
     idle = est(4.0, "W", "laptop idle")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_x86",
         "Core Ultra 7 258V: 4 P-cores + 4 LP E-cores",
-        tier="warm",
         ep="OpenVINOExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "openvino"],
         peaks=cpu_peaks(
             [(4, 4.8, "avx2"), (4, 3.7, "gracemont")],
@@ -152,14 +143,9 @@ def build_ryzen_ai(d: Data) -> dict[str, Any]:
     mem = est(32 * GIB, "bytes", "typical Strix laptop RAM")
     bw = est(120.0, "GB/s", "128-bit LPDDR5X-7500")
     idle = est(5.0, "W", "laptop idle")
-    cpu = device(
-        "cpu",
+    cpu = cpu_device(
         "cpu_x86",
         "AMD Ryzen AI 300 'Strix' CPU (12 Zen 5 / Zen 5c cores)",
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "openvino"],
         peaks=cpu_peaks([(12, 4.0, "avx2")], "unverified", "recalled Strix core count/clock"),
         memory=mem,

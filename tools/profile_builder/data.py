@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from .figures import VIA, Fig, fig, map_status
+from .figures import GIB, VIA, Fig, fig, map_status
 
 
 class Data:
@@ -58,6 +58,11 @@ class Data:
             "; ".join(notes) or None,
             f["status"],
         )
+
+    def memory(self, board: str, gib: int, note: str) -> Fig:
+        """Board memory in bytes: devices.json states it as text, so the size is given here."""
+        source = self.raw(board, None, "memory")["source"]
+        return fig(gib * GIB, "bytes", "official", f"{source} [{VIA}]", f"{note} (x 2^30)")
 
     def csv(self, rel: str) -> list[dict[str, str]]:
         with (self.root / rel).open(encoding="utf-8-sig", newline="") as fh:

@@ -116,6 +116,40 @@ def device(
     return dev
 
 
+def cpu_device(
+    kind: str,
+    name: str,
+    *,
+    ep: str = "CPUExecutionProvider",
+    formats: list[str],
+    peaks: dict[str, Fig],
+    memory: Fig,
+    bw: Fig,
+    idle: Fig,
+    maxp: Fig,
+    efficiency: Fig | None = None,
+    note: str | None = None,
+) -> dict[str, Any]:
+    """The board's CPU: every operator family, and the precisions with a non-zero peak."""
+    return device(
+        "cpu",
+        kind,
+        name,
+        tier="warm",
+        ep=ep,
+        precisions=[p for p in ("int8", "fp16", "fp32") if peaks[p]["value"] > 0],
+        families=ALL_FAMILIES,
+        formats=formats,
+        peaks=peaks,
+        memory=memory,
+        bw=bw,
+        idle=idle,
+        maxp=maxp,
+        efficiency=efficiency,
+        note=note,
+    )
+
+
 def x86_host_cpu(
     name: str = "generic x86-64 host CPU (4 cores @ 3.0 GHz, AVX2 assumed)",
     cores: int = 4,
@@ -127,14 +161,9 @@ def x86_host_cpu(
 ) -> dict[str, Any]:
     """A host CPU whose figures are generic estimates (the accelerator is the real subject)."""
     peaks = cpu_peaks([(cores, ghz, "avx2")], "unverified", "an assumed generic host (not sourced)")
-    return device(
-        "cpu",
+    return cpu_device(
         "cpu_x86",
         name,
-        tier="warm",
-        ep="CPUExecutionProvider",
-        precisions=["int8", "fp32"],
-        families=ALL_FAMILIES,
         formats=["onnx", "tflite", "ncnn", "openvino"],
         peaks=peaks,
         memory=est(memory_gib * GIB, "bytes", f"{memory_gib} GiB host RAM assumed"),
@@ -163,6 +192,19 @@ def board(memory: Fig, bw: Fig, idle: Fig, maxp: Fig, note: str | None = None) -
     if note:
         out["note"] = note
     return out
+
+
+def cpu_accel_board(
+    memory: Fig, bw: Fig, cpu: dict[str, Any], accel: dict[str, Any], note: str | None = None
+) -> dict[str, Any]:
+    """The board block of a CPU plus an accelerator: idle and max power summed over both."""
+    return board(
+        memory,
+        bw,
+        total([cpu["idle_power_w"], accel["idle_power_w"]], "W", "idle"),
+        total([cpu["max_power_w"], accel["max_power_w"]], "W", "max"),
+        note,
+    )
 
 
 def profile(
