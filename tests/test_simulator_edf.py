@@ -174,9 +174,8 @@ def test_a_local_task_starts_ahead_of_a_remote_one_still_in_transit() -> None:
 
     class Pinned(LeastLoadedChooser):
         def choose(self, task: Task, now: float, state: FleetState) -> int | None:
-            if task.index == 1:  # the placers' view: it would start at once, not after task 0
-                assert state.finish_if(task, dev, now)[0] == pytest.approx(now)
-                assert state.free_at[dev] > 0.5  # the remote task still counts as queued
+            if task.index == 1:  # the placers' view: the remote task counts as queued
+                assert state.free_at[dev] > 0.5
                 assert state.queue_len(dev) == 1 and state.queued_tasks(dev) == [remote]
             return dev
 

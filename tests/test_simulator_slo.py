@@ -12,7 +12,7 @@ from cloud_hub.simulator import parse_fleet, slo_agents
 from cloud_hub.simulator.agents import feasibility
 from cloud_hub.simulator.arrivals import OnOff, onoff_times
 from cloud_hub.simulator.capacity_lp import mix_capacity
-from cloud_hub.simulator.engine import FleetState, Job, Outcome, simulate
+from cloud_hub.simulator.engine import FleetState, Outcome, simulate
 from cloud_hub.simulator.mesh_sites import RULES, MeshSites
 from cloud_hub.simulator.models import model_info
 from cloud_hub.simulator.oracle import ClairvoyantOracle, DatasheetGreedy
@@ -61,8 +61,7 @@ def test_oracle_counts_the_true_queue_and_not_the_tasks_own_draw() -> None:
     task = Task(0, 0.0, *TT, 1.0, 0, "default", 0)
     mean = state.truth.base[TT][1] * math.exp(0.1**2 / 2)
     assert oracle.expected_finish(task, 1, 0.0, state) == pytest.approx(mean)
-    ahead = Task(1, 0.0, *TT, 1.0, 0, "default", 0)
-    state.pending[1].append(Job(ahead, 1, 0.0, 1.0, 1.0))  # running there until t = 1
+    state.free_at[1] = 1.0  # true remaining work ahead on the fast device
     assert oracle.expected_finish(task, 1, 0.0, state) == pytest.approx(1.0 + mean)
     assert oracle.choose(task, 0.0, state) == 0  # the slow one now finishes first
     # the task's own draw is not used: a different draw for task 0 changes nothing

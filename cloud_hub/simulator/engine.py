@@ -13,8 +13,8 @@ the chooser's ``job_started(job)`` (when it has one) is told. (Holding a remote 
 slot for its transfer instead left the device idle while tasks already there waited: at
 80% on edge-mixed-published that made most of slo-first's misses under EDF.)
 ``free_at`` is when a device would be free running its committed work with nothing more
-coming: in input-arrival order on a FIFO device, in commit order on an EDF one; and
-``start_if`` / ``finish_if`` say when a task committed now would truly start / finish.
+coming (the true remaining work the oracles see): in input-arrival order on a FIFO
+device, in commit order on an EDF one; ``finish_if`` puts a task behind all of it.
 Time is the event clock; choosers read the engine's state as of the event being handled.
 A task needing an FPGA configuration (``config_id``) that its device will not hold when
 the task starts first pays the device's ``reconfig_s``; the device then holds it. A
@@ -99,26 +99,20 @@ class FleetState:
         size = self.truth.input_bytes((task.model, task.precision))
         return now + self.fleet.transfer_s(task.origin, dev, size)
 
-    def start_if(self, task: Task, dev: int, now: float) -> tuple[float, float]:
-        """Return (start, reconfiguration) ``task`` would truly get if committed to ``dev`` now.
-
-        On a FIFO device it starts after the committed work whose input is in by its own
-        (module doc); on an EDF device after the commit-order tail ``free_at``.
-        """
-        ready = self.ready_at(task, dev, now)
-        if self.edf:
-            return max(self.free_at[dev], ready), self.reconfig_s(task, dev)
-        free, held = _arrival_walk(self, dev, ready)
-        return max(free, ready), self.reconfig_s(task, dev, held)
-
     def finish_if(self, task: Task, dev: int, now: float) -> tuple[float, float, float]:
-        """Return (start, finish, service) the task would truly get if committed to ``dev`` now.
+        """Return (start, finish, service) the task would truly get behind all the work
+        committed to ``dev`` (``free_at``; on a FIFO device its input may arrive before
+        some of that work's and start sooner, delaying it: module doc).
 
         ``finish - start`` includes any reconfiguration; ``service`` does not.
         """
         service = self.truth.service_s(task.index, (task.model, task.precision), dev) * task.work
-        start, switch = self.start_if(task, dev, now)
-        return start, start + switch + service, service
+        if self.edf:
+            free, held = self.free_at[dev], self.config[dev]
+        else:
+            free, held = _arrival_walk(self, dev)
+        start = max(free, self.ready_at(task, dev, now))
+        return start, start + self.reconfig_s(task, dev, held) + service, service
 
 
 def _switch(state: FleetState, task: Task, dev: int) -> float:
@@ -140,14 +134,12 @@ def _by_arrival(w: Waiting) -> tuple[float, int]:
     return w.ready, w.seq
 
 
-def _arrival_walk(state: FleetState, dev: int, until: float) -> tuple[float, int]:
-    """Return (free, config held) once the FIFO ``dev`` ran its work whose input is in by
-    ``until``, in input-arrival order (``until`` = inf: all its committed work)."""
+def _arrival_walk(state: FleetState, dev: int) -> tuple[float, int]:
+    """Return (free, config held) once the FIFO ``dev`` ran all its committed work, in
+    input-arrival order."""
     end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
     held = state.config[dev]
     for w in sorted(state.waiting[dev] + state.transit[dev], key=_by_arrival):
-        if w.ready > until:
-            break
         task, service = _payload(w)
         end = max(end, w.ready) + state.reconfig_s(task, dev, held) + service
         held = task.config_id or held
@@ -157,7 +149,7 @@ def _arrival_walk(state: FleetState, dev: int, until: float) -> tuple[float, int
 def _tail(state: FleetState, dev: int) -> float:
     """Return ``free_at`` for ``dev``: its committed work run in its device's order."""
     if not state.edf:
-        return _arrival_walk(state, dev, math.inf)[0]
+        return _arrival_walk(state, dev)[0]
     end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
     for w in sorted(state.waiting[dev] + state.transit[dev], key=lambda w: w.seq):
         end = max(end, w.ready) + _payload(w)[1]  # commit order, as the EDF Placer counts

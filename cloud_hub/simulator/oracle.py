@@ -1,11 +1,12 @@
 """Earliest-finish baselines for the deadline benchmark: clairvoyant, and datasheet-only.
 
 ``ClairvoyantOracle`` knows every device's true mean speed (hidden slowdowns included) and
-the true remaining work in every queue (``FleetState.start_if``: the real draws of the work
+the true remaining work in every queue (``FleetState.free_at``: the real draws of the work
 already committed, run in the device's own order), but not the random draw of the task it
-is placing: it expects the mean. ``DatasheetGreedy`` believes the datasheet (the published
-figure without any hidden slowdown) for the task and for the work queued ahead of it.
-Both pick the earliest expected finish, ties to the lower device index; neither learns.
+is placing: it expects the mean, behind that work. ``DatasheetGreedy`` believes the
+datasheet (the published figure without any hidden slowdown) for the task and for the work
+queued ahead of it. Both pick the earliest expected finish, ties to the lower device
+index; neither learns.
 """
 
 from __future__ import annotations
@@ -27,8 +28,8 @@ class ClairvoyantOracle(_Base):
         """Return when ``task`` would finish on ``dev``, expecting the mean service time."""
         tt = (task.model, task.precision)
         mean = state.truth.base[tt][dev] * math.exp(state.truth.sigma**2 / 2) * task.work
-        start, switch = state.start_if(task, dev, now)
-        return start + switch + mean
+        start = max(state.free_at[dev], state.ready_at(task, dev, now))
+        return start + state.reconfig_s(task, dev) + mean
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
         """Return the feasible device with the earliest expected finish."""
