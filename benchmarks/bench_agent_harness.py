@@ -346,7 +346,10 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("executor (runs, starts, finishes)", ("executor.py", "jobs.py", "store_runs.py")),
     ("scheduler (queue, wake-ups, dispatch)", ("scheduler.py", "fairshare.py", "service.py")),
     ("intake queue (coalescer)", ("intake_queue.py",)),
-    ("http (aiohttp, middlewares)", ("aiohttp/", "http_limits.py", "http_errors.py")),
+    (
+        "http (aiohttp, middlewares, express lane)",
+        ("aiohttp/", "http_limits.py", "http_errors.py", "http_express.py"),
+    ),
 )
 
 
