@@ -24,7 +24,11 @@ sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the nul
 in the same run (the machine is shared: compare ratios, not absolute figures), and
 ``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
 request to the last ``placed_at`` seen (less sensitive to a loaded box than wall time;
-it includes the runs of the tasks already placed by then). Each mode starts once the agent
+it includes the runs of the tasks already placed by then); ``*_client_cpu_ms_per_task`` is
+this load generator's own CPU per task over the same span (it shares the server's cores).
+The keep-alive and sustained lanes are bare asyncio protocols (a pre-encoded request, each
+202 parsed for its task id where it lands) on uvloop where installed, the same client for
+both servers. Each mode starts once the agent
 has run every task of the mode before (``quiesce``), so no mode pays for another's runs.
 ``--modes`` runs a subset (e.g. ``--modes batch,sustained --sustained-s 3`` while iterating);
 ``--py-spy DIR`` samples the agent with py-spy during each mode (raw stacks in
