@@ -65,6 +65,7 @@ class Express:
         self.served = 0  # requests answered in the lane
         self.handed = 0  # connections handed to aiohttp
         self._inflight: set[asyncio.Task[None]] = set()
+        self._lanes: set[ExpressLane] = set()  # connections the lane still reads
         self._date = (0, b"")
 
     def route(self, method: str, path: str, handler: Route) -> None:
@@ -94,10 +95,13 @@ class Express:
         task.add_done_callback(self._inflight.discard)
 
     async def close(self, timeout_s: float = 30.0) -> None:
-        """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered."""
+        """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
+        then close the lane's connections (aiohttp closes those it was handed)."""
         self.closing = True
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout_s)
+        for lane in list(self._lanes):
+            lane.close()
 
 
 _SERVER = f"\r\nServer: {SERVER_SOFTWARE}\r\n\r\n".encode("latin-1")
@@ -135,6 +139,7 @@ class ExpressLane:
         self._gone = False  # handed over or lost
         self._idle: asyncio.TimerHandle | None = None
         self._last = 0.0
+        express._lanes.add(self)
 
     def feed(self, data: bytes) -> None:
         """Take bytes from the connection."""
@@ -144,7 +149,16 @@ class ExpressLane:
 
     def lost(self) -> None:
         """The connection went away (a request in flight still completes, unanswered)."""
+        self._leave()
+
+    def close(self) -> None:
+        """Close the connection (the service stops)."""
+        self._leave()
+        self._transport.close()
+
+    def _leave(self) -> None:
         self._gone = True
+        self._express._lanes.discard(self)
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
@@ -231,13 +245,11 @@ class ExpressLane:
         self._transport.close()
 
     def _hand_over(self, data: bytes) -> None:
-        self._gone = True
+        gone = self._gone or self._transport.is_closing()
+        self._leave()
         self._buf = b""
-        if self._idle is not None:
-            self._idle.cancel()
-            self._idle = None
-        self._express.handed += 1
-        if not self._transport.is_closing():
+        if not gone:
+            self._express.handed += 1
             self._handover(data)
 
 

@@ -310,8 +310,12 @@ class ConnectionGuard(Collector):
 
 
 class _Tracked(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with the guard told of its events, and the
-    guard's express lane (if any) reading the connection's requests first."""
+    """aiohttp's protocol for one connection, with the guard told of its events.
+
+    With an express lane (``ConnectionGuard.express``) the lane reads the connection first
+    and aiohttp's protocol is connected only when the lane hands the connection over, so
+    that aiohttp's timers (its keep-alive close) never run on a connection it does not read.
+    """
 
     __slots__ = ("_guard", "_inner", "_lane", "_transport")
 
@@ -319,15 +323,17 @@ class _Tracked(asyncio.Protocol):
         self._guard = guard
         self._inner = inner
         self._transport: asyncio.Transport | None = None  # None: refused
-        self._lane: ExpressLane | None = None  # None: aiohttp reads every byte
+        self._lane: ExpressLane | None = None  # None: aiohttp's connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport
         if self._guard.opened(transport):
             self._transport = transport
-            self._inner.connection_made(transport)
-            if self._guard.express is not None:
-                self._lane = ExpressLane(self._guard.express, transport, self._handover, self._busy)
+            express = self._guard.express
+            if express is None:
+                self._inner.connection_made(transport)
+            else:
+                self._lane = ExpressLane(express, transport, self._handover, self._busy)
 
     def data_received(self, data: bytes) -> None:
         if self._transport is not None:
@@ -340,27 +346,31 @@ class _Tracked(asyncio.Protocol):
     def _handover(self, data: bytes) -> None:
         """The lane gives the connection to aiohttp from ``data`` on."""
         self._lane = None
+        self._inner.connection_made(self._transport)
         self._inner.data_received(data)
 
     def _busy(self, busy: bool) -> None:
         self._guard._request(self._transport, busy)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._transport is not None else None
+        if self._transport is None or self._lane is not None:
+            return None  # the transport closes (aiohttp's own answer to an EOF)
+        return self._inner.eof_received()  # type: ignore[no-any-return]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._transport is not None:
+            self._guard.closed(self._transport)
             if self._lane is not None:
                 self._lane.lost()
-            self._guard.closed(self._transport)
-            self._inner.connection_lost(exc)
+            else:
+                self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        if self._transport is not None:
+        if self._transport is not None and self._lane is None:
             self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._transport is not None:
+        if self._transport is not None and self._lane is None:
             self._inner.resume_writing()
 
 

@@ -213,3 +213,25 @@ async def test_an_idle_keep_alive_connection_of_the_lane_is_closed(
         closed = await asyncio.wait_for(reader.read(), 5)  # b"": the agent closed it
         writer.close()
     assert status == 202 and closed == b""
+
+
+async def test_a_busy_lane_connection_outlives_aiohttps_keep_alive_time(
+    emulated_agent: Callable[..., AgentConfig],
+    agent_daemon: Serve,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """aiohttp closes a connection it reads no request on after its keep-alive time; one
+    the lane is busy with is not aiohttp's until handed over, so it stays open."""
+    monkeypatch.setattr("edge_agent.http_limits.KEEPALIVE_S", 0.3)  # aiohttp's timeout
+    async with agent_daemon(emulated_agent()) as url:
+        reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
+        statuses = []
+        for _ in range(8):  # 1.2 s of traffic on one connection: four times aiohttp's time
+            writer.write(_post())
+            statuses += [a[0] for a in await _answers(reader, 1)]
+            await asyncio.sleep(0.15)
+        writer.write(b"GET /v1/health HTTP/1.1\r\nHost: agent\r\n\r\n")  # now aiohttp's
+        [(health, _, _)] = await _answers(reader, 1)
+        closed = await asyncio.wait_for(reader.read(), 5)  # aiohttp's keep-alive time, idle
+        writer.close()
+    assert statuses == [202] * 8 and health == 200 and closed == b""
