@@ -35,7 +35,7 @@ from edge_agent.http_errors import (
     parse_json_body,
     whole_numbers,
 )
-from edge_agent.http_express import Express, Headers
+from edge_agent.http_express import Express, Headers, Route
 from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.id_prefix import MAX_SHOWN, resolve_id
@@ -67,9 +67,14 @@ async def _json(request: web.Request) -> Any:
 
 def _key(request: web.Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
-    if key is not None and (not key or len(key) > MAX_KEY or not key.isprintable()):
+    if not _key_ok(key):
         raise ApiError(400, f"Idempotency-Key: expected 1-{MAX_KEY} printable characters")
     return key
+
+
+def _key_ok(key: str | None) -> bool:
+    """Return whether an Idempotency-Key header (None: absent) is one the API takes."""
+    return key is None or (0 < len(key) <= MAX_KEY and key.isprintable())
 
 
 async def _task_id(request: web.Request) -> str:
@@ -183,9 +188,7 @@ async def _submit(request: web.Request) -> web.Response:
     return _accepted(text, {"Location": f"/v1/tasks/{row['id']}"})
 
 
-def _express_submit(
-    app: web.Application, express: Express, check: TokenCheck | None
-) -> Callable[[Headers, bytes], Awaitable[bytes | None]]:
+def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
     """Return ``POST /v1/tasks`` for the express lane (``http_express``): ``_submit`` without
     aiohttp's request and response objects. It declines (None: aiohttp answers the request
     as always) a request without the API token, with a bad Idempotency-Key or body, or whose
@@ -195,7 +198,7 @@ def _express_submit(
         if check is not None and not check.allows(headers.get("authorization", "")):
             return None
         key = headers.get("idempotency-key")
-        if key is not None and (not key or len(key) > MAX_KEY or not key.isprintable()):
+        if not _key_ok(key):
             return None
         try:
             task = await _single(app[AGENT], body, key)
