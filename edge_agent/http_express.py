@@ -48,6 +48,9 @@ HEAD_MAX = 8192
 #: An answer not yet taken by the client past this many bytes: aiohttp's (it applies
 #: back-pressure; the lane would only buffer).
 WRITE_BACKLOG_MAX = 64 * 1024
+#: Bytes read ahead (pipelined requests) while a request is handled before the lane stops
+#: reading the connection until it has answered.
+READ_BACKLOG_MAX = 64 * 1024
 #: Header fields as the lane takes them: a token, a colon, a value without control bytes.
 _FIELDS = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*")
 #: Headers whose presence makes a request aiohttp's (framing or body encoding it handles).
@@ -119,6 +122,7 @@ class ExpressLane:
         "_handover",
         "_idle",
         "_last",
+        "_paused",
         "_task",
         "_transport",
     )
@@ -139,6 +143,7 @@ class ExpressLane:
         self._gone = False  # handed over or lost
         self._idle: asyncio.TimerHandle | None = None
         self._last = 0.0
+        self._paused = False  # reading stopped: too much read ahead
         express._lanes.add(self)
 
     def feed(self, data: bytes) -> None:
@@ -146,6 +151,9 @@ class ExpressLane:
         self._buf += data
         if self._task is None:
             self._pump()
+        elif len(self._buf) > READ_BACKLOG_MAX and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
 
     def lost(self) -> None:
         """The connection went away (a request in flight still completes, unanswered)."""
@@ -216,6 +224,9 @@ class ExpressLane:
             close = True
         self._task = None
         self._busy(False)
+        if self._paused and not self._transport.is_closing():
+            self._paused = False
+            self._transport.resume_reading()
         if answer is None:  # declined: nothing was stored; aiohttp answers it and the rest
             self._hand_over(raw + self._buf)
             return

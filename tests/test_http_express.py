@@ -235,3 +235,16 @@ async def test_a_busy_lane_connection_outlives_aiohttps_keep_alive_time(
         closed = await asyncio.wait_for(reader.read(), 5)  # aiohttp's keep-alive time, idle
         writer.close()
     assert statuses == [202] * 8 and health == 200 and closed == b""
+
+
+async def test_a_long_pipeline_is_answered_in_order(
+    emulated_agent: Callable[..., AgentConfig], agent_daemon: Serve
+) -> None:
+    """More pipelined bytes than the lane reads ahead: it stops reading while it answers,
+    then reads on; every request is answered, in order."""
+    requests = [_post(BODY, f"Idempotency-Key: long-{i}") for i in range(500)]
+    assert len(b"".join(requests)) > 64 * 1024  # http_express.READ_BACKLOG_MAX
+    async with agent_daemon(emulated_agent()) as url:
+        answers = await _exchange(_port(url), *requests)
+    assert [a[0] for a in answers] == [202] * 500
+    assert [a[2]["task"]["idempotency_key"] for a in answers] == [f"long-{i}" for i in range(500)]
