@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sqlite3
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -248,3 +249,41 @@ async def test_a_long_pipeline_is_answered_in_order(
         answers = await _exchange(_port(url), *requests)
     assert [a[0] for a in answers] == [202] * 500
     assert [a[2]["task"]["idempotency_key"] for a in answers] == [f"long-{i}" for i in range(500)]
+
+
+async def test_requests_in_the_lane_when_the_agent_stops_are_answered_and_stored(
+    emulated_agent: Callable[..., AgentConfig], agent_daemon: Serve
+) -> None:
+    """A stop while 8 connections submit: every 202 names a task the file holds, and no
+    answer is cut short (each connection ends after a whole answer)."""
+    config = emulated_agent()
+    acked: list[str] = []
+    cut: list[bytes] = []
+
+    async def lane(port: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            while True:
+                writer.write(_post())
+                try:
+                    [(status, _, doc)] = await _answers(reader, 1)
+                except asyncio.IncompleteReadError as err:  # closed: after a whole answer?
+                    if err.partial:
+                        cut.append(err.partial)
+                    return
+                assert status == 202
+                acked.append(doc["task"]["id"])
+        except ConnectionError:
+            return
+        finally:
+            writer.close()
+
+    async with agent_daemon(config) as url:
+        lanes = [asyncio.create_task(lane(_port(url))) for _ in range(8)]
+        await asyncio.sleep(0.5)
+        assert acked, "no submission answered before the stop"
+    await asyncio.wait_for(asyncio.gather(*lanes), 10)
+    db = sqlite3.connect(f"file:{config.data_dir / 'agent.db'}?mode=ro", uri=True)
+    stored = {row[0] for row in db.execute("SELECT id FROM tasks")}
+    db.close()
+    assert cut == [] and set(acked) <= stored
