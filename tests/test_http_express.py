@@ -6,10 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import sqlite3
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -287,3 +292,55 @@ async def test_requests_in_the_lane_when_the_agent_stops_are_answered_and_stored
     stored = {row[0] for row in db.execute("SELECT id FROM tasks")}
     db.close()
     assert cut == [] and set(acked) <= stored
+
+
+async def test_nothing_the_lane_acknowledged_is_lost_to_kill_9(tmp_path: Path) -> None:
+    """``kill -9`` of an agent process while 16 keep-alive connections submit through the
+    lane: every task it answered 202 is in its file (a 202 only after the commit)."""
+    data = tmp_path / "data"
+    env = {
+        **os.environ,
+        "EDGE_AGENT_CONFIG": str(tmp_path / "none.toml"),
+        "EDGE_AGENT_DATA_DIR": str(data),
+        "EDGE_AGENT_PORT": "0",
+        "EDGE_AGENT_PROFILE": "rk3588",
+        "EDGE_AGENT_TELEMETRY_INTERVAL_S": "0",
+    }
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("edge-agent")), "run"], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not (data / "agent.json").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "the agent did not start"
+            await asyncio.sleep(0.05)
+        port = json.loads((data / "agent.json").read_text())["port"]
+        acked: list[str] = []
+
+        async def lane(i: int) -> None:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            n = 0
+            try:
+                while True:
+                    n += 1
+                    writer.write(_post(BODY, f"Idempotency-Key: kill-{i}-{n}"))
+                    [(status, _, doc)] = await _answers(reader, 1)
+                    assert status == 202
+                    acked.append(doc["task"]["id"])
+            except (asyncio.IncompleteReadError, ConnectionError):
+                return  # killed
+            finally:
+                writer.close()
+
+        lanes = [asyncio.create_task(lane(i)) for i in range(16)]
+        deadline = time.monotonic() + 30
+        while len(acked) < 200:  # then kill it mid-flood
+            assert time.monotonic() < deadline and not all(t.done() for t in lanes)
+            await asyncio.sleep(0.01)
+        proc.kill()
+        await asyncio.wait_for(asyncio.gather(*lanes), 10)
+    finally:
+        proc.kill()
+        proc.wait(timeout=20)
+    db = sqlite3.connect(f"file:{data / 'agent.db'}?mode=ro", uri=True)
+    stored = {row[0] for row in db.execute("SELECT id FROM tasks")}
+    db.close()
+    assert len(acked) >= 200 and set(acked) <= stored
