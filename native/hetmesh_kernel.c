@@ -274,10 +274,32 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     return HM_ST_OK;
 }
 
-/* Charge the chosen devices with the task and record its estimates. */
-static void commit(double *devices, const double *task, const int32_t *chosen, int n_chosen,
-                   const double *scratch, const double *inv, const double *mins,
-                   double *o_row) {
+/* One pass's options: the optimistic corrections (divisors, except where busy), a pass
+ * restricted to one device (only >= 0), and whether its choice is charged (commit). */
+typedef struct {
+    const double *divisors;
+    const uint8_t *busy;
+    int32_t only;
+    int commit;
+} pass_opts;
+
+static const pass_opts PLAIN = {NULL, NULL, -1, 1};
+
+/* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */
+static void charge(double *devices, const double *task, const double *o_row) {
+    int j;
+    for (j = 0; j < HM_MAX_GANG && o_row[HM_OUT_ASSIGNED + j] >= 0.0; j++) {
+        double *row = devices + (size_t)o_row[HM_OUT_ASSIGNED + j] * HM_DEV_FIELDS;
+        row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
+        row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
+        if (task[HM_TASK_CONFIG] != 0.0 && !config_loaded(row, task[HM_TASK_CONFIG]))
+            load_config(row, task[HM_TASK_CONFIG]);
+    }
+}
+
+/* Record the chosen devices and the task's estimates in its output row. */
+static void record(const int32_t *chosen, int n_chosen, const double *scratch,
+                   const double *inv, const double *mins, double *o_row) {
     double *est = o_row + HM_OUT_EST, *comp = o_row + HM_OUT_COMP;
     const double *first = scratch + (size_t)chosen[0] * HM_SCR_FIELDS;
     int o, j;
@@ -285,7 +307,6 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
     est[HM_EST_SCORE] = first[HM_SCR_SCORE];
     for (j = 0; j < n_chosen; j++) {
         const double *scr = scratch + (size_t)chosen[j] * HM_SCR_FIELDS;
-        double *row = devices + (size_t)chosen[j] * HM_DEV_FIELDS;
         o_row[HM_OUT_ASSIGNED + j] = (double)chosen[j];
         if (scr[HM_OBJ_LATENCY] > est[HM_EST_LATENCY_S]) est[HM_EST_LATENCY_S] = scr[HM_OBJ_LATENCY];
         if (scr[HM_SCR_SERVICE_EFF] > est[HM_EST_SERVICE_S]) {
@@ -295,10 +316,6 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
         est[HM_EST_ENERGY_J] += scr[HM_OBJ_ENERGY];
         est[HM_EST_CARBON_G] += scr[HM_OBJ_CARBON];
         o_row[HM_OUT_CHARGED + j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
-        row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
-        row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
-        if (task[HM_TASK_CONFIG] != 0.0 && !config_loaded(row, task[HM_TASK_CONFIG]))
-            load_config(row, task[HM_TASK_CONFIG]);
     }
 }
 
@@ -335,7 +352,7 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                  const double *weights, const double *corrections, int32_t n_classes,
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
-                 int32_t *bad_index, int devices_checked) {
+                 int32_t *bad_index, int devices_checked, const pass_opts *opt) {
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -376,11 +393,14 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (d = 0; d < n_dev; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            double inv_pe = 0.0;
-            int reason = (allowed != NULL && !allowed[d]) ? HM_R_EXCLUDED
-                                                          : static_reason(dev, scr, task, &inv_pe);
+            double inv_pe = 0.0, corr_d = corr[d];
+            int reason = ((allowed != NULL && !allowed[d]) | (opt->only >= 0 && d != opt->only))
+                             ? HM_R_EXCLUDED
+                             : static_reason(dev, scr, task, &inv_pe);
+            if (opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]))
+                corr_d = corr_d / opt->divisors[d];
             if (reason == HM_R_OK)
-                reason = estimate(dev, task, work, moved, corr[d], inv_pe, scr);
+                reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
@@ -420,7 +440,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
             o_row[HM_OUT_EST + HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
         }
-        commit(devices, task, chosen, n_chosen, scratch, inv, mins, o_row);
+        record(chosen, n_chosen, scratch, inv, mins, o_row);
+        if (opt->commit) charge(devices, task, o_row);
     }
     return HM_ST_OK;
 }
@@ -429,7 +450,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
-                 reasons, NULL, bad_index, 0);
+                 reasons, NULL, bad_index, 0, &PLAIN);
 }
 
 int hm_place_bound(hm_call *c, int32_t n_task) {
@@ -437,7 +458,72 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     if (c == NULL) return HM_ST_BAD_SHAPE;
     st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
                c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
-               c->devices_checked != 0);
+               c->devices_checked != 0, &PLAIN);
     c->devices_checked = st == HM_ST_OK;
     return st;
+}
+
+/* One pass of hm_explore_bound over task row 0: into out row `row`, reasons row `row` if
+ * asked (and kept); nothing is charged. */
+static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *opt) {
+    uint8_t *reasons = (with_reasons && c->reasons != NULL) ? c->reasons + (size_t)row * c->n_dev
+                                                            : NULL;
+    int st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
+                   c->scratch, c->out + (size_t)row * HM_OUT_FIELDS, reasons, c->allowed,
+                   &c->bad_index, c->devices_checked != 0, opt);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
+}
+
+int hm_explore_bound(hm_call *c, const double *divisors, const uint8_t *busy,
+                     int32_t *outcome) {
+    pass_opts optimistic = {NULL, NULL, -1, 0}, honest = {NULL, NULL, -1, 0};
+    const double *usual, *probe;
+    int32_t d, chosen;
+    int st, untried = 0, candidate = 0, hopeless;
+    if (c == NULL || divisors == NULL || outcome == NULL) return HM_ST_BAD_SHAPE;
+    *outcome = HM_EX_NO_UNTRIED;
+    for (d = 0; d < c->n_dev; d++) {
+        if (!(divisors[d] >= 1.0 && divisors[d] <= DBL_MAX)) {
+            c->bad_index = d;
+            return HM_ST_BAD_CORRECTION;
+        }
+    }
+    st = explore_pass(c, HM_EX_ROW_USUAL, 1, &honest);
+    if (st != HM_ST_OK) return st;
+    usual = c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS;
+    for (d = 0; d < c->n_dev; d++) {
+        if (divisors[d] > 1.0 && !(busy != NULL && busy[d])) {
+            untried = 1;
+            candidate |= c->allowed == NULL || c->allowed[d];
+        }
+    }
+    if (!untried || !candidate) {
+        *outcome = untried ? HM_EX_NONE_AMONG_CANDIDATES : HM_EX_NO_UNTRIED;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    optimistic.divisors = divisors;
+    optimistic.busy = busy;
+    st = explore_pass(c, HM_EX_ROW_OPTIMISTIC, 0, &optimistic);
+    if (st != HM_ST_OK) return st;
+    chosen = (int32_t)c->out[(size_t)HM_EX_ROW_OPTIMISTIC * HM_OUT_FIELDS + HM_OUT_ASSIGNED];
+    if (chosen < 0 || divisors[chosen] == 1.0 || (busy != NULL && busy[chosen])) {
+        *outcome = HM_EX_FRUITLESS;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    honest.only = chosen;
+    st = explore_pass(c, HM_EX_ROW_PROBE, 1, &honest);
+    if (st != HM_ST_OK) return st;
+    probe = c->out + (size_t)HM_EX_ROW_PROBE * HM_OUT_FIELDS;
+    hopeless = usual[HM_OUT_ASSIGNED] >= 0.0 && ((int)usual[HM_OUT_FLAGS] & HM_OF_LATE);
+    if (probe[HM_OUT_ASSIGNED] < 0.0 || (((int)probe[HM_OUT_FLAGS] & HM_OF_LATE) && !hopeless)) {
+        *outcome = HM_EX_DEFERRED;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    *outcome = HM_EX_PROBE;
+    charge(c->devices, c->tasks, probe);
+    return HM_ST_OK;
 }

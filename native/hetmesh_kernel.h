@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 2
+#define HM_ABI_VERSION 3
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -100,6 +100,17 @@
 
 /* output flags */
 #define HM_OF_LATE 1 /* no device meets the deadline: placed on the earliest finish */
+
+/* outcomes of an exploration call (hm_explore_bound), and its output rows */
+#define HM_EX_NO_UNTRIED 0 /* no device is untried (and free to probe): the usual choice */
+#define HM_EX_NONE_AMONG_CANDIDATES 1 /* untried devices, none a candidate: the usual one */
+#define HM_EX_FRUITLESS 2 /* the optimistic pass chose a tried device (or none): usual */
+#define HM_EX_DEFERRED 3 /* the probe would be unplaced or late (the usual choice is not) */
+#define HM_EX_PROBE 4 /* the untried device the optimistic pass chose: committed */
+#define HM_EX_ROW_USUAL 0
+#define HM_EX_ROW_PROBE 1
+#define HM_EX_ROW_OPTIMISTIC 2
+#define HM_EX_ROWS 3
 
 /* rejection reasons */
 #define HM_R_OK 0
@@ -200,6 +211,22 @@ typedef struct {
 } hm_call;
 
 int hm_place_bound(hm_call *call, int32_t n_task);
+
+/* One exploration decision of task row 0, in one call (the Placer's ``_explore``):
+ *
+ * 1. the usual pass: out row HM_EX_ROW_USUAL, reasons row 0;
+ * 2. when a device is untried (divisors[d] > 1 and busy[d] == 0; busy may be NULL) among
+ *    the call's candidates: the optimistic pass, with those devices' corrections divided
+ *    by divisors[d], into out row HM_EX_ROW_OPTIMISTIC (no reasons);
+ * 3. when it chose an untried device: that device's honest pass (its own correction, the
+ *    other devices excluded), out row HM_EX_ROW_PROBE, reasons row 1.
+ * Exactly one of the usual decision and the probe is committed: the probe when it is
+ * placed and either on time or the usual choice is late anyway (*outcome HM_EX_PROBE),
+ * else the usual decision (*outcome says why). Each pass computes what hm_place_bound
+ * would from the state before the call. out needs HM_EX_ROWS rows, reasons (if any) 2.
+ * divisors: n_dev finite factors >= 1 (HM_ST_BAD_CORRECTION, bad_index = the device). */
+int hm_explore_bound(hm_call *call, const double *divisors, const uint8_t *busy,
+                     int32_t *outcome);
 /* cffi:end */
 
 #endif

@@ -9,7 +9,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 2
+    AVAILABLE = lib.hm_abi_version() == 3
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -48,6 +48,7 @@ class NativeCall:
         self._c = _bind(ws, False)
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
+        self._outcome = ffi.new("int32_t *")
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
@@ -63,3 +64,17 @@ class NativeCall:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         status = self._place(self._r, n_task)
         return status, self._r.bad_index
+
+    def explore(self, divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
+        """Decide task 0 with ``hm_explore_bound``; return (status, bad index, outcome).
+
+        ``divisors`` (float64) and ``busy`` (uint8): one per device, C-contiguous.
+        """
+        c = self._r if restricted else self._c
+        status = lib.hm_explore_bound(
+            c,
+            ffi.from_buffer("double[]", divisors),
+            ffi.from_buffer("uint8_t[]", busy),
+            self._outcome,
+        )
+        return status, c.bad_index, self._outcome[0]

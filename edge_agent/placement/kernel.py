@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import _native, reference
+from edge_agent.placement import _native, reference, reference_explore
 from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
@@ -24,6 +24,10 @@ class KernelCall(Protocol):
     def __call__(self, n_task: int) -> tuple[int, int]: ...
 
     def restricted(self, n_task: int) -> tuple[int, int]: ...
+
+    def explore(
+        self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
+    ) -> tuple[int, int, int]: ...
 
     def devices_changed(self) -> None: ...
 
@@ -57,6 +61,34 @@ class PythonCall:
     def restricted(self, n_task: int) -> tuple[int, int]:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         return self._place(n_task, self.ws.allowed.tolist())
+
+    def explore(
+        self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
+    ) -> tuple[int, int, int]:
+        """Decide task 0 as ``hm_explore_bound`` does; return (status, bad index, outcome)."""
+        ws = self.ws
+        devices = ws.devices.ravel().tolist()
+        status, bad, outcome, out, reasons = reference_explore.explore(
+            devices,
+            ws.n_dev,
+            ws.tasks[0].tolist(),
+            ws.weights.tolist(),
+            ws.corrections.ravel().tolist(),
+            ws.n_classes,
+            divisors.tolist(),
+            busy.tolist(),
+            ws.allowed.tolist() if restricted else None,
+            ws.keep_reasons,
+        )
+        if status == L.ST_OK:
+            ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
+            for row, done in enumerate(out):
+                if done is not None:
+                    ws.out[row] = done
+            for row, kept in enumerate(reasons):
+                if kept is not None and ws.n_dev:
+                    ws.reasons[row] = kept
+        return status, bad, outcome
 
     def _place(self, n_task: int, allowed: list[int] | None) -> tuple[int, int]:
         ws = self.ws
