@@ -49,6 +49,7 @@ class NativeCall:
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
         self._outcome = ffi.new("int32_t *")
+        self._busy: tuple[Any, Any] = (None, ffi.NULL)  # (array, its pointer): bound once
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
@@ -71,10 +72,9 @@ class NativeCall:
         ``divisors`` (float64) and ``busy`` (uint8): one per device, C-contiguous.
         """
         c = self._r if restricted else self._c
+        if self._busy[0] is not busy:  # the Explorer's flags: one array for its lifetime
+            self._busy = (busy, ffi.from_buffer("uint8_t[]", busy))
         status = lib.hm_explore_bound(
-            c,
-            ffi.from_buffer("double[]", divisors),
-            ffi.from_buffer("uint8_t[]", busy),
-            self._outcome,
+            c, ffi.from_buffer("double[]", divisors), self._busy[1], self._outcome
         )
         return status, c.bad_index, self._outcome[0]

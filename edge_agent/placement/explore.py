@@ -116,6 +116,7 @@ class Explorer:
     def __init__(self, n_devices: int, *, enabled: bool = True) -> None:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
+        self._left: list[int] = []  # per class: its untried pairs (divisor > 1)
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
@@ -133,6 +134,7 @@ class Explorer:
     def add_class(self) -> None:
         """Register a new class: every pair starts untried with a roofline estimate."""
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
+        self._left.append(self._n)
         self._tick.append(0)
         self._every.append(EXPLORE_EVERY)
         self.pressed.append(False)
@@ -143,6 +145,7 @@ class Explorer:
         if row is None:
             return
         np.minimum(row, [optimism(s) for s in sources], out=row)
+        self._left[cls] = int((row > 1.0).sum())
         self._settle(cls)
 
     def due(self, cls: int) -> bool:
@@ -225,6 +228,7 @@ class Explorer:
         row = self._optimism[cls]
         if row is not None and row[device] != 1.0:
             row[device] = 1.0
+            self._left[cls] -= 1
             self._settle(cls)
 
     def finished(self, key: object, measured_s: float | None) -> None:
@@ -237,6 +241,6 @@ class Explorer:
             self.stats.extra_service_s += measured_s - usual
 
     def _settle(self, cls: int) -> None:
-        row = self._optimism[cls]
-        if row is not None and not (row > 1.0).any():
+        """Forget a class's row once every pair is tried (counted, so no pass over the row)."""
+        if not self._left[cls]:
             self._optimism[cls] = None
