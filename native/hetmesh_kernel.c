@@ -275,15 +275,18 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
 }
 
 /* One pass's options: the optimistic corrections (divisors, except where busy), a pass
- * restricted to one device (only >= 0), and whether its choice is charged (commit). */
+ * restricted to one device (only >= 0), whether its choice is charged (commit), and the
+ * probe of clamped factors (reset: a factor >= reset_hi or <= reset_lo counts as 1). */
 typedef struct {
     const double *divisors;
     const uint8_t *busy;
     int32_t only;
     int commit;
+    int reset;
+    double reset_lo, reset_hi;
 } pass_opts;
 
-static const pass_opts PLAIN = {NULL, NULL, -1, 1};
+static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
 
 /* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */
 static void charge(double *devices, const double *task, const double *o_row) {
@@ -399,6 +402,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                              : static_reason(dev, scr, task, &inv_pe);
             if (opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]))
                 corr_d = corr_d / opt->divisors[d];
+            if (opt->reset && (corr_d >= opt->reset_hi || corr_d <= opt->reset_lo)) corr_d = 1.0;
             if (reason == HM_R_OK)
                 reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
             scr[HM_SCR_REASON] = (double)reason;
@@ -477,7 +481,8 @@ static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *
 
 int hm_explore_bound(hm_call *c, const double *divisors, const uint8_t *busy,
                      int32_t *outcome) {
-    pass_opts optimistic = {NULL, NULL, -1, 0}, honest = {NULL, NULL, -1, 0};
+    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
+    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
     const double *usual, *probe;
     int32_t d, chosen;
     int st, untried = 0, candidate = 0, hopeless;
@@ -526,4 +531,26 @@ int hm_explore_bound(hm_call *c, const double *divisors, const uint8_t *busy,
     *outcome = HM_EX_PROBE;
     charge(c->devices, c->tasks, probe);
     return HM_ST_OK;
+}
+
+int hm_probe_bound(hm_call *c, double lo, double hi, int32_t *stuck) {
+    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+    double cls;
+    int32_t d;
+    int st;
+    if (c == NULL || stuck == NULL) return HM_ST_BAD_SHAPE;
+    *stuck = 0;
+    cls = c->n_dev > 0 && c->tasks != NULL ? c->tasks[HM_TASK_CLASS] : -1.0;
+    if (small_int(cls, 0, (double)c->n_classes - 1.0)) { /* else place() refuses the task */
+        const double *row = c->corrections + (size_t)cls * c->n_dev;
+        for (d = 0; d < c->n_dev && !*stuck; d++) *stuck = row[d] >= hi || row[d] <= lo;
+    }
+    probe.reset = *stuck;
+    probe.reset_lo = lo;
+    probe.reset_hi = hi;
+    st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
+               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
+               c->devices_checked != 0, &probe);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
 }

@@ -227,6 +227,12 @@ int hm_place_bound(hm_call *call, int32_t n_task);
  * divisors: n_dev finite factors >= 1 (HM_ST_BAD_CORRECTION, bad_index = the device). */
 int hm_explore_bound(hm_call *call, const double *divisors, const uint8_t *busy,
                      int32_t *outcome);
+
+/* One decision of task row 0 that probes its class's clamped factors (the Placer's
+ * ``_probe``): *stuck = 1 when a factor of the class's correction row is >= hi or <= lo,
+ * and then the pass counts those factors as 1; else it is the plain hm_place_bound pass.
+ * Either way the choice is committed. */
+int hm_probe_bound(hm_call *call, double lo, double hi, int32_t *stuck);
 /* cffi:end */
 
 #endif

@@ -1,5 +1,6 @@
 """``hm_explore_bound`` (and its twin) decide in one call as the three passes it replaces:
-the usual pass, the optimistic pass (untried corrections divided), the probe's honest pass."""
+the usual pass, the optimistic pass (untried corrections divided), the probe's honest pass;
+``hm_probe_bound`` as a pass with the class's clamped factors set to 1."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from edge_agent.placement import kernel
+from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
+from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.workspace import Workspace
 from tests.test_kernel_property import problems
 
@@ -89,7 +91,7 @@ def three_passes(
 
 
 @pytest.mark.parametrize("backend", ["native", "python"])
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(explorations())
 def test_one_call_decides_as_its_three_passes(
     backend: kernel.Backend, case: tuple[Problem, np.ndarray, np.ndarray]
@@ -139,3 +141,39 @@ def test_a_divisor_below_one_is_refused_and_changes_nothing(backend: kernel.Back
     )
     assert (status, bad) == (L.ST_BAD_CORRECTION, 1)
     assert np.array_equal(ws.devices, before)
+
+
+@st.composite
+def stuck_factors(draw: st.DrawFn) -> Problem:
+    """Draw a one-task problem whose correction rows may hold factors at either clamp."""
+    devices, tasks, corr, weights, allowed = draw(
+        problems().filter(lambda p: len(p[1]) > 0 and len(p[0]) > 0)
+    )
+    corr = corr.copy()
+    for index in draw(st.lists(st.integers(0, corr.size - 1), max_size=3)):
+        corr.flat[index] = draw(st.sampled_from([CORRECTION_MAX, CORRECTION_MIN, 49.97, 0.02002]))
+    return devices, tasks[:1], corr, weights, allowed
+
+
+@pytest.mark.parametrize("backend", ["native", "python"])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(stuck_factors())
+def test_a_probe_call_decides_with_clamped_factors_at_one(
+    backend: kernel.Backend, problem: Problem
+) -> None:
+    """``hm_probe_bound`` (and its twin) = a plain pass over the correction row with its
+    clamped factors (``learning.clamped``) set to 1, committed; "stuck" says whether any was."""
+    cls = int(problem[1][0, L.TASK_CLASS])
+    stuck = learning.clamped(problem[2][cls])
+    corr = problem[2].copy()
+    corr[cls][stuck] = 1.0
+    want = _pass(backend, problem, corr=corr)
+    ws = _workspace(problem)
+    found = kernel.bind(ws, backend).probe(
+        learning.CLAMPED_BELOW, learning.CLAMPED_ABOVE, problem[4] is not None
+    )
+    assert found == (L.ST_OK, -1, bool(stuck.any()))
+    assert np.array_equal(ws.out[0], want.out[0])
+    assert np.array_equal(ws.reasons[0], want.reasons[0])
+    assert np.array_equal(ws.devices, want.devices)
+    assert np.array_equal(ws.corrections, problem[2])  # the factors themselves untouched

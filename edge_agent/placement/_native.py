@@ -48,7 +48,7 @@ class NativeCall:
         self._c = _bind(ws, False)
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
-        self._outcome = ffi.new("int32_t *")
+        self._outcome = ffi.new("int32_t *")  # an explore's outcome, a probe's "stuck"
         self._busy: tuple[Any, Any] = (None, ffi.NULL)  # (array, its pointer): bound once
 
     def devices_changed(self) -> None:
@@ -78,3 +78,9 @@ class NativeCall:
             c, ffi.from_buffer("double[]", divisors), self._busy[1], self._outcome
         )
         return status, c.bad_index, self._outcome[0]
+
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
+        """Decide task 0 with ``hm_probe_bound``; return (status, bad index, stuck)."""
+        c = self._r if restricted else self._c
+        status = lib.hm_probe_bound(c, lo, hi, self._outcome)
+        return status, c.bad_index, bool(self._outcome[0])

@@ -74,17 +74,13 @@ class ExplorationPasses:
         reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
         return Decision(contract, usual, self._ctx, reasons, cls, self._sources[cls])
 
-    def _probe(
-        self, cls: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None] | None:
-        """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
-        row = self._ws.corrections[cls]
-        stuck = learning.clamped(row)
-        if not stuck.any():
-            return None
-        saved = row[stuck].copy()
-        row[stuck] = 1.0
-        try:
-            return self._decide(1, candidates)
-        finally:
-            row[stuck] = saved
+    def _probe(self, candidates: Collection[str] | None) -> tuple[int, int, bool]:
+        """Decide task 0, committed, with its class's clamped factors counted as 1 when it has
+        any (bounded exploration; ``learning``): one kernel call, as a decision costs.
+
+        Returns (status, bad index, whether a factor was clamped: the decision is a probe).
+        """
+        restricted = candidates is not None
+        if candidates is not None:
+            self._restrict(candidates)  # nothing to do when the last call's set
+        return self._call.probe(learning.CLAMPED_BELOW, learning.CLAMPED_ABOVE, restricted)

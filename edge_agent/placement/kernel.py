@@ -29,6 +29,8 @@ class KernelCall(Protocol):
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]: ...
 
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]: ...
+
     def devices_changed(self) -> None: ...
 
 
@@ -90,7 +92,20 @@ class PythonCall:
                     ws.reasons[row] = kept
         return status, bad, outcome
 
-    def _place(self, n_task: int, allowed: list[int] | None) -> tuple[int, int]:
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
+        """Decide task 0 as ``hm_probe_bound`` does; return (status, bad index, stuck)."""
+        ws = self.ws
+        cls = ws.tasks[0, L.TASK_CLASS]
+        stuck = False
+        if ws.n_dev and cls == int(cls) and 0 <= cls < ws.n_classes:
+            stuck = any(f >= hi or f <= lo for f in ws.corrections[int(cls)].tolist())
+        opt = reference.PassOptions(reset=(lo, hi)) if stuck else reference.PLAIN
+        status, bad = self._place(1, ws.allowed.tolist() if restricted else None, opt)
+        return status, bad, stuck
+
+    def _place(
+        self, n_task: int, allowed: list[int] | None, opt: reference.PassOptions = reference.PLAIN
+    ) -> tuple[int, int]:
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         out = [0.0] * (n_task * L.OUT_FIELDS)
@@ -106,6 +121,7 @@ class PythonCall:
             out,
             reasons,
             allowed,
+            opt,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)

@@ -175,12 +175,14 @@ def _estimate(
 @dataclass(frozen=True)
 class PassOptions:
     """One pass's options (the kernel's ``pass_opts``): optimistic corrections (divided by
-    ``divisors`` except where ``busy``), one device only (``only`` >= 0), whether to charge."""
+    ``divisors`` except where ``busy``), one device only (``only`` >= 0), whether to charge,
+    and the probe of clamped factors (``reset`` = (lo, hi): a factor >= hi or <= lo is 1)."""
 
     divisors: Sequence[float] | None = None
     busy: Sequence[int] | None = None
     only: int = -1
     commit: bool = True
+    reset: tuple[float, float] | None = None
 
 
 PLAIN = PassOptions()
@@ -205,13 +207,15 @@ def place_batch(
     out: MutableSequence[float],
     reasons: MutableSequence[int] | None = None,
     allowed: Sequence[int] | None = None,
+    opt: PassOptions = PLAIN,
 ) -> tuple[int, int]:
     """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
 
     Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
     are committed, and fills ``out`` (one OUT_FIELDS row per task) and ``reasons`` exactly
     as ``hm_place_batch`` does; ``allowed`` (nonzero per candidate device, None = all)
-    is the ``hm_call.allowed`` restriction. Nothing is changed when the status is not OK.
+    is the ``hm_call.allowed`` restriction, ``opt`` a pass's options (one-task callers).
+    Nothing is changed when the status is not OK.
     """
     status, bad = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, out)
     if status != L.ST_OK:
@@ -219,7 +223,9 @@ def place_batch(
     scratch = device_scratch(devices, n_dev)
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        row = place_task(devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed)
+        row = place_task(
+            devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed, opt
+        )
         out[t * L.OUT_FIELDS : (t + 1) * L.OUT_FIELDS] = row
     return L.ST_OK, -1
 
@@ -258,6 +264,8 @@ def place_task(
             corr = corrections[cls * n_dev + d]
             if opt.divisors is not None and not (opt.busy is not None and opt.busy[d]):
                 corr = corr / opt.divisors[d]
+            if opt.reset is not None and (corr >= opt.reset[1] or corr <= opt.reset[0]):
+                corr = 1.0
             reason = _estimate(dev, task, work, moved, corr, inv_pe, scr)
         scr[L.SCR_REASON] = float(reason)
         if reasons is not None:
