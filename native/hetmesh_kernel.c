@@ -457,17 +457,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                  reasons, NULL, bad_index, 0, &PLAIN);
 }
 
-int hm_place_bound(hm_call *c, int32_t n_task) {
-    int st;
-    if (c == NULL) return HM_ST_BAD_SHAPE;
-    st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
-               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
-               c->devices_checked != 0, &PLAIN);
-    c->devices_checked = st == HM_ST_OK;
-    return st;
-}
-
-/* One pass of hm_explore_bound over task row 0: into out row `row`, reasons row `row` if
+/* One pass of an exploration over task row 0: into out row `row`, reasons row `row` if
  * asked (and kept); nothing is charged. */
 static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *opt) {
     uint8_t *reasons = (with_reasons && c->reasons != NULL) ? c->reasons + (size_t)row * c->n_dev
@@ -479,14 +469,17 @@ static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *
     return st;
 }
 
-int hm_explore_bound(hm_call *c, const double *divisors, const uint8_t *busy,
-                     int32_t *outcome) {
+/* HM_MODE_EXPLORE (see hm_place_bound). */
+static int explore(hm_call *c) {
+    const double *divisors = c->divisors;
+    const uint8_t *busy = c->busy;
+    int32_t *outcome = &c->outcome;
     pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
     pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
     const double *usual, *probe;
     int32_t d, chosen;
     int st, untried = 0, candidate = 0, hopeless;
-    if (c == NULL || divisors == NULL || outcome == NULL) return HM_ST_BAD_SHAPE;
+    if (divisors == NULL) return HM_ST_BAD_SHAPE;
     *outcome = HM_EX_NO_UNTRIED;
     for (d = 0; d < c->n_dev; d++) {
         if (!(divisors[d] >= 1.0 && divisors[d] <= DBL_MAX)) {
@@ -533,12 +526,12 @@ int hm_explore_bound(hm_call *c, const double *divisors, const uint8_t *busy,
     return HM_ST_OK;
 }
 
-int hm_probe_bound(hm_call *c, double lo, double hi, int32_t *stuck) {
+/* HM_MODE_PROBE (see hm_place_bound). */
+static int probe_clamped(hm_call *c) {
     pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
-    double cls;
-    int32_t d;
+    double cls, lo = c->clamp_lo, hi = c->clamp_hi;
+    int32_t d, *stuck = &c->outcome;
     int st;
-    if (c == NULL || stuck == NULL) return HM_ST_BAD_SHAPE;
     *stuck = 0;
     cls = c->n_dev > 0 && c->tasks != NULL ? c->tasks[HM_TASK_CLASS] : -1.0;
     if (small_int(cls, 0, (double)c->n_classes - 1.0)) { /* else place() refuses the task */
@@ -551,6 +544,18 @@ int hm_probe_bound(hm_call *c, double lo, double hi, int32_t *stuck) {
     st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
                c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
                c->devices_checked != 0, &probe);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
+}
+
+int hm_place_bound(hm_call *c, int32_t n_task) {
+    int st;
+    if (c == NULL) return HM_ST_BAD_SHAPE;
+    if (c->mode == HM_MODE_EXPLORE) return explore(c);
+    if (c->mode == HM_MODE_PROBE) return probe_clamped(c);
+    st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
+               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
+               c->devices_checked != 0, &PLAIN);
     c->devices_checked = st == HM_ST_OK;
     return st;
 }

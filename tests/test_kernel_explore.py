@@ -1,6 +1,6 @@
-"""``hm_explore_bound`` (and its twin) decide in one call as the three passes it replaces:
-the usual pass, the optimistic pass (untried corrections divided), the probe's honest pass;
-``hm_probe_bound`` as a pass with the class's clamped factors set to 1."""
+"""The kernel's ``HM_MODE_EXPLORE`` (and its twin) decides in one call as the three passes
+it replaces: the usual pass, the optimistic pass (untried corrections divided), the probe's
+honest pass; ``HM_MODE_PROBE`` as a pass with the class's clamped factors set to 1."""
 
 from __future__ import annotations
 
@@ -161,7 +161,7 @@ def stuck_factors(draw: st.DrawFn) -> Problem:
 def test_a_probe_call_decides_with_clamped_factors_at_one(
     backend: kernel.Backend, problem: Problem
 ) -> None:
-    """``hm_probe_bound`` (and its twin) = a plain pass over the correction row with its
+    """``HM_MODE_PROBE`` (and its twin) = a plain pass over the correction row with its
     clamped factors (``learning.clamped``) set to 1, committed; "stuck" says whether any was."""
     cls = int(problem[1][0, L.TASK_CLASS])
     stuck = learning.clamped(problem[2][cls])

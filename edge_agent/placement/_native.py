@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 try:
@@ -48,8 +49,7 @@ class NativeCall:
         self._c = _bind(ws, False)
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
-        self._outcome = ffi.new("int32_t *")  # an explore's outcome, a probe's "stuck"
-        self._busy: tuple[Any, Any] = (None, ffi.NULL)  # (array, its pointer): bound once
+        self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
@@ -67,20 +67,28 @@ class NativeCall:
         return status, self._r.bad_index
 
     def explore(self, divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
-        """Decide task 0 with ``hm_explore_bound``; return (status, bad index, outcome).
+        """Decide task 0 in ``HM_MODE_EXPLORE``; return (status, bad index, outcome).
 
-        ``divisors`` (float64) and ``busy`` (uint8): one per device, C-contiguous.
+        ``divisors`` (float64) and ``busy`` (uint8): one per device, C-contiguous. The
+        same C entry as a plain call, so that this rare call runs a warm path.
         """
         c = self._r if restricted else self._c
-        if self._busy[0] is not busy:  # the Explorer's flags: one array for its lifetime
-            self._busy = (busy, ffi.from_buffer("uint8_t[]", busy))
-        status = lib.hm_explore_bound(
-            c, ffi.from_buffer("double[]", divisors), self._busy[1], self._outcome
-        )
-        return status, c.bad_index, self._outcome[0]
+        if self._busy is not busy:  # the Explorer's flags: one array for its lifetime
+            self._busy = busy
+            self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
+        kept = ffi.from_buffer("double[]", divisors)  # alive through the call
+        c.divisors = kept
+        c.mode = L.MODE_EXPLORE
+        status = self._place(c, 1)
+        c.mode = L.MODE_PLACE
+        return status, c.bad_index, c.outcome
 
     def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
-        """Decide task 0 with ``hm_probe_bound``; return (status, bad index, stuck)."""
+        """Decide task 0 in ``HM_MODE_PROBE``; return (status, bad index, stuck)."""
         c = self._r if restricted else self._c
-        status = lib.hm_probe_bound(c, lo, hi, self._outcome)
-        return status, c.bad_index, bool(self._outcome[0])
+        c.clamp_lo = lo
+        c.clamp_hi = hi
+        c.mode = L.MODE_PROBE
+        status = self._place(c, 1)
+        c.mode = L.MODE_PLACE
+        return status, c.bad_index, bool(c.outcome)

@@ -41,9 +41,9 @@ class ExplorationPasses:
         """Decide as usual and with untried pairs' estimates divided by their optimism.
 
         Returns the probe when the optimistic pass picks an untried device, else the usual
-        decision; see ``explore``. One kernel call (``hm_explore_bound``, or its twin) runs
-        the passes from the state before the decision and charges only the one kept, so
-        the pass costs about a decision: nothing is copied or undone here.
+        decision; see ``explore``. One kernel call (``MODE_EXPLORE``, or its twin) runs the
+        passes from the state before the decision and charges only the one kept, so the
+        pass costs about a decision: nothing is copied or undone here.
         """
         ws = self._ws
         explorer = self.exploration

@@ -67,7 +67,7 @@ class PythonCall:
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]:
-        """Decide task 0 as ``hm_explore_bound`` does; return (status, bad index, outcome)."""
+        """Decide task 0 as the kernel's ``MODE_EXPLORE``; return (status, bad, outcome)."""
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         status, bad, outcome, out, reasons = reference_explore.explore(
@@ -93,7 +93,7 @@ class PythonCall:
         return status, bad, outcome
 
     def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
-        """Decide task 0 as ``hm_probe_bound`` does; return (status, bad index, stuck)."""
+        """Decide task 0 as the kernel's ``MODE_PROBE``; return (status, bad index, stuck)."""
         ws = self.ws
         cls = ws.tasks[0, L.TASK_CLASS]
         stuck = False

@@ -1,4 +1,4 @@
-"""Pure-Python twin of ``hm_explore_bound``: one exploration decision in one call.
+"""Pure-Python twin of the kernel's ``HM_MODE_EXPLORE``: one exploration decision, one call.
 
 The usual pass, then (when an untried device is among the candidates) the optimistic pass,
 then (when it chose an untried device) that device's honest pass; exactly one of the usual
