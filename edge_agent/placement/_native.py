@@ -50,6 +50,7 @@ class NativeCall:
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
         self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
+        self._rows: dict[int, tuple[Any, Any]] = {}  # id -> (divisor row, its pointer)
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
@@ -76,8 +77,11 @@ class NativeCall:
         if self._busy is not busy:  # the Explorer's flags: one array for its lifetime
             self._busy = busy
             self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
-        kept = ffi.from_buffer("double[]", divisors)  # alive through the call
-        c.divisors = kept
+        if self._rows.get(id(divisors), (None,))[0] is not divisors:  # a class's row, kept
+            if len(self._rows) >= 256:
+                self._rows.clear()
+            self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
+        c.divisors = self._rows[id(divisors)][1]
         c.mode = L.MODE_EXPLORE
         status = self._place(c, 1)
         c.mode = L.MODE_PLACE

@@ -23,6 +23,7 @@ class ExplorationPasses:
     _ws: Workspace
     _ctx: DecisionContext
     _call: kernel.KernelCall
+    _restricted_to: Collection[str] | None
     _sources: list[tuple[str, ...] | None]
     exploration: Explorer
     device_ids: tuple[str, ...]
@@ -48,8 +49,8 @@ class ExplorationPasses:
         ws = self._ws
         explorer = self.exploration
         restricted = candidates is not None
-        if candidates is not None:
-            self._restrict(candidates)  # nothing to do when the last call's set
+        if candidates is not None and candidates is not self._restricted_to:
+            self._restrict(candidates)
         status, bad, outcome = self._call.explore(explorer.divisors(cls), explorer.busy, restricted)
         if status:
             kernel.check(status, bad)
@@ -81,6 +82,6 @@ class ExplorationPasses:
         Returns (status, bad index, whether a factor was clamped: the decision is a probe).
         """
         restricted = candidates is not None
-        if candidates is not None:
-            self._restrict(candidates)  # nothing to do when the last call's set
+        if candidates is not None and candidates is not self._restricted_to:
+            self._restrict(candidates)
         return self._call.probe(learning.CLAMPED_BELOW, learning.CLAMPED_ABOVE, restricted)
