@@ -356,6 +356,10 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                  const double *weights, const double *corrections, int32_t n_classes,
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
                  int32_t *bad_index, int devices_checked, const pass_opts *opt) {
+    const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
+    const uint8_t *busy = opt->busy;
+    const int32_t only = opt->only;
+    const int reset = opt->reset;
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -396,15 +400,16 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (d = 0; d < n_dev; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            double inv_pe = 0.0, corr_d = corr[d];
-            int reason = ((allowed != NULL && !allowed[d]) | (opt->only >= 0 && d != opt->only))
+            double inv_pe = 0.0;
+            int reason = ((allowed != NULL && !allowed[d]) || (only >= 0 && d != only))
                              ? HM_R_EXCLUDED
                              : static_reason(dev, scr, task, &inv_pe);
-            if (opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]))
-                corr_d = corr_d / opt->divisors[d];
-            if (opt->reset && (corr_d >= opt->reset_hi || corr_d <= opt->reset_lo)) corr_d = 1.0;
-            if (reason == HM_R_OK)
+            if (reason == HM_R_OK) {
+                double corr_d = corr[d];
+                if (divisors != NULL && !(busy != NULL && busy[d])) corr_d = corr_d / divisors[d];
+                if (reset && (corr_d >= reset_hi || corr_d <= reset_lo)) corr_d = 1.0;
                 reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
+            }
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
