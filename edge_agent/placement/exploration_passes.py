@@ -18,7 +18,8 @@ _SERVICE = L.OUT_EST + L.EST_SERVICE_S
 
 
 class ExplorationPasses:
-    """``Placer._explore`` and ``Placer._probe``: extra kernel passes that try what is unknown."""
+    """``Placer._explore`` and ``Placer._probe``: decisions that also try what is unknown
+    (each one kernel call: the kernel's ``MODE_EXPLORE`` and ``MODE_PROBE``)."""
 
     _ws: Workspace
     _ctx: DecisionContext
@@ -26,12 +27,6 @@ class ExplorationPasses:
     _restricted_to: Collection[str] | None
     _sources: list[tuple[str, ...] | None]
     exploration: Explorer
-    device_ids: tuple[str, ...]
-
-    def _decide(
-        self, n_task: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None]:
-        raise NotImplementedError  # Placer's
 
     def _restrict(self, candidates: Collection[str]) -> None:
         raise NotImplementedError  # Placer's
