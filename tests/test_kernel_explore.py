@@ -25,9 +25,7 @@ Problem = tuple[np.ndarray, np.ndarray, np.ndarray, list[float], list[int] | Non
 @st.composite
 def explorations(draw: st.DrawFn) -> tuple[Problem, np.ndarray, np.ndarray]:
     """Draw a one-task problem with each device's optimism divisor and busy flag."""
-    devices, tasks, corr, weights, allowed = draw(
-        problems().filter(lambda p: len(p[1]) > 0 and len(p[0]) > 0)
-    )
+    devices, tasks, corr, weights, allowed = draw(problems(min_devices=1, tasks=(1, 1)))
     n_dev = len(devices)
     divisors = draw(
         st.lists(st.sampled_from([1.0, 1.0, 2.0, 4.0, 8.0]), min_size=n_dev, max_size=n_dev)
@@ -146,9 +144,7 @@ def test_a_divisor_below_one_is_refused_and_changes_nothing(backend: kernel.Back
 @st.composite
 def stuck_factors(draw: st.DrawFn) -> Problem:
     """Draw a one-task problem whose correction rows may hold factors at either clamp."""
-    devices, tasks, corr, weights, allowed = draw(
-        problems().filter(lambda p: len(p[1]) > 0 and len(p[0]) > 0)
-    )
+    devices, tasks, corr, weights, allowed = draw(problems(min_devices=1, tasks=(1, 1)))
     corr = corr.copy()
     for index in draw(st.lists(st.integers(0, corr.size - 1), max_size=3)):
         corr.flat[index] = draw(st.sampled_from([CORRECTION_MAX, CORRECTION_MIN, 49.97, 0.02002]))
