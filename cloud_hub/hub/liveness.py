@@ -25,6 +25,14 @@ def fresh(last_seen: float | None, now: float, stale_after_s: float) -> bool:
     return last_seen is not None and now - last_seen <= stale_after_s
 
 
+def counts(states: Iterable[str]) -> dict[str, int]:
+    """Return how many of ``states`` are each state (every state present, zero or more)."""
+    out = dict.fromkeys(STATES, 0)
+    for state in states:
+        out[state] += 1
+    return out
+
+
 def states(agents: Iterable[Mapping[str, Any]], now: float, stale_after_s: float) -> dict[str, str]:
     """Return each agent's liveness state; rows need id, last_seen, status, peers."""
     rows = list(agents)

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from cloud_hub.hub import liveness
 from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
 from cloud_hub.hub.protocol import new_key
 from cloud_hub.hub.schema import MIGRATIONS
@@ -33,6 +34,10 @@ def _agent(row: dict[str, Any]) -> dict[str, Any]:
     """Return an agents row for listing: key omitted, JSON columns decoded."""
     del row["key"]
     return row | {"labels": json.loads(row["labels"]), "peers": json.loads(row["peers"])}
+
+
+def _peers(row: dict[str, Any]) -> dict[str, Any]:
+    return row | {"peers": json.loads(row["peers"])}
 
 
 def _record(row: dict[str, Any]) -> dict[str, Any]:
@@ -106,8 +111,9 @@ class HubStore:
     async def heartbeat(self, agent_id: str, hb: Heartbeat, now: float) -> dict[str, Any] | None:
         """Record a heartbeat (health, peers, policy, devices); return the policy assigned to it.
 
-        Returns once the heartbeat is committed, in one transaction with the others that
-        arrived meanwhile (``heartbeat_writes``).
+        Written in one transaction with the others that arrived meanwhile; returns once it
+        is committed, or at once when its agent's policy is known (soft state:
+        ``heartbeat_writes``, docs/hub-protocol.md §3).
         """
         return await self.heartbeats.add((agent_id, hb, now))
 
@@ -130,13 +136,30 @@ class HubStore:
             "LEFT JOIN sync s ON s.agent_id = a.id LEFT JOIN assignments p ON p.agent_id = a.id "
             "ORDER BY a.id"
         )
-        rows, bad = decode_each(await self.db.read(lambda db: _rows(db, sql)), _agent, "agent")
+        await self.heartbeats.settled()  # every heartbeat answered so far is in the rows
+        # decoded on the reader thread: thousands of rows must not hold the event loop
+        rows, bad = await self.db.read(lambda db: decode_each(_rows(db, sql), _agent, "agent"))
         self.bad_rows += bad
         return rows
+
+    async def state_counts(self, now: float, stale_after_s: float) -> dict[str, int]:
+        """Return how many agents are in each liveness state at ``now``, judged on a reader
+        thread from the four columns liveness needs (a metrics scrape must not hold the loop)."""
+        sql = "SELECT id, last_seen, status, peers FROM agents"
+
+        def count(db: sqlite_utils.Database) -> tuple[dict[str, int], int]:
+            rows, bad = decode_each(_rows(db, sql), _peers, "agent")
+            return liveness.counts(liveness.states(rows, now, stale_after_s).values()), bad
+
+        await self.heartbeats.settled()
+        counts, bad = await self.db.read(count)
+        self.bad_rows += bad
+        return counts
 
     async def devices(self) -> list[dict[str, Any]]:
         """Return every agent's devices as last reported."""
         sql = "SELECT * FROM devices ORDER BY agent_id, device_id"
+        await self.heartbeats.settled()
         return await self.db.read(lambda db: _rows(db, sql))
 
     async def task_outcomes(self, since: float) -> list[tuple[str, str, float | None]]:
