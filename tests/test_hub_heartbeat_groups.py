@@ -226,6 +226,9 @@ async def test_a_known_agent_is_answered_before_its_commit_and_reads_wait_for_it
         assert (agent["heartbeats"], agent["queue_depth"], agent["last_seen"]) == (5, 5, 5.0)
         await writer.settled()
         assert stored(store.db.path, "SELECT heartbeats FROM agents") == [(5,)]
+        store.db.trouble = "cannot write hub.db: disk is full"  # as a failed commit sets it
+        await store.heartbeat("a1", heartbeat({"queue_depth": 6}), 6.0)
+        assert writer.early == 4  # a failing storage: answered after the commit, or refused
 
 
 @pytest.mark.asyncio

@@ -36,10 +36,6 @@ def _agent(row: dict[str, Any]) -> dict[str, Any]:
     return row | {"labels": json.loads(row["labels"]), "peers": json.loads(row["peers"])}
 
 
-def _peers(row: dict[str, Any]) -> dict[str, Any]:
-    return row | {"peers": json.loads(row["peers"])}
-
-
 def _record(row: dict[str, Any]) -> dict[str, Any]:
     return row | {"payload": json.loads(row["payload"])}
 
@@ -143,18 +139,12 @@ class HubStore:
         return rows
 
     async def state_counts(self, now: float, stale_after_s: float) -> dict[str, int]:
-        """Return how many agents are in each liveness state at ``now``, judged on a reader
-        thread from the four columns liveness needs (a metrics scrape must not hold the loop)."""
-        sql = "SELECT id, last_seen, status, peers FROM agents"
-
-        def count(db: sqlite_utils.Database) -> tuple[dict[str, int], int]:
-            rows, bad = decode_each(_rows(db, sql), _peers, "agent")
-            return liveness.counts(liveness.states(rows, now, stale_after_s).values()), bad
-
+        """Return how many agents are in each liveness state at ``now``, counted by SQLite
+        (``liveness.COUNT_SQL``: a metrics scrape must not hold the loop decoding every row)."""
+        args = {"now": now, "stale": stale_after_s}
         await self.heartbeats.settled()
-        counts, bad = await self.db.read(count)
-        self.bad_rows += bad
-        return counts
+        found = await self.db.read(lambda db: db.execute(liveness.COUNT_SQL, args).fetchall())
+        return liveness.counts(()) | {str(state): int(n) for state, n in found}
 
     async def devices(self) -> list[dict[str, Any]]:
         """Return every agent's devices as last reported."""
