@@ -3,8 +3,8 @@
     python benchmarks/bench_hub_heartbeat.py [--curve 1000,2000,4000,8000,12000,16000]
                                              [--interval 5] [--duration 15] [--quick]
 
-The hub runs as its own process (``cloud-hub run`` code, real SQLite file with WAL and
-synchronous=FULL). The simulated agents run in this process (``hub_heartbeat_load``): each
+The hub runs as its own process (``cloud-hub run`` code, real SQLite file in WAL mode;
+heartbeats commit with synchronous=NORMAL, everything else FULL: docs/hub-protocol.md §3). The simulated agents run in this process (``hub_heartbeat_load``): each
 enrols with the join token, holds its own keep-alive connection, and sends a real heartbeat
 (two devices) signed with its own key, fresh nonce and timestamp, every interval the hub's
 answer names, at a random phase; it checks the hub's signature on every answer.
