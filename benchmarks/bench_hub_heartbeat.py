@@ -4,8 +4,9 @@
                                              [--interval 5] [--duration 15] [--quick]
 
 The hub runs as its own process (``cloud-hub run`` code, real SQLite file in WAL mode;
-heartbeats commit with synchronous=NORMAL, everything else FULL: docs/hub-protocol.md §3). The simulated agents run in this process (``hub_heartbeat_load``): each
-enrols with the join token, holds its own keep-alive connection, and sends a real heartbeat
+heartbeats commit with synchronous=NORMAL, everything else FULL: docs/hub-protocol.md §3).
+The simulated agents run in this process (``hub_heartbeat_load``): each enrols with the
+join token, holds its own keep-alive connection, and sends a real heartbeat
 (two devices) signed with its own key, fresh nonce and timestamp, every interval the hub's
 answer names, at a random phase; it checks the hub's signature on every answer.
 

@@ -16,7 +16,6 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ import pytest
 
 import edge_agent
 from edge_agent.protocol.hub_client import HubClient
+from tests.support.spawned import spawn
 
 TOKEN = "crash-join"
 ADMIN = "crash-admin"
@@ -38,21 +38,8 @@ BEAT_EVERY_S = 0.02
 
 def spawn_hub(data: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
     """Start ``cloud-hub run`` on a free loopback port; return it and its URL."""
-    argv = [sys.executable, "-m", "cloud_hub.cli", "run", "--port", "0", "--data-dir", str(data)]
-    proc = subprocess.Popen(argv, env=env, stderr=subprocess.DEVNULL)
-    state = data / "hub.json"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"the hub exited with {proc.returncode}"
-        try:
-            doc = __import__("json").loads(state.read_text())
-            if doc["pid"] == proc.pid:
-                return proc, f"http://127.0.0.1:{int(doc['port'])}"
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.02)
-    proc.kill()
-    raise AssertionError("the hub did not start within 30 s")
+    argv = ["cloud_hub.cli", "run", "--port", "0", "--data-dir", str(data)]
+    return spawn(argv, env, data / "hub.json")
 
 
 def rows(db: Path, sql: str) -> list[tuple[Any, ...]]:
