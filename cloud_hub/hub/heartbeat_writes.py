@@ -40,6 +40,8 @@ _log = logging.getLogger(__name__)
 #: heartbeat. A heartbeat that waits for its commit (or a read that waits for ``settled``)
 #: cuts the gathering short.
 GATHER_S = 0.05
+#: Decoded policy documents a writer keeps (a fleet runs a few policy versions at a time).
+DOCS_KEPT = 64
 
 #: (agent id, heartbeat, the hub's receive time).
 Beat = tuple[str, Heartbeat, float]
@@ -101,9 +103,12 @@ def _rounds(beats: list[Beat]) -> Iterator[list[Beat]]:
         yield run
 
 
-def record_heartbeats(db: sqlite_utils.Database, beats: list[Beat]) -> list[dict[str, Any] | None]:
+def record_heartbeats(
+    db: sqlite_utils.Database, beats: list[Beat], docs: dict[str, dict[str, Any]] | None = None
+) -> list[dict[str, Any] | None]:
     """Store ``beats`` in order (health, peers, policy, devices, the gate's base); return each
-    agent's assigned policy document (None: none assigned)."""
+    agent's assigned policy document (None: none assigned), read-only: one decoded document
+    per policy text, kept in ``docs`` across calls when given."""
     conn = db.conn
     for run in _rounds(beats):  # exactly as one by one: an agent twice in a group is in two runs
         rows = json.dumps(
@@ -137,7 +142,10 @@ def record_heartbeats(db: sqlite_utils.Database, beats: list[Beat]) -> list[dict
         conn.execute(_GATE, (rows,))
     ids = json.dumps(sorted({b[0] for b in beats}))
     (found,) = conn.execute(_DESIRED, (ids,)).fetchone()
-    docs: dict[str, dict[str, Any]] = {}  # one decoded document per policy text
+    if docs is None:
+        docs = {}
+    elif len(docs) > DOCS_KEPT:
+        docs.clear()
     desired: dict[str, dict[str, Any]] = {}
     for agent, text in json.loads(found):
         if text not in docs:
@@ -169,6 +177,7 @@ class HeartbeatWriter:
         #: ``assignments`` count the read was queued under (valid while that is current)
         self._desired: dict[str, tuple[int, dict[str, Any] | None]] = {}
         self._urgent = asyncio.Event()  # set: someone waits for the buffered group
+        self._docs: dict[str, dict[str, Any]] = {}  # decoded policies (the writer thread's)
         self.assignments = 0  # committed changes of assignments (rollout, promotion, rollback)
         self.groups = 0  # transactions written
         self.largest = 0  # most heartbeats in one
@@ -230,7 +239,9 @@ class HeartbeatWriter:
         self.groups += 1
         self.largest = max(self.largest, len(group))
         try:
-            results = await self._db.write(lambda db: record_heartbeats(db, beats), durable=False)
+            results = await self._db.write(
+                lambda db: record_heartbeats(db, beats, self._docs), durable=False
+            )
         except StoreError as err:  # the storage (or a closed store) fails the whole group
             self._refused(group, err)
             return
