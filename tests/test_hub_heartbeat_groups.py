@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from cloud_hub.hub import heartbeat_writes
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
@@ -257,3 +258,28 @@ async def test_after_a_rollout_the_next_heartbeat_waits_for_its_commit_and_names
     answer = await agent.heartbeat({"status": "ok", "policy": {"name": "p", "version": 1}})
     assert answer["desired_policy"] == "p@1" and answer["policy"] is None
     assert writer.early == 2  # known again
+
+
+@pytest.mark.asyncio
+async def test_heartbeat_groups_are_fsynced_at_most_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened_store(tmp_path) as store:
+        await store.enrol(Enrolment("a1", "t"), 1.0)
+        asked: list[bool] = []
+        write = store.db.write
+
+        def spy(op: Any, *, durable: bool = True) -> Any:
+            asked.append(durable)
+            return write(op, durable=durable)
+
+        monkeypatch.setattr(store.db, "write", spy)
+        monkeypatch.setattr(heartbeat_writes, "DURABLE_EVERY_S", 60.0)  # a slow box's second
+        for i in range(3):
+            await store.heartbeat("a1", heartbeat({"queue_depth": i}), float(i))
+            await store.heartbeats.settled()
+        assert asked == [True, False, False]  # the first fsynced, then none within the period
+        monkeypatch.setattr(heartbeat_writes, "DURABLE_EVERY_S", 0.0)
+        await store.heartbeat("a1", heartbeat({"queue_depth": 9}), 9.0)
+        await store.heartbeats.settled()
+        assert asked[-1] is True  # the period (here: none) over since the last fsync

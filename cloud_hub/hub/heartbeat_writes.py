@@ -8,8 +8,8 @@ in arrival order.
 What an answer promises (docs/hub-protocol.md, "What a heartbeat's answer promises"): the
 heartbeat was verified and will be stored in arrival order, visible to every read after the
 answer (reads wait for ``settled``). Liveness is soft state, sent again every interval, so
-its commit is not fsynced (``Database.write(durable=False)``: it survives ``kill -9`` of the
-hub once committed, and a power cut once the next durable commit or checkpoint is through),
+its commit is fsynced at most once a second (``Database.write(durable=False)`` otherwise: it
+survives ``kill -9`` of the hub once committed, a power cut once the next fsync is through),
 and the answer does not wait for the commit when the policy it names is known without the
 database (``HeartbeatWriter``): a hub killed in that window loses those heartbeats' last-seen
 times, which the agents' next heartbeats restore.
@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -40,6 +41,9 @@ _log = logging.getLogger(__name__)
 #: heartbeat. A heartbeat that waits for its commit (or a read that waits for ``settled``)
 #: cuts the gathering short.
 GATHER_S = 0.05
+#: Most seconds between two fsynced heartbeat groups: a group after that long is written
+#: durably (one fsync a second at most), so a power cut loses about the last second too.
+DURABLE_EVERY_S = 1.0
 #: Decoded policy documents a writer keeps (a fleet runs a few policy versions at a time).
 DOCS_KEPT = 64
 
@@ -178,6 +182,7 @@ class HeartbeatWriter:
         self._desired: dict[str, tuple[int, dict[str, Any] | None]] = {}
         self._urgent = asyncio.Event()  # set: someone waits for the buffered group
         self._docs: dict[str, dict[str, Any]] = {}  # decoded policies (the writer thread's)
+        self._synced_at = -DURABLE_EVERY_S  # monotonic time of the last fsynced group
         self.assignments = 0  # committed changes of assignments (rollout, promotion, rollback)
         self.groups = 0  # transactions written
         self.largest = 0  # most heartbeats in one
@@ -237,10 +242,11 @@ class HeartbeatWriter:
     async def _write(self, group: list[_Waiting], assignments: int) -> None:
         beats = [beat for beat, _ in group]
         self.groups += 1
+        durable = time.monotonic() - self._synced_at >= DURABLE_EVERY_S
         self.largest = max(self.largest, len(group))
         try:
             results = await self._db.write(
-                lambda db: record_heartbeats(db, beats, self._docs), durable=False
+                lambda db: record_heartbeats(db, beats, self._docs), durable=durable
             )
         except StoreError as err:  # the storage (or a closed store) fails the whole group
             self._refused(group, err)
@@ -253,6 +259,8 @@ class HeartbeatWriter:
             for one in group:
                 await self._write([one], assignments)
             return
+        if durable:
+            self._synced_at = time.monotonic()
         for ((agent_id, _, _), answer), desired in zip(group, results, strict=True):
             self._desired[agent_id] = (assignments, desired)
             if answer is not None:
