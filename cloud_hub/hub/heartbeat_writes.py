@@ -56,14 +56,18 @@ _Waiting = tuple[Beat, "asyncio.Future[dict[str, Any] | None] | None"]
 # a handful of sqlite3_step calls, not one per heartbeat per table: the sqlite3 module
 # releases the GIL around every step and must win it back from a busy event loop for the
 # next row (up to the 5 ms switch interval each), which made a group of 1,000 take seconds.
-_ROW = (
-    "SELECT value ->> 0 AS id, value ->> 1 AS now, value ->> 2 AS status, value ->> 3 AS problem,"
-)
-_BEATS = (
-    f"{_ROW} value ->> 4 AS version, value ->> 5 AS peers, value ->> 6 AS policy, "
-    "value ->> 7 AS queue_depth, value ->> 8 AS outbox_pending, value ->> 9 AS outbox_dropped, "
-    "value ->> 10 AS slo_misses FROM json_each(?)"
-)
+
+
+def _columns(names: tuple[str, ...]) -> str:
+    """``json_extract(value, '$[i]') AS name, …``: the fields of a row bound as a JSON array
+    (``json_extract``, not ``->>``: SQLite 3.33 is enough, as ``UPDATE … FROM`` needs)."""
+    return ", ".join(f"json_extract(value, '$[{i}]') AS {name}" for i, name in enumerate(names))
+
+
+_BEAT = "id now status problem version peers policy queue_depth outbox_pending outbox_dropped"
+_BEAT += " slo_misses"  # in the order record_heartbeats binds them
+_BEATS = f"SELECT {_columns(tuple(_BEAT.split()))} FROM json_each(?)"
+_DEVICE = ("agent_id", "device_id", "kind", "name", "utilization", "queued_s", "health", "at")
 _AGENT = (
     "UPDATE agents SET last_seen = b.now, status = b.status, problem = b.problem, "
     "version = b.version, peers = b.peers, policy = b.policy, queue_depth = b.queue_depth, "
@@ -71,11 +75,10 @@ _AGENT = (
     f"slo_misses = b.slo_misses, heartbeats = heartbeats + 1 FROM ({_BEATS}) AS b "
     "WHERE agents.id = b.id"
 )
-_DEVICES_OUT = "DELETE FROM devices WHERE agent_id IN (SELECT value ->> 0 FROM json_each(?))"
-_DEVICES_IN = (
-    "INSERT INTO devices SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, "
-    "value ->> 4, value ->> 5, value ->> 6, value ->> 7 FROM json_each(?)"
+_DEVICES_OUT = (
+    "DELETE FROM devices WHERE agent_id IN (SELECT json_extract(value, '$[0]') FROM json_each(?))"
 )
+_DEVICES_IN = f"INSERT INTO devices SELECT {_columns(_DEVICE)} FROM json_each(?)"
 # until the agent reports its assigned version, the health gate's count restarts
 _GATE = (
     "UPDATE assignments SET hb_base = (SELECT heartbeats FROM agents a WHERE a.id = b.id), "
