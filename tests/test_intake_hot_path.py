@@ -10,7 +10,9 @@ transaction: ``test_agent_intake_batch.py``.)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,13 +21,13 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake, plain
+from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
 from edge_agent.placement import batch as batch_module
 from edge_agent.placement.batch import prepare_all
-from edge_agent.tasks.contract import TaskContract
+from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 Client = TestClient[Any, Any]
 TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench", "priority": 3}
@@ -98,7 +100,7 @@ async def test_a_batch_of_different_contracts_reads_as_its_stored_tasks(
         assert doc["contract"]["semantics"]["gflops"] == 0.001 * (i + 1)
 
 
-def test_plain_writes_a_contract_as_to_dict_does() -> None:
+def test_to_json_writes_the_text_json_dumps_writes_of_to_dict() -> None:
     doc = {
         "semantics": {"gflops": 2, "operator_histogram": {"conv": 3, "gemm": 1}},
         "requirements": {
@@ -112,7 +114,27 @@ def test_plain_writes_a_contract_as_to_dict_does() -> None:
         "tenant": "t",
     }
     contract = TaskContract.from_dict(doc)
-    assert json.dumps(plain(contract)) == json.dumps(contract.to_dict())
+    assert contract.to_json() == json.dumps(contract.to_dict())
+    quoted = {"semantics": {"gflops": 1e14}, "task_class": 'a"b\\c\u00e9', "model": "m"}
+    assert TaskContract.from_dict(quoted).to_json() == json.dumps(
+        TaskContract.from_dict(quoted).to_dict()
+    )
+    # built in code, not parsed: whole numbers and infinities take the generic encoder
+    odd = TaskContract(Semantics(gflops=2, param_bytes=math.inf), Requirements(kinds=("cpu",)))
+    assert odd.to_json() == json.dumps(odd.to_dict())
+
+
+def test_to_dict_is_asdict_with_tuples_as_lists() -> None:
+    contract = TaskContract.from_dict(
+        {
+            "semantics": {"gflops": 2, "operator_histogram": {"conv": 3}},
+            "requirements": {"kinds": ["npu"], "precision": ["int8", "fp16"], "deadline_s": 2},
+        }
+    )
+    expected = dataclasses.asdict(contract)
+    expected["requirements"].update(kinds=["npu"], precision=["int8", "fp16"])
+    assert contract.to_dict() == expected
+    assert json.dumps(contract.to_dict()) == json.dumps(expected)  # the same key order
 
 
 def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:

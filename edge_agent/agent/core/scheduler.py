@@ -206,7 +206,9 @@ class Scheduler:
         contracts = [t.contract_at(now) for t in batch]
         start = time.perf_counter()
         try:
-            decisions = tiers.place(self.placer, contracts)
+            decisions = tiers.place(
+                self.placer, [t.placeable(c) for t, c in zip(batch, contracts, strict=True)]
+            )
         except KernelError as err:  # one bad row: place one by one to find it
             await self._isolate(batch, err)
             return
