@@ -7,7 +7,8 @@ Runs the real agent daemon (``daemon.serve``: aiohttp, its SQLite file in WAL wi
 wrapped in a probe that records its wall-clock span and the CPU time of its thread, then
 sends ``--repeat`` batches of ``--tasks`` copies of one contract (``copies``, the burst
 benchmark's ``batch``) and as many of different contracts (``distinct``, its
-``batchdistinct``) over a loopback socket, one at a time, each once the one before has run.
+``batchdistinct``; each batch its own, so the intake has seen none) over a loopback socket,
+one at a time, each once the one before has run.
 Per mode it prints, as the median over the batches:
 
 - ``MODE_e2e_ms``: the send to the last ``placed_at`` (what ``batch_1000_p99_ms`` reads);
@@ -39,7 +40,7 @@ from bench_agent_harness import batch, busy, keepalive, placed_at
 
 from edge_agent.agent import daemon, service
 from edge_agent.agent.config.settings import AgentConfig
-from edge_agent.agent.core import intake, outbox, scheduler, store, store_batch
+from edge_agent.agent.core import intake, outbox, scheduler, store_batch
 from edge_agent.agent.web import api
 from edge_agent.placement import tiers
 from edge_agent.storage.db import Database
@@ -127,21 +128,25 @@ def quiesce(data_dir: Path, timeout_s: float = 60) -> None:
 
 
 async def one_batch(
-    port: int, data_dir: Path, n: int, distinct: bool, events: list[Event]
+    port: int, data_dir: Path, n: int, salt: int | None, events: list[Event]
 ) -> dict[str, Any]:
-    """Send one batch; return its end-to-end time and per-step CPU and span."""
+    """Send one batch (``salt``: of different contracts, ``distinct_task``'s; None: copies);
+    return its end-to-end time and per-step CPU and span."""
     await asyncio.to_thread(quiesce, data_dir)
     await asyncio.sleep(0.2)
     events.clear()
     cpu = time.process_time()
-    acked = await batch(port, n, distinct)
+    acked = await batch(port, n, salt is not None, salt or 0)
     sent = acked[0][1]
     wanted = {task_id for task_id, _ in acked}
+    deadline = time.monotonic() + 120
     while True:
         placed = await asyncio.to_thread(placed_at, data_dir)
         stamps = [placed[t] for t in wanted if placed.get(t) is not None]
         if len(stamps) == len(wanted):
             break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(wanted) - len(stamps)} tasks not placed after 120 s")
         await asyncio.sleep(0.02)
     cpu = time.process_time() - cpu
     end = max(s for s in stamps if s is not None)
@@ -190,14 +195,15 @@ async def run(data_dir: Path, n: int, repeat: int, events: list[Event]) -> dict[
         await asyncio.sleep(0.02)
     port = int(json.loads(config.state_path.read_text())["port"])
     await keepalive(port, 16, 4)  # warm: code paths, connections, pages
-    await batch(port, n, False)
-    await batch(port, n, True)
+    for salt in (None, 0):  # salt 0: contracts no measured batch sends
+        await batch(port, n, salt is not None)
+        await asyncio.to_thread(quiesce, data_dir)
     out: dict[str, Any] = {"tasks": n, "batches_per_mode": repeat}
     try:
         for mode in ("copies", "distinct"):
             runs = [
-                await one_batch(port, data_dir, n, mode == "distinct", events)
-                for _ in range(repeat)
+                await one_batch(port, data_dir, n, None if mode == "copies" else k + 1, events)
+                for k in range(repeat)
             ]
             for key, value in medians(runs).items():
                 out[f"{mode}_{key}"] = value
