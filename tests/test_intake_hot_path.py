@@ -26,7 +26,9 @@ from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
 from edge_agent.placement import batch as batch_module
+from edge_agent.placement import tiers as tiers_module
 from edge_agent.placement.batch import prepare_all
+from edge_agent.placement.codec import PreparedTask
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 Client = TestClient[Any, Any]
@@ -187,6 +189,53 @@ def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPat
     assert len(calls) == 2
     assert [p.contract for p in prepared] == [one, other, one, one, other]
     assert prepared[0] is prepared[2] and prepared[0].row == real(one).row
+
+
+@pytest.mark.asyncio
+async def test_a_batch_reaches_the_kernel_with_the_rows_the_intake_checked(
+    aiohttp_client: Any,
+    emulated_agent: Callable[..., AgentConfig],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Placement encodes no contract of a batch again: each is encoded once, at intake (its
+    range check), and a deadline is counted from placement in the row handed on."""
+    encoded: list[TaskContract] = []
+    real = batch_module.prepare
+
+    def counted(contract: TaskContract) -> Any:
+        encoded.append(contract)
+        return real(contract)
+
+    monkeypatch.setattr(batch_module, "prepare", counted)
+    seen: list[list[Any]] = []
+    place = tiers_module.place
+
+    def spied(placer: Any, tasks: Any) -> Any:
+        seen.append(list(tasks))
+        return place(placer, tasks)
+
+    monkeypatch.setattr(tiers_module, "place", spied)
+    client: Client = await aiohttp_client(make_app(emulated_agent()))
+    items = [
+        {**TASK, "semantics": {"gflops": 0.001 * (i + 1)}, "requirements": {"deadline_s": 60.0}}
+        for i in range(5)
+    ]
+    reply = await client.post("/v1/tasks:batch", json={"tasks": items})
+    assert reply.status == 202
+    docs = (await reply.json())["tasks"]
+    for doc in docs:  # placed (the scheduler ran the batch) on the rows handed on
+        for _ in range(200):
+            state = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]["state"]
+            if state != "queued":
+                break
+            await asyncio.sleep(0.01)
+        assert state in ("placed", "running", "done")
+    assert encoded == []  # not at placement (the intake encodes through codec.prepare)
+    handed = [t for call in seen for t in call]
+    assert len(handed) == 5 and all(isinstance(t, PreparedTask) for t in handed)
+    for task in handed:  # the row is what encoding the contract now would give
+        assert task.row == real(task.contract).row
+        assert 0 < task.contract.requirements.deadline_s < 60.0
 
 
 def test_task_ids_are_random_uuid4s() -> None:
