@@ -8,7 +8,7 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
-from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from edge_agent.errors import ContractError
@@ -196,9 +196,7 @@ class TaskContract:
         )
         if set(map(type, numbers)) != {float} or not math.isfinite(sum(numbers)):
             return _encode(self.to_dict())
-        gflops, param, activation, inputs, memory, latency, deadline = map(
-            float.__repr__, numbers
-        )
+        gflops, param, activation, inputs, memory, latency, deadline = map(float.__repr__, numbers)
         hist = ", ".join(f"{_text(k)}: {_value(v)}" for k, v in sem.operator_histogram.items())
         return (
             f'{{"semantics": {{"gflops": {gflops}, "param_bytes": {param}, '
