@@ -174,7 +174,8 @@ def test_refused_model_command_and_large_bodies_are_never_remembered() -> None:
     assert intake.known_body(padded, None) is None
 
 
-def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def count_placement_encodings(monkeypatch: pytest.MonkeyPatch) -> list[TaskContract]:
+    """Record every contract placement encodes (``prepare_all``'s ``prepare``) from now on."""
     calls: list[TaskContract] = []
     real = batch_module.prepare
 
@@ -183,6 +184,12 @@ def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPat
         return real(contract)
 
     monkeypatch.setattr(batch_module, "prepare", counted)
+    return calls
+
+
+def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = batch_module.prepare
+    calls = count_placement_encodings(monkeypatch)
     one = TaskContract.from_dict(TASK)
     other = TaskContract.from_dict({**TASK, "priority": 1})  # another contract object
     prepared = prepare_all([one, other, one, one, other])
@@ -199,14 +206,8 @@ async def test_a_batch_reaches_the_kernel_with_the_rows_the_intake_checked(
 ) -> None:
     """Placement encodes no contract of a batch again: each is encoded once, at intake (its
     range check), and a deadline is counted from placement in the row handed on."""
-    encoded: list[TaskContract] = []
     real = batch_module.prepare
-
-    def counted(contract: TaskContract) -> Any:
-        encoded.append(contract)
-        return real(contract)
-
-    monkeypatch.setattr(batch_module, "prepare", counted)
+    encoded = count_placement_encodings(monkeypatch)
     seen: list[list[Any]] = []
     place = tiers_module.place
 
