@@ -197,12 +197,13 @@ class TaskContract:
         if set(map(type, numbers)) != {float} or not math.isfinite(sum(numbers)):
             return _encode(self.to_dict())
         gflops, param, activation, inputs, memory, latency, deadline = map(float.__repr__, numbers)
-        hist = ", ".join(f"{_text(k)}: {_value(v)}" for k, v in sem.operator_histogram.items())
+        counts = sem.operator_histogram
+        hist = ", ".join(f"{_text(k)}: {_value(v)}" for k, v in counts.items()) if counts else ""
         return (
             f'{{"semantics": {{"gflops": {gflops}, "param_bytes": {param}, '
             f'"activation_bytes": {activation}, "input_bytes": {inputs}, '
             f'"precision": {_value(sem.precision)}, "operator_histogram": {{{hist}}}}}, '
-            f'"requirements": {{"kinds": {_value(req.kinds)}, '
+            f'"requirements": {{"kinds": {_value(req.kinds) if req.kinds else "[]"}, '
             f'"precision": {_value(req.precision)}, '
             f'"operator_families": {_value(req.operator_families)}, '
             f'"model_format": {_value(req.model_format)}, "min_memory_bytes": {memory}, '
