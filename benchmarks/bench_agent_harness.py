@@ -227,11 +227,12 @@ def run_load(load: Awaitable[T]) -> T:
     return uvloop.run(load)  # type: ignore[arg-type]
 
 
-def distinct_task(i: int) -> dict[str, Any]:
+def distinct_task(i: int, salt: int = 0) -> dict[str, Any]:
     """Return the ``i``-th of a batch of different tiny contracts: its own gflops, one of
-    three priorities, and a deadline on every other task (so no two share a contract)."""
+    three priorities, and a deadline on every other task (so no two share a contract).
+    Another ``salt`` (up to a million) moves every gflops a little: another batch's."""
     task: dict[str, Any] = {
-        "semantics": {"gflops": 0.001 + i * 1e-6},
+        "semantics": {"gflops": 0.001 + i * 1e-6 + salt * 1e-12},
         "task_class": "bench",
         "priority": i % 3,
     }
@@ -240,12 +241,15 @@ def distinct_task(i: int) -> dict[str, Any]:
     return task
 
 
-async def batch(port: int, n: int, distinct: bool = False) -> list[tuple[str, float]]:
+async def batch(
+    port: int, n: int, distinct: bool = False, salt: int = 0
+) -> list[tuple[str, float]]:
     """Submit ``n`` tasks in one ``POST /v1/tasks:batch``; return (task id, sent) per task.
 
     ``distinct``: every task a different contract (``distinct_task``), not ``n`` copies of
-    ``FAST_TASK``, so that nothing per contract kind can be reused across the batch."""
-    tasks = [distinct_task(i) for i in range(n)] if distinct else [FAST_TASK] * n
+    ``FAST_TASK``, so that nothing per contract kind can be reused across the batch (nor
+    across batches given different ``salt``)."""
+    tasks = [distinct_task(i, salt) for i in range(n)] if distinct else [FAST_TASK] * n
     body = json.dumps({"tasks": tasks}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     sent = time.time()

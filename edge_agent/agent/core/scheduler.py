@@ -53,10 +53,21 @@ def _json_components(values: tuple[float, ...]) -> str:
     return json.dumps(dict(zip(L.OBJECTIVE_NAMES, values, strict=True)))
 
 
-@functools.lru_cache(maxsize=1024)
-def _json_counts(items: tuple[tuple[str, int], ...]) -> str:
-    """Return (reason, count) pairs as a JSON object (rejections repeat from task to task)."""
-    return json.dumps(dict(items))
+#: The rejections column by (kernel's counts per reason, devices left out by tier rules):
+#: a few combinations, over and over (bounded: cleared when full).
+_REJECTIONS: dict[tuple[tuple[int, ...], int], str] = {}
+_REJECTIONS_LIMIT = 1024
+
+
+def _json_rejections(d: Decision) -> str:
+    """Return ``json.dumps(d.rejections())``, composed once per combination of counts."""
+    key = (d.reject_counts, len(d.excluded))
+    text = _REJECTIONS.get(key)
+    if text is None:
+        if len(_REJECTIONS) >= _REJECTIONS_LIMIT:
+            _REJECTIONS.clear()
+        text = _REJECTIONS[key] = json.dumps(d.rejections())
+    return text
 
 
 def decision_row(d: Decision) -> dict[str, Any]:
@@ -79,7 +90,7 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "runner_up": runner_up,
         "runner_up_score": d.runner_up_score if runner_up else None,
         "components": _json_components(d.components),
-        "rejections": _json_counts(tuple(d.rejections().items())),
+        "rejections": _json_rejections(d),
         # why not each other device: the kernel's reason codes are kept and the text is
         # composed when asked (store_batch.why_not_of), not for every task placed
         "why_not": None,
@@ -206,7 +217,9 @@ class Scheduler:
         contracts = [t.contract_at(now) for t in batch]
         start = time.perf_counter()
         try:
-            decisions = tiers.place(self.placer, contracts)
+            decisions = tiers.place(
+                self.placer, [t.placeable(c) for t, c in zip(batch, contracts, strict=True)]
+            )
         except KernelError as err:  # one bad row: place one by one to find it
             await self._isolate(batch, err)
             return
