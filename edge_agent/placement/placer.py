@@ -14,10 +14,11 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
-from edge_agent.placement.deadline_placing import DeadlinePlacing, FirstFlights
+from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
+from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
@@ -87,7 +88,7 @@ class Placer(
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
-        self._first = FirstFlights()  # unmeasured roofline pairs with a task in flight (EDF)
+        self._first = FirstFlights()  # unmeasured pairs with a task in flight (first_flights)
         self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
@@ -190,7 +191,16 @@ class Placer(
         """
         if self._edf:
             return self._place_edf(task, candidates)
-        return self._place(task, candidates)
+        if self._first:  # an unmeasured pair has its first task in flight: maybe re-decided
+            prepared = task if isinstance(task, PreparedTask) else prepare(task)
+            decision = self._gated(
+                lambda among, explore: self._place(prepared, among, explore=explore), candidates
+            )
+        else:
+            decision = self._place(task, candidates)
+        if decision.placed and not self.exploration.paused:  # a preview commits nothing
+            self._first.add(decision, self._untrusted(decision))
+        return decision
 
     def _place(
         self,

@@ -1,0 +1,119 @@
+"""An unmeasured estimate is not trusted twice at once (the ``FirstFlightGate`` mixin).
+
+A (task class, device) pair whose estimate nobody has measured yet (the roofline, or the
+roofline times the device's factor on other models: ``pooling``) takes one task at a time
+until its first measurement: the roofline can be an order of magnitude optimistic, and a
+device that looks fast on paper would otherwise collect every task that arrives while its
+first one runs, each queued behind the same wrong estimate. Once a measurement is in (or
+when the pair's estimate is a published figure) the gate is gone. When every candidate of
+a call is gated, none is (the task must go somewhere). An exploration probe is never
+re-decided: it is itself such a first task.
+
+Every policy places through the gate (``Placer.place_one``; under a deadline policy with
+the earlier-deadline view, ``deadline_placing``). On bench_sim_slo's edge-mixed scenario
+latency-first had queued work behind 5-15x optimistic first estimates in the first
+fifth of the run (``tools/lat_first_gap.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from edge_agent.placement.decision import Decision
+from edge_agent.placement.explore import POOLED, Explorer
+from edge_agent.placement.priors import ROOFLINE
+from edge_agent.placement.workspace import Workspace
+
+#: estimate sources that nobody has measured (a published figure is someone's measurement)
+UNMEASURED = frozenset({ROOFLINE})
+
+#: one decision over the call's candidates (None: every device); explore=False re-decides
+Once = Callable[[Collection[str] | None, bool], Decision]
+
+
+class FirstFlights:
+    """Pairs with an unmeasured estimate and a task in flight (one at a time)."""
+
+    def __init__(self) -> None:
+        self._busy: dict[tuple[int, int], int] = {}  # (class, device) -> tasks in flight
+        self._of: dict[Decision, tuple[tuple[int, int], ...]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._busy)
+
+    def gated(self, cls: int) -> list[int]:
+        """Return the devices a task of ``cls`` may not go to now (a first task in flight)."""
+        return [d for (c, d) in self._busy if c == cls]
+
+    def add(self, decision: Decision, untrusted: Sequence[int]) -> None:
+        """Record a placed decision on the ``untrusted`` devices among its own."""
+        pairs = tuple((decision.task_class_index, d) for d in untrusted)
+        if pairs:
+            self._of[decision] = pairs
+            for pair in pairs:
+                self._busy[pair] = self._busy.get(pair, 0) + 1
+
+    def discard(self, decision: Decision) -> None:
+        """Forget a finished (or released) decision; a no-op when unknown."""
+        for pair in self._of.pop(decision, ()):
+            left = self._busy[pair] - 1
+            if left:
+                self._busy[pair] = left
+            else:
+                del self._busy[pair]
+
+
+class FirstFlightGate:
+    """``Placer._gated``: one decision, re-decided off the gated pairs (module doc)."""
+
+    _ws: Workspace
+    _first: FirstFlights
+    _sources: list[tuple[str, ...] | None]
+    _samples: dict[tuple[int, int], int]
+    device_ids: tuple[str, ...]
+    exploration: Explorer
+
+    def _gated(self, once: Once, candidates: Collection[str] | None) -> Decision:
+        """Decide (and commit) with ``once``; again without the gated devices if it chose one.
+
+        The caller records the returned decision (``_first.add``) once committed for good.
+        """
+        before = self._ws.devices.copy() if self._first else None
+        decision = once(candidates, True)
+        if before is None or not decision.placed or decision.probe:
+            return decision
+        narrower = self._ungated(decision, candidates)
+        if narrower is None:
+            return decision
+        after = self._ws.devices.copy()
+        self._ws.devices[:] = before
+        retry = once(narrower, False)
+        if not retry.placed:
+            self._ws.devices[:] = after
+            return decision
+        self.exploration.finished(decision, None)  # the first choice is not placed after all
+        return retry
+
+    def _ungated(
+        self, decision: Decision, candidates: Collection[str] | None
+    ) -> Collection[str] | None:
+        """Return the candidates without the gated devices when ``decision`` chose one.
+
+        None when it chose none, or when no candidate would be left (module doc).
+        """
+        gated = self._first.gated(decision.task_class_index)
+        if not gated or not set(gated) & set(decision.device_indices):
+            return None
+        ids = self.device_ids
+        out = frozenset(ids if candidates is None else candidates) - {ids[d] for d in gated}
+        return out or None
+
+    def _untrusted(self, decision: Decision) -> list[int]:
+        """Return the decision's devices whose estimate nobody has measured yet."""
+        cls = decision.task_class_index
+        sources = self._sources[cls]
+        return [
+            d
+            for d in decision.device_indices
+            if (sources is None or sources[d] in UNMEASURED) and not self._samples.get((cls, d))
+        ]
