@@ -1,7 +1,8 @@
 """Intake benchmark of the edge agent over HTTP, beside a null server; the last line is JSON.
 
     python benchmarks/bench_agent_burst.py [--tasks 1000] [--connections 8] [--sustained-s 10]
-        [--sustained-connections 64] [--modes burst,batch,keepalive,sustained] [--py-spy DIR]
+        [--sustained-connections 64] [--modes burst,batch,batchdistinct,keepalive,sustained]
+        [--py-spy DIR]
 
 Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the null server
 (``bench_null_server.py``: aiohttp that parses the JSON and commits one SQLite row, WAL,
@@ -9,7 +10,9 @@ Starts a real agent process (emulated RK3588, loopback, ephemeral port) and the 
 and then at the agent:
 
 - ``burst``: ``--tasks`` single submissions at once, one fresh connection each;
-- ``batch``: one ``POST /v1/tasks:batch`` of ``--tasks`` tasks;
+- ``batch``: one ``POST /v1/tasks:batch`` of ``--tasks`` tasks (copies of one contract);
+- ``batchdistinct``: the same with every task a different contract (gflops, priority,
+  deadline), so that nothing reused per contract kind flatters the figure;
 - ``keepalive``: ``--tasks`` single submissions over ``--connections`` keep-alive connections;
 - ``sustained``: single submissions over ``--sustained-connections`` keep-alive connections
   (one request in flight on each) for ``--sustained-s`` seconds: throughput and latency.
@@ -104,8 +107,8 @@ def main() -> None:
     parser.add_argument("--sustained-connections", type=int, default=64)
     parser.add_argument(
         "--modes",
-        default="burst,batch,keepalive,sustained",
-        help="comma-separated subset of the modes to run (default: all four)",
+        default="burst,batch,batchdistinct,keepalive,sustained",
+        help="comma-separated subset of the modes to run (default: all five)",
     )
     parser.add_argument(
         "--py-spy",
@@ -123,6 +126,7 @@ def main() -> None:
     modes: list[tuple[str, Callable[[int], Awaitable[list[tuple[str, float]]]]]] = [
         (f"burst_{n}", fresh),
         (f"batch_{n}", lambda port: batch(port, n)),
+        (f"batchdistinct_{n}", lambda port: batch(port, n, distinct=True)),
         (f"keepalive_{n}", lambda port: keepalive(port, n, conns)),
         (
             "sustained",

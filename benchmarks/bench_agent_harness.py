@@ -166,9 +166,26 @@ async def keepalive(
     return acked
 
 
-async def batch(port: int, n: int) -> list[tuple[str, float]]:
-    """Submit ``n`` tasks in one ``POST /v1/tasks:batch``; return (task id, sent) per task."""
-    body = json.dumps({"tasks": [FAST_TASK] * n}).encode()
+def distinct_task(i: int) -> dict[str, Any]:
+    """Return the ``i``-th of a batch of different tiny contracts: its own gflops, one of
+    three priorities, and a deadline on every other task (so no two share a contract)."""
+    task: dict[str, Any] = {
+        "semantics": {"gflops": 0.001 + i * 1e-6},
+        "task_class": "bench",
+        "priority": i % 3,
+    }
+    if i % 2:
+        task["requirements"] = {"deadline_s": 5.0 + i * 0.01}
+    return task
+
+
+async def batch(port: int, n: int, distinct: bool = False) -> list[tuple[str, float]]:
+    """Submit ``n`` tasks in one ``POST /v1/tasks:batch``; return (task id, sent) per task.
+
+    ``distinct``: every task a different contract (``distinct_task``), not ``n`` copies of
+    ``FAST_TASK``, so that nothing per contract kind can be reused across the batch."""
+    tasks = [distinct_task(i) for i in range(n)] if distinct else [FAST_TASK] * n
+    body = json.dumps({"tasks": tasks}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     sent = time.time()
     writer.write(request(port, "/v1/tasks:batch", body))

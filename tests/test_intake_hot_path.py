@@ -19,7 +19,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
+from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake, plain
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
@@ -65,6 +65,54 @@ async def test_the_202_documents_read_as_the_stored_tasks(
     assert docs[0]["idempotency_key"] == "a" and docs[2]["idempotency_key"] is None
     assert (docs[2]["tenant"], docs[3]["tenant"]) == ("default", "b")
     assert docs[3]["contract"]["tenant"] == "b"
+
+
+@pytest.mark.asyncio
+async def test_a_batch_of_different_contracts_reads_as_its_stored_tasks(
+    aiohttp_client: Any, emulated_agent: Callable[..., AgentConfig]
+) -> None:
+    """Deadlines, priorities and an escaped key differ per task: each 202 document still
+    reads as its stored task (the fields written without ``json.dumps`` included)."""
+    client: Client = await aiohttp_client(make_app(emulated_agent()))
+    tasks = [
+        {**TASK, "priority": i % 3, "semantics": {"gflops": 0.001 * (i + 1)}}
+        | ({"requirements": {"deadline_s": 5.0 + i / 7}} if i % 2 else {})
+        for i in range(6)
+    ]
+    key = 'k"\\é'
+    resp = await client.post(
+        "/v1/tasks:batch", json={"tasks": tasks}, headers={"Idempotency-Key": key}
+    )
+    assert resp.status == 202
+    docs = (await resp.json())["tasks"]
+    assert [d["idempotency_key"] for d in docs] == [f"{key}#{i}" for i in range(6)]
+    for i, doc in enumerate(docs):
+        stored = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]
+        assert set(doc) - {"created"} <= set(stored)
+        for name in ("id", "idempotency_key", "links", "contract", "priority", "deadline_at"):
+            assert doc[name] == stored[name], name
+        if i % 2:
+            assert doc["deadline_at"] == pytest.approx(doc["submitted_at"] + 5.0 + i / 7)
+        else:
+            assert doc["deadline_at"] is None
+        assert doc["contract"]["semantics"]["gflops"] == 0.001 * (i + 1)
+
+
+def test_plain_writes_a_contract_as_to_dict_does() -> None:
+    doc = {
+        "semantics": {"gflops": 2, "operator_histogram": {"conv": 3, "gemm": 1}},
+        "requirements": {
+            "kinds": ["cpu", "npu"],
+            "precision": ["int8", "fp16"],
+            "operator_families": ["conv"],
+            "model_format": ["onnx"],
+            "deadline_s": 1.5,
+        },
+        "priority": 2,
+        "tenant": "t",
+    }
+    contract = TaskContract.from_dict(doc)
+    assert json.dumps(plain(contract)) == json.dumps(contract.to_dict())
 
 
 def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:

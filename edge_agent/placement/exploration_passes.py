@@ -46,8 +46,14 @@ class ExplorationPasses:
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
         self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
         divisors = self.exploration.optimism_row(cls)  # a copy: tried() may change the row
-        if not (divisors > 1.0).any():  # each untried device runs another class's probe
+        untried = divisors > 1.0
+        if not untried.any():  # each untried device runs another class's probe
             self.exploration.deferred()  # due again later, no back-off
+            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
+        if candidates is not None and not untried[ws.allowed != 0].any():
+            # no untried device among the call's candidates (flagged by the usual pass):
+            # the optimistic pass could only pick a tried one, so skip it (as its outcome)
+            self.exploration.fruitless(cls)
             return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
         ws.devices[:] = before
         row = ws.corrections[cls]
@@ -61,7 +67,7 @@ class ExplorationPasses:
         optimism = divisors[chosen] if chosen >= 0 else 1.0
         if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
             ws.devices[:] = before
-            out, reasons = self._decide(1, (self.device_ids[chosen],))
+            out, reasons = self._decide(1, [self.device_ids[chosen]])  # not kept
         decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
         if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
             # no untried device won (back off), or trying it would cost this task its

@@ -7,7 +7,6 @@ import time
 from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
-import numpy.typing as npt
 
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import kernel, learning
@@ -97,13 +96,14 @@ class Placer(
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
         self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
-        self._masks: dict[int, tuple[Collection[str], npt.NDArray[np.uint8]]] = {}
+        self._masks: dict[int, tuple[Collection[str], bytes]] = {}  # id -> (set, its flags)
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
             rows.reshape(len(ids), L.DEV_FIELDS), np.ones((4, len(ids))), 64, keep_reasons
         )
         self._call = kernel.bind(self._ws, self.backend)
+        self._allowed = self._ws.allowed.data  # a kept mask's bytes copy in cheaply
         self.policy = policy or Policy.template("balanced")
 
     # --- configuration ---------------------------------------------------------------
@@ -175,6 +175,7 @@ class Placer(
         ws.weights[:] = old.weights
         self._ws = ws
         self._call = kernel.bind(ws, self.backend)
+        self._allowed = ws.allowed.data
         self._restricted_to = None
         self._masks.clear()
 
@@ -231,14 +232,17 @@ class Placer(
                     self._sources[cls],
                     probe=True,
                 )
-        if candidates is None:  # the hot path, inlined
+        # the hot path, inlined (``_decide``)
+        if candidates is None:
             status, bad = self._call(1)
-            if status:
-                kernel.check(status, bad)
-            reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-            row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         else:
-            row, reasons = self._decide(1, candidates)
+            if candidates is not self._restricted_to:
+                self._restrict(candidates)
+            status, bad = self._call.restricted(1)
+        if status:
+            kernel.check(status, bad)
+        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
+        row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
         decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
@@ -267,28 +271,30 @@ class Placer(
         """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown).
 
         A tuple or frozenset is immutable: its flags are kept (up to ``_MASKS_KEPT`` of
-        them), so a caller reusing its candidate sets pays one row copy per call.
+        them, as bytes), so a caller reusing its candidate sets pays one 1-byte-per-device
+        copy per call (nothing when the set is the last call's).
         """
         if candidates is self._restricted_to:  # the same set as the last call: in place
             return
+        kept = self._masks.get(id(candidates))
+        if kept is not None and kept[0] is candidates:  # kept: so a tuple or frozenset
+            self._allowed[:] = kept[1]
+            self._restricted_to = candidates
+            return
         keep = isinstance(candidates, (tuple, frozenset))
-        kept = self._masks.get(id(candidates)) if keep else None
         allowed = self._ws.allowed
-        if kept is not None and kept[0] is candidates:
-            allowed[:] = kept[1]
-        else:
-            index = self._index
-            try:
-                found = [index[device_id] for device_id in candidates]
-            except (KeyError, TypeError):
-                bad = [c for c in candidates if not isinstance(c, str) or c not in index]
-                raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
-            allowed.fill(0)
-            allowed[found] = 1
-            if keep:
-                if len(self._masks) >= _MASKS_KEPT:
-                    self._masks.clear()
-                self._masks[id(candidates)] = (candidates, allowed.copy())
+        index = self._index
+        try:
+            found = [index[device_id] for device_id in candidates]
+        except (KeyError, TypeError):
+            bad = [c for c in candidates if not isinstance(c, str) or c not in index]
+            raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
+        allowed.fill(0)
+        allowed[found] = 1
+        if keep:
+            if len(self._masks) >= _MASKS_KEPT:
+                self._masks.clear()
+            self._masks[id(candidates)] = (candidates, allowed.tobytes())
         self._restricted_to = candidates if keep else None
 
     # --- feedback --------------------------------------------------------------------

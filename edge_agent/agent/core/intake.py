@@ -58,11 +58,20 @@ def _check_ranges(contract: TaskContract) -> None:
 
 def plain(value: Any) -> Any:
     """Return a contract as ``TaskContract.to_dict`` does, without its deep copies (fast)."""
-    names = _FIELDS.get(type(value))
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    if kind is tuple or kind is list:
+        return [plain(v) for v in value]
+    if kind is dict:
+        return {k: plain(v) for k, v in value.items()}
+    names = _FIELDS.get(kind)
     if names is None and is_dataclass(value) and not isinstance(value, type):
-        names = _FIELDS[type(value)] = tuple(f.name for f in fields(value))
-    if names is not None:
-        return {name: plain(getattr(value, name)) for name in names}
+        names = _FIELDS[kind] = tuple(f.name for f in fields(value))
+    if names is not None:  # a contract's fields are mostly scalars: no call for those
+        return {
+            name: v if type(v := getattr(value, name)) in _SCALARS else plain(v) for name in names
+        }
     if isinstance(value, tuple | list):
         return [plain(v) for v in value]
     if isinstance(value, dict):
@@ -71,6 +80,9 @@ def plain(value: Any) -> Any:
 
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
+#: ``json.dumps(doc, sort_keys=True)`` without building a new encoder on every call
+_canonical = json.JSONEncoder(sort_keys=True).encode
+_SCALARS = frozenset({str, int, float, bool, type(None)})  # JSON as they are (exact types)
 
 
 def _known(found: tuple[TaskContract, str, bool, str], key: str | None) -> NewTask:
@@ -104,10 +116,10 @@ class Intake:
             raise ContractError(f"{where}: expected a JSON object, got {type(doc).__name__}")
         if "model" in doc or "command" in doc:  # reads files or the allowlist: never cached
             return self._task(doc, key, where)
-        text = json.dumps(doc, sort_keys=True)
+        text = _canonical(doc)
         found = self._plain.get(text)
         if found is None:
-            task = self._task(doc, key, where)
+            task = self._task(doc, key, where, text)
             if len(self._plain) >= CONTRACT_CACHE_LIMIT:
                 self._plain.clear()  # a new mix of task kinds: start again
             found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
@@ -135,8 +147,11 @@ class Intake:
         found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
         self._bodies[bytes(body)] = found
 
-    def _task(self, doc: Mapping[str, Any], key: str | None, where: str) -> NewTask:
-        """Parse and check ``doc`` in full (``task`` without its cache)."""
+    def _task(
+        self, doc: Mapping[str, Any], key: str | None, where: str, canonical: str | None = None
+    ) -> NewTask:
+        """Parse and check ``doc`` in full (``task`` without its cache); ``canonical``: its
+        ``json.dumps(doc, sort_keys=True)`` when the caller has it (not encoded again)."""
         fields = dict(doc)
         command = self._command(fields.pop("command", None), where)
         deferrable = fields.pop("deferrable", False)
@@ -166,7 +181,9 @@ class Intake:
                 f"{where}.deferrable: a deferrable task needs requirements.deadline_s > 0 "
                 "(seconds from submission by which it must finish)"
             )
-        digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+        if canonical is None:
+            canonical = _canonical(doc)
+        digest = hashlib.sha256(canonical.encode()).hexdigest()
         return NewTask(
             contract, digest, key, command, json.dumps(plain(contract)), deferrable=deferrable
         )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -89,7 +90,30 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
     return doc
 
 
-_OWN = ("id", "idempotency_key", "links", "contract")  # a task's own fields in its document
+# a task's own fields in its document (a deadline differs from task to task too)
+_OWN = ("id", "idempotency_key", "links", "contract", "deadline_at")
+
+
+def _own_json(doc: dict[str, Any]) -> list[str]:
+    """Return a new task's own fields (but its contract) as ``"name": JSON`` texts.
+
+    A new task's id is hex (``store_batch.new_ids``), so it and its links need no escaping;
+    a float deadline is its ``repr``, as ``json`` writes it. Anything else is encoded.
+    """
+    task_id, deadline = doc["id"], doc["deadline_at"]
+    if isinstance(task_id, str) and task_id.isascii() and task_id.isalnum():
+        ident = f'"{task_id}"'
+        links = f'{{"self": "/v1/tasks/{task_id}", "explain": "/v1/tasks/{task_id}/explain"}}'
+    else:
+        ident, links = json.dumps(task_id), json.dumps(doc["links"])
+    key = doc["idempotency_key"]
+    due = repr(deadline) if type(deadline) is float and math.isfinite(deadline) else None
+    return [
+        f'"id": {ident}',
+        f'"idempotency_key": {"null" if key is None else json.dumps(key)}',
+        f'"links": {links}',
+        f'"deadline_at": {json.dumps(deadline) if due is None else due}',
+    ]
 
 
 def _task_json(
@@ -116,7 +140,7 @@ def _task_json(
         rest = json.dumps(others)[1:-1]
         if shapes is not None and shape is not None:
             shapes[shape] = rest
-    own = [f'"{k}": {json.dumps(doc[k])}' for k in ("id", "idempotency_key", "links")]
+    own = _own_json(doc)
     own.append(f'"contract": {task.stored_contract()}')
     return "{" + ", ".join([*own, rest] if rest else own) + "}"
 

@@ -1,0 +1,92 @@
+"""Kept candidate masks (``Placer._restrict``): reusing a tuple/frozenset candidate set
+decides exactly as passing a fresh list of the same ids every call."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Collection, Sequence
+
+from edge_agent.placement import Placer, Policy, devices_from_profiles
+from edge_agent.placement.placer import _MASKS_KEPT
+from edge_agent.resources.device import Device
+from edge_agent.resources.profiles import list_profiles
+from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
+
+
+def fleet64() -> list[Device]:
+    names = list_profiles()
+    return devices_from_profiles([names[i % len(names)] for i in range(40)])[:64]
+
+
+def tasks() -> list[TaskContract]:
+    return [
+        TaskContract(
+            Semantics(gflops=g, param_bytes=2e7, precision=prec),
+            Requirements(model_format=None),
+            task_class=f"m{g}:{prec}",
+        )
+        for g in (0.6, 8.2, 16.5)
+        for prec in ("int8", "fp16", "fp32")
+    ]
+
+
+def test_kept_sets_decide_as_fresh_lists(backend: str) -> None:
+    """16 tuples and 4 frozensets cycled (kept masks copied in) vs new lists each call."""
+    devices = fleet64()
+    kept = Placer(devices, Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+    fresh = Placer(devices, Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+    rng = random.Random(5)
+    ids = kept.device_ids
+    sets: list[tuple[str, ...] | frozenset[str]] = [tuple(rng.sample(ids, 16)) for _ in range(16)]
+    sets += [frozenset(rng.sample(ids, 8)) for _ in range(4)]
+    work = tasks()
+    for i in range(600):
+        chosen = sets[(i * 7) % len(sets)]  # a different set most calls, sometimes the same
+        a = kept.place_one(work[i % len(work)], candidates=chosen)
+        b = fresh.place_one(work[i % len(work)], candidates=list(chosen))
+        assert (a.device_ids, a.latency_s, a.reasons) == (b.device_ids, b.latency_s, b.reasons)
+        assert a.placed and set(a.device_ids) <= set(chosen)
+        if i % 3 == 0:  # some finish, the others stay queued
+            kept.release(a)
+            fresh.release(b)
+    assert all(kept._masks[id(s)][0] is s for s in sets)  # every set kept
+    assert not any(isinstance(m[0], list) for m in fresh._masks.values())  # lists never
+
+
+def test_a_new_set_at_a_dead_sets_address_is_not_mistaken(backend: str) -> None:
+    """A kept set's id may be reused by a new tuple once it is freed: the new one's flags count."""
+    p = Placer(fleet64(), Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+    ids = p.device_ids
+    for k in range(2 * _MASKS_KEPT + 10):  # also past the cap (kept masks dropped, rebuilt)
+        only = (ids[k % len(ids)],)  # freed after each turn: CPython reuses the address
+        d = p.place_one(tasks()[0], candidates=only)
+        assert d.device_ids == only
+        p.release(d)
+    assert len(p._masks) <= _MASKS_KEPT
+
+
+def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
+    """A due exploration pass whose candidates are all tried runs one kernel pass and backs
+    off (as the optimistic pass would have found nothing untried there)."""
+    p = Placer(fleet64()[:3], Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+    only = (p.device_ids[0],)
+    work = tasks()[0]
+    first = p.place_one(work, candidates=only)
+    p.feedback(first, latency_s=first.base_s)  # the pair (class, device 0) is now tried
+    cls = first.task_class_index
+    every = p.exploration._every[cls]
+    passes: list[int] = []
+    decide = p._decide
+
+    def counted(n: int, c: Collection[str] | None) -> tuple[Sequence[float], bytes | None]:
+        passes.append(n)
+        return decide(n, c)
+
+    p._decide = counted  # type: ignore[method-assign,assignment]
+    for _ in range(every):
+        d = p.place_one(work, candidates=only)
+        assert d.device_ids == only and not d.probe
+        p.release(d)
+    assert p.exploration.stats.optimistic_passes == 1
+    assert len(passes) == 1  # the usual pass only
+    assert p.exploration._every[cls] == 2 * every  # backed off, as a fruitless pass does
