@@ -12,6 +12,13 @@ instead from the geometric mean of the factors learned on that device for other 
 roofline's. Its own first measurement replaces it. A task running far past its estimate
 (``running.OVERRUN_EVIDENCE``) lends its lower bound at once (``_overrun``).
 
+Before anything is measured on a device, its profile's published figures are the evidence:
+each class whose model the profile publishes starts at published / roofline (``priors``),
+and the geometric mean of those factors on a device (else on identical hardware) starts
+its classes that have no published figure, labelled ``calibrated_label(n)`` ("roofline
+calibrated on n published models") with the pooled optimism. Only the agent's own profile
+file and the contracts it has seen are used. Measured factors on the device replace it.
+
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
 tasks of its own (each as slow as the roofline is wrong), or a fast accelerator's roofline
@@ -24,12 +31,23 @@ import math
 
 from edge_agent.placement import learning
 from edge_agent.placement.decision import Decision
-from edge_agent.placement.explore import POOLED, Explorer
+from edge_agent.placement.explore import CALIBRATED, POOLED, Explorer
 from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
 
 _POOL_SAMPLES = 8  # a pair's first measurements re-pool its device; later ones barely move it
+_PUBLISHED = "published"  # the prefix of a published prior's source label (``priors``)
+
+
+def calibrated_label(n_models: int) -> str:
+    """Return the source label of a roofline calibrated on ``n_models`` published figures."""
+    return f"{CALIBRATED} {n_models} published model{'s' if n_models != 1 else ''}"
+
+
+def _poolable(source: str) -> bool:
+    """Return whether a pair's estimate is a cold start that pooled evidence may replace."""
+    return source in (ROOFLINE, POOLED) or source.startswith(CALIBRATED)
 
 
 def hardware_key(device: Device) -> tuple[str, str] | None:
@@ -51,6 +69,8 @@ class DevicePooling:
     def _init_pooling(self) -> None:
         # device -> {class: log of its learned factor}; twins: device -> identical devices
         self._learned_logs: dict[int, dict[int, float]] = {}
+        # device -> {class: log of published / roofline}: its profile's figures (priors)
+        self._published_logs: dict[int, dict[int, float]] = {}
         self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
         keys = [hardware_key(d) for d in self.devices]
         self._twins = [
@@ -58,12 +78,18 @@ class DevicePooling:
             for i, k in enumerate(keys)
         ]
 
-    def _pooled(self, d: int) -> float | None:
-        """Return the geometric mean of the factors learned on ``d`` (else on its twins)."""
-        for group in ((d,), self._twins[d]):
-            logs = [v for j in group for v in self._learned_logs.get(j, {}).values()]
-            if logs:
-                return math.exp(sum(logs) / len(logs))
+    def _pooled(self, d: int) -> tuple[float, str] | None:
+        """Return (factor, label): ``d``'s measured factors pooled, else its published ones.
+
+        Each is the geometric mean over ``d`` itself, else over its twins (identical hardware).
+        """
+        for pool, measured in ((self._learned_logs, True), (self._published_logs, False)):
+            for group in ((d,), self._twins[d]):
+                logs = [v for j in group for v in pool.get(j, {}).values()]
+                if logs:
+                    n = len({c for j in group for c in pool.get(j, {})})
+                    label = POOLED if measured else calibrated_label(n)
+                    return math.exp(sum(logs) / len(logs)), label
         return None
 
     def _learned(self, cls: int, d: int, n: int) -> None:
@@ -91,26 +117,36 @@ class DevicePooling:
     def _repool(self, d: int) -> None:
         """Re-start the cold classes of ``d`` and of its twins from their pooled factors."""
         for j in (d, *self._twins[d]):
-            factor = self._pooled(j)
-            if factor is not None:
+            pooled = self._pooled(j)
+            if pooled is not None:
                 for c in range(len(self._sources)):
-                    self._pool_into(c, j, factor)
+                    self._pool_into(c, j, *pooled)
 
     def _pool_class(self, cls: int) -> None:
-        """Start a new model's class's bare-roofline pairs from their devices' pooled factors."""
-        self._poolable.add(cls)
-        for d in range(len(self.devices)):
-            factor = self._pooled(d)
-            if factor is not None:
-                self._pool_into(cls, d, factor)
+        """Start a new model's class's cold pairs from their devices' pooled factors.
 
-    def _pool_into(self, cls: int, d: int, factor: float) -> None:
+        Its published priors (``priors``) first join their devices' published evidence,
+        which re-starts those devices' cold classes.
+        """
+        self._poolable.add(cls)
+        sources = self._sources[cls] or ()
+        for d, source in enumerate(sources):
+            if source.startswith(_PUBLISHED):
+                factor = float(self._ws.corrections[cls, d])
+                self._published_logs.setdefault(d, {})[cls] = math.log(factor)
+                self._repool(d)
+        for d in range(len(self.devices)):
+            pooled = self._pooled(d)
+            if pooled is not None:
+                self._pool_into(cls, d, *pooled)
+
+    def _pool_into(self, cls: int, d: int, factor: float, label: str) -> None:
         if cls not in self._poolable:
             return
         sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
-        if sources[d] not in (ROOFLINE, POOLED) or self._samples.get((cls, d), 0):
+        if not _poolable(sources[d]) or self._samples.get((cls, d), 0):
             return  # a published prior, or measured: its own evidence wins
         self._ws.corrections[cls, d] = learning.clamp(factor)
-        if sources[d] != POOLED:
-            self._sources[cls] = (*sources[:d], POOLED, *sources[d + 1 :])
+        if sources[d] != label:
+            self._sources[cls] = (*sources[:d], label, *sources[d + 1 :])
             self.exploration.set_sources(cls, self._sources[cls] or ())
