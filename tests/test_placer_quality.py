@@ -178,6 +178,7 @@ def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> No
     assert d.rejections() == {"not among the call's candidates": 1}
     assert "not among the call's candidates" in d.why_not("a")
     assert all(p.live(x)["health"] == Health.ONLINE for x in p.device_ids)
+    p.release(d)  # an unmeasured pair takes one task at a time (first_flights)
     assert p.place_one(task()).device_id == "a"  # the next call sees every device
     assert [x.device_id for x in p.place([task(), task()], candidates=["c"])] == ["c", "c"]
     kept_bc, kept_a = ("b", "c"), ("a",)  # immutable sets: their flags are kept and reused
@@ -222,6 +223,8 @@ def test_each_device_runs_the_fastest_precision_the_contract_allows(backend: str
 def test_started_work_shrinks_with_time(backend: str) -> None:
     now = [100.0]
     p = placer([dev("gpu", int8=1000)], backend, clock=lambda: now[0])
+    warm = p.place_one(task(100.0))  # measured as estimated: the estimate is trusted
+    p.feedback(warm, latency_s=warm.service_s)
     first = p.place_one(task(100.0))  # 0.2 s
     waiting = p.place_one(task(100.0))
     assert p.live("gpu")["queued_s"] == pytest.approx(0.4)

@@ -20,12 +20,16 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from edge_agent.placement.decision import Decision
-from edge_agent.placement.explore import POOLED, Explorer
+from edge_agent.placement.explore import CALIBRATED, POOLED, Explorer
 from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.workspace import Workspace
 
 #: estimate sources that nobody has measured (a published figure is someone's measurement)
-UNMEASURED = frozenset({ROOFLINE})
+UNMEASURED = frozenset({ROOFLINE, POOLED})
+
+
+def _unmeasured(source: str) -> bool:
+    return source in UNMEASURED or source.startswith(CALIBRATED)
 
 #: one decision over the call's candidates (None: every device); explore=False re-decides
 Once = Callable[[Collection[str] | None, bool], Decision]
@@ -40,6 +44,10 @@ class FirstFlights:
 
     def __bool__(self) -> bool:
         return bool(self._busy)
+
+    def __contains__(self, decision: object) -> bool:
+        """Return True when ``decision`` runs on a pair nobody has measured yet."""
+        return decision in self._of
 
     def gated(self, cls: int) -> list[int]:
         """Return the devices a task of ``cls`` may not go to now (a first task in flight)."""
@@ -70,6 +78,7 @@ class FirstFlightGate:
     _first: FirstFlights
     _sources: list[tuple[str, ...] | None]
     _samples: dict[tuple[int, int], int]
+    _imported: set[tuple[int, int]]
     device_ids: tuple[str, ...]
     exploration: Explorer
 
@@ -115,5 +124,7 @@ class FirstFlightGate:
         return [
             d
             for d in decision.device_indices
-            if (sources is None or sources[d] in UNMEASURED) and not self._samples.get((cls, d))
+            if (sources is None or _unmeasured(sources[d]))
+            and not self._samples.get((cls, d))
+            and (cls, d) not in self._imported
         ]

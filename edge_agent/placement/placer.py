@@ -95,6 +95,7 @@ class Placer(
         self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
+        self._imported: set[tuple[int, int]] = set()  # pairs given a factor (import_corrections)
         self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], bytes]] = {}  # id -> (set, its flags)
@@ -363,7 +364,7 @@ class Placer(
             raise InvalidInput("started: the decision placed nothing")
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
-        self._running.start(decision, now)
+        self._running.start(decision, now, unmeasured=decision in self._first)
         self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
