@@ -18,8 +18,8 @@ from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
-from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.explore import CONGESTED, Explorer
+from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
