@@ -320,5 +320,5 @@ def test_runtime_code_never_reads_the_shared_data_or_the_build_script() -> None:
     package = Path(__file__).resolve().parents[1] / "edge_agent"
     for source in package.rglob("*.py"):
         text = source.read_text(encoding="utf-8")
-        for dev_only in ("build_profiles", "profile_data", "shared/data"):
+        for dev_only in ("build_profiles", "profile_builder", "profile_data", "shared/data"):
             assert dev_only not in text, (source, dev_only)
