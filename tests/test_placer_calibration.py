@@ -13,7 +13,7 @@ import pytest
 
 from edge_agent.placement import Placer, Policy
 from edge_agent.placement.explore import POOLED, POOLED_WITHIN, ROOFLINE_WITHIN
-from edge_agent.placement.pooling import calibrated_label
+from edge_agent.placement.pooling import DRIFTED, calibrated_label
 from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import load_profile
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
@@ -109,3 +109,23 @@ def test_the_label_says_how_many_models_calibrated_it(backend: str) -> None:
     label = "roofline calibrated on 2 published models"
     assert d.to_dict()["estimate_source"] == label  # what ``edge-agent explain`` reports
     assert label in d.summary()
+
+
+def test_a_device_slower_than_its_published_figures_is_expected_so_for_its_other_models(
+    backend: str,
+) -> None:
+    """resnet50 measured 1.5x its published figure on the CPU: resnet18, published and never
+    measured there, is then expected 1.5x its figure too (a device-wide drift)."""
+    p = _placer(backend)
+    f18 = _published_factor(p, "resnet18", 3.64)
+    d50 = p.place_one(_contract("resnet50", 8.19), candidates=(CPU,))
+    assert d50.device_id == CPU
+    p.feedback(d50, latency_s=1.5 * d50.service_s)  # the first measurement: its whole ratio
+    assert p.correction("resnet18:fp32", CPU) == pytest.approx(1.5 * f18)
+    again = p.preview(_contract("resnet18", 3.64), candidates=(CPU,))
+    assert again.sources is not None and again.sources[0].startswith("published fp32")
+    assert again.sources[0].endswith(DRIFTED)  # explain says the figure was scaled
+    assert p.correction("resnet18:fp32", GPU) == 1.0  # nothing published there: untouched
+    d18 = p.place_one(_contract("resnet18", 3.64), candidates=(CPU,))
+    p.feedback(d18, latency_s=d18.base_s * f18)  # its own measurement: as published
+    assert p.correction("resnet18:fp32", CPU) == pytest.approx(f18)  # its own evidence wins

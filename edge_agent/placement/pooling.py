@@ -19,6 +19,14 @@ its classes that have no published figure, labelled ``calibrated_label(n)`` ("ro
 calibrated on n published models") with the pooled optimism. Only the agent's own profile
 file and the contracts it has seen are used. Measured factors on the device replace it.
 
+A device slower (or faster) than its published figures is so for most models (clocks,
+thermals, a runtime version): once a model with a published figure is measured there, the
+geometric mean of measured / published over its measured models (else its twins') scales
+the published priors of its models not measured yet (labelled ``DRIFTED``). On
+bench_sim_slo (latency-first / oracle, seed 1, 50% / 80%), slo-published with its two
+hidden-slow devices went from 1.020 / 1.016 to 1.000 / 0.999; edge-mixed (its RK3588
+NPUs 1.5x slow), seeds 1-3 at 80%, from 1.117 / 1.468 / 1.155 to 1.126 / 1.428 / 1.144.
+
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
 tasks of its own (each as slow as the roofline is wrong), or a fast accelerator's roofline
@@ -38,6 +46,8 @@ from edge_agent.resources.device import Device
 
 _POOL_SAMPLES = 8  # a pair's first measurements re-pool its device; later ones barely move it
 _PUBLISHED = "published"  # the prefix of a published prior's source label (``priors``)
+#: appended to a published prior's label once scaled by its device's drift (``_redrift``)
+DRIFTED = " x the device's measured / published on other models"
 
 
 def calibrated_label(n_models: int) -> str:
@@ -71,6 +81,8 @@ class DevicePooling:
         self._learned_logs: dict[int, dict[int, float]] = {}
         # device -> {class: log of published / roofline}: its profile's figures (priors)
         self._published_logs: dict[int, dict[int, float]] = {}
+        # device -> {class: log of measured / published}: how far its figures were off
+        self._drift_logs: dict[int, dict[int, float]] = {}
         self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
         keys = [hardware_key(d) for d in self.devices]
         self._twins = [
@@ -94,9 +106,17 @@ class DevicePooling:
 
     def _learned(self, cls: int, d: int, n: int) -> None:
         """A measurement of (cls, d) (its ``n``-th): re-pool the device's cold classes."""
-        self._learned_logs.setdefault(d, {})[cls] = math.log(float(self._ws.corrections[cls, d]))
-        if n <= _POOL_SAMPLES:
+        self._lend(cls, d, math.log(float(self._ws.corrections[cls, d])), repool=n <= _POOL_SAMPLES)
+
+    def _lend(self, cls: int, d: int, log_factor: float, *, repool: bool) -> None:
+        """Record (cls, d)'s measured factor (and its drift from a published figure)."""
+        self._learned_logs.setdefault(d, {})[cls] = log_factor
+        published = self._published_logs.get(d, {}).get(cls)
+        if published is not None:
+            self._drift_logs.setdefault(d, {})[cls] = log_factor - published
+        if repool:
             self._repool(d)
+            self._redrift(d)
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
         """A task still running ``elapsed`` s, far past its charge: a lower bound, used now.
@@ -111,8 +131,7 @@ class DevicePooling:
             if row[d] < floor:
                 row[d] = floor
                 if self._samples.get((cls, d), 0) <= _POOL_SAMPLES:
-                    self._learned_logs.setdefault(d, {})[cls] = math.log(floor)
-                    self._repool(d)
+                    self._lend(cls, d, math.log(floor), repool=True)
 
     def _repool(self, d: int) -> None:
         """Re-start the cold classes of ``d`` and of its twins from their pooled factors."""
@@ -121,6 +140,30 @@ class DevicePooling:
             if pooled is not None:
                 for c in range(len(self._sources)):
                     self._pool_into(c, j, *pooled)
+
+    def _drift(self, d: int) -> float | None:
+        """Return the geometric mean of measured / published on ``d`` (else on its twins)."""
+        for group in ((d,), self._twins[d]):
+            logs = [v for j in group for v in self._drift_logs.get(j, {}).values()]
+            if logs:
+                return math.exp(sum(logs) / len(logs))
+        return None
+
+    def _redrift(self, d: int) -> None:
+        """Scale the unmeasured published priors of ``d`` and its twins by their drift."""
+        for j in (d, *self._twins[d]):
+            drift = self._drift(j)
+            if drift is None:
+                continue
+            for c, log_factor in self._published_logs.get(j, {}).items():
+                if not self._samples.get((c, j), 0):
+                    self._ws.corrections[c, j] = learning.clamp(math.exp(log_factor) * drift)
+                    self._label_drifted(c, j)
+
+    def _label_drifted(self, cls: int, d: int) -> None:
+        sources = self._sources[cls]
+        if sources is not None and not sources[d].endswith(DRIFTED):
+            self._sources[cls] = (*sources[:d], f"{sources[d]}{DRIFTED}", *sources[d + 1 :])
 
     def _pool_class(self, cls: int) -> None:
         """Start a new model's class's cold pairs from their devices' pooled factors.
