@@ -60,9 +60,6 @@ class _Harness:
         self.placer = Placer(
             [_device("fast", 4000.0), _device("slow", 1000.0)], Policy.template("latency-first")
         )
-        # factors known (as if measured): tasks queue on "fast" (an unmeasured estimate
-        # would take one task at a time, placement.first_flights)
-        self.placer.import_corrections({"default": {"fast": 1.0, "slow": 1.0}})
         self.executor = _Running()
         self.queued: list[Job] = []
         self.requeued: list[Job] = []

@@ -178,7 +178,6 @@ def test_candidates_restrict_one_call_and_leave_health_alone(backend: str) -> No
     assert d.rejections() == {"not among the call's candidates": 1}
     assert "not among the call's candidates" in d.why_not("a")
     assert all(p.live(x)["health"] == Health.ONLINE for x in p.device_ids)
-    p.release(d)  # an unmeasured pair takes one task at a time (first_flights)
     assert p.place_one(task()).device_id == "a"  # the next call sees every device
     assert [x.device_id for x in p.place([task(), task()], candidates=["c"])] == ["c", "c"]
     kept_bc, kept_a = ("b", "c"), ("a",)  # immutable sets: their flags are kept and reused

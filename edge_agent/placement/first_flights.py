@@ -53,10 +53,6 @@ class FirstFlights:
     def __bool__(self) -> bool:
         return bool(self._busy)
 
-    def __contains__(self, decision: object) -> bool:
-        """Return True when ``decision`` runs on a pair nobody has measured yet."""
-        return decision in self._of
-
     def gated(self, cls: int) -> list[int]:
         """Return the devices a task of ``cls`` may not go to now (a first task in flight)."""
         return [d for (c, d) in self._busy if c == cls]

@@ -192,16 +192,7 @@ class Placer(
         """
         if self._edf:
             return self._place_edf(task, candidates)
-        if self._first:  # an unmeasured pair has its first task in flight: maybe re-decided
-            prepared = task if isinstance(task, PreparedTask) else prepare(task)
-            decision = self._gated(
-                lambda among, explore: self._place(prepared, among, explore=explore), candidates
-            )
-        else:
-            decision = self._place(task, candidates)
-        if decision.placed and not self.exploration.paused:  # a preview commits nothing
-            self._first.add(decision, self._untrusted(decision))
-        return decision
+        return self._place(task, candidates)
 
     def _place(
         self,
@@ -364,7 +355,7 @@ class Placer(
             raise InvalidInput("started: the decision placed nothing")
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
-        self._running.start(decision, now, unmeasured=decision in self._first)
+        self._running.start(decision, now, unmeasured=bool(self._untrusted(decision)))
         self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
