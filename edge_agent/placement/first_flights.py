@@ -2,23 +2,28 @@
 
 A (task class, device) pair whose estimate nobody has measured yet (the roofline; the
 roofline times the device's factor on other models, or calibrated on its profile's
-published figures for other models: ``pooling``) takes one task at a time until its first
-measurement: such an estimate can be several times optimistic, and a device that looks
-fast on paper would otherwise collect every task that arrives while its first one runs,
-each queued behind the same wrong estimate. Once a measurement is in (or when the pair's
-estimate is a published figure, or a factor given by ``import_corrections``) the gate is
-gone. When every candidate of a call is gated, none is (the task must go somewhere). An
-exploration probe is never re-decided: it is itself such a first task. While such a task
-runs, its device counts it as holding at least as long again as it has run
-(``running.remaining_s``), so other classes do not queue behind it either on the strength
-of the same guess.
+published figures for other models: ``pooling``) is a guess that can be several times
+optimistic. Two rules keep work from queueing behind it:
 
-Every policy places through the gate (``Placer.place_one``; under a deadline policy with
-the earlier-deadline view, ``deadline_placing``). bench_sim_slo's edge-mixed scenario
-(latency-first / oracle, seeds 1-3) at 80% load: 1.206 / 1.550 / 1.074 before, with the
-gate and the calibrated cold estimates 1.150 / 1.358 / 1.146, with the running rule
-1.117 / 1.468 / 1.155; the gap is a backlog built in the first fifth of the run
-(``tools/lat_first_gap.py``).
+- under a deadline policy (``deadline_placing``) such a pair takes one task at a time
+  until its first measurement: a device that looks fast on paper would otherwise collect
+  every task that arrives while its first one runs. Once a measurement is in (or when the
+  pair's estimate is a published figure, or a factor given by ``import_corrections``) the
+  gate is gone. When every candidate of a call is gated, none is (the task must go
+  somewhere). An exploration probe is never re-decided: it is itself such a first task;
+- under every policy, a task started on such an estimate holds its device at least as
+  long again as it has run (``running.remaining_s``): reaching its estimate says little
+  about its end, so the device is not taken as free for the next task of any class.
+
+The gate is not used under other policies: on bench_sim_slo's edge-mixed scenario,
+latency-first / oracle over seeds 1-7 averaged 1.067 (50% load) and 1.144 (80%) before;
+with the gate (and the running rule, calibrated and drift-scaled cold estimates) 1.066 /
+1.143; with the running rule and those estimates alone 1.054 / 1.103 (seeds 1-3 at 80%:
+1.206 / 1.550 / 1.074 -> 1.225 / 1.340 / 1.059). One task at a time leaves a right
+estimate's capacity unused while its first result is out, which at 50% costs more than the
+wrong ones it stops; under a deadline policy a task's deadline is at stake instead.
+``tools/lat_first_gap.py`` splits the remaining gap: a backlog built in the first fifth
+of the run at 80%.
 """
 
 from __future__ import annotations

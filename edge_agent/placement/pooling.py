@@ -23,9 +23,10 @@ A device slower (or faster) than its published figures is so for most models (cl
 thermals, a runtime version): once a model with a published figure is measured there, the
 geometric mean of measured / published over its measured models (else its twins') scales
 the published priors of its models not measured yet (labelled ``DRIFTED``). On
-bench_sim_slo (latency-first / oracle, seed 1, 50% / 80%), slo-published with its two
-hidden-slow devices went from 1.020 / 1.016 to 1.000 / 0.999; edge-mixed (its RK3588
-NPUs 1.5x slow), seeds 1-3 at 80%, from 1.117 / 1.468 / 1.155 to 1.126 / 1.428 / 1.144.
+bench_sim_slo (latency-first / oracle, seed 1, 50% / 80%, with the slo-first-only gate of
+``first_flights`` under every policy at the time), slo-published with its two hidden-slow
+devices went from 1.020 / 1.016 to 1.000 / 0.999; edge-mixed (its RK3588 NPUs 1.5x slow),
+seeds 1-3 at 80%, from 1.117 / 1.468 / 1.155 to 1.126 / 1.428 / 1.144.
 
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
