@@ -23,7 +23,7 @@ class _Recorder(SloAgentChooser):
 
 
 def _run(queue_order: str) -> tuple[float, list[Job]]:
-    sc = published_scenario(0.8, 2000, 1)
+    sc = published_scenario(0.8, 4000, 1)  # 2000: FIFO had not yet fallen behind (3 points)
     memory = {tt: model_info(tt[0]).contract(tt[1]).memory_needed() for tt in sc.truth.types}
     agent = _Recorder(
         sc.fleet,
