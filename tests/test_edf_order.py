@@ -58,6 +58,10 @@ def test_a_starved_task_waits_on_while_going_first_would_cost_a_feasible_deadlin
     roomy = Waiting(2, 3.0, 1.0)  # feasible now and after the starved one
     assert next_index([starved, just_in_time], 0.0) == 1
     assert next_index([starved, roomy], 0.0) == 0
+    # nor while it would make a later one of the deadlines that can all be met late
+    second = Waiting(3, 2.4, 1.0)  # met after the first; late after the starved one too
+    assert next_index([starved, Waiting(2, 2.0, 0.5), second], 0.0) == 1  # 2 is met either way
+    assert next_index([starved, Waiting(2, 2.0, 0.5), Waiting(3, 3.0, 1.0)], 0.0) == 0
     # at the hard bound the oldest goes first even at that cost
     starved.passed = HARD_PASSED_FACTOR * MAX_PASSED
     assert next_index([starved, just_in_time], 0.0) == 0
@@ -131,3 +135,15 @@ def test_work_estimated_hopeless_does_not_count_ahead_of_a_feasible_task(backend
     assert lost.late
     tight = p.preview(task(10.0, deadline_s=2.0 * service))  # due later, but feasible
     assert tight.latency_s == pytest.approx(service, rel=1e-6)
+
+
+def test_a_long_task_that_would_make_later_ones_late_is_set_aside() -> None:
+    """Most deadlines met (Moore-Hodgson), not plain earliest deadline first."""
+    long_one = Waiting(0, 0.5, 0.45)  # due first; run first, the two after it end late
+    a, b = Waiting(1, 0.52, 0.1), Waiting(2, 0.6, 0.1)
+    waiting = [long_one, a, b]
+    assert next_index(waiting, 0.0) == 1  # earliest deadline first would start 0: 1 met
+    order = [pop_next(waiting, 0.0).seq, pop_next(waiting, 0.1).seq]
+    assert order == [1, 2]  # two met; the long one, now hopeless, runs last
+    # with room for all three, plain deadline order stands
+    assert next_index([Waiting(0, 0.5, 0.45), Waiting(1, 0.6, 0.1)], 0.0) == 0

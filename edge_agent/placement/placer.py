@@ -221,21 +221,12 @@ class Placer(
         if explore and self.exploration.due(cls):
             return self._explore(prepared.contract, cls, candidates)
         self._probe_tick += explore
-        if self._probe_tick >= learning.PROBE_EVERY:
-            self._probe_tick = 0
-            probe = self._probe(cls, candidates)
-            if probe is not None:
-                return Decision(
-                    prepared.contract,
-                    probe[0],
-                    self._ctx,
-                    probe[1],
-                    cls,
-                    self._sources[cls],
-                    probe=True,
-                )
+        probed = False
         # the hot path, inlined (``_decide``)
-        if candidates is None:
+        if self._probe_tick >= learning.PROBE_EVERY:  # also probes clamped factors, if any
+            self._probe_tick = 0
+            status, bad, probed = self._probe(candidates)
+        elif candidates is None:
             status, bad = self._call(1)
         else:
             if candidates is not self._restricted_to:
@@ -245,6 +236,10 @@ class Placer(
             kernel.check(status, bad)
         reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
         row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
+        if probed:
+            return Decision(
+                prepared.contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
+            )
         decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
