@@ -66,6 +66,9 @@ OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted
 #: (GOPs scaling, leave-one-out over the profiles' published pairs): this covers ~2 of it
 POOLED_WITHIN = 4.0
 POOLED = "roofline x factor learned on other models"
+#: the roofline times the geometric mean of published / roofline over the other models the
+#: device's profile publishes (``pooling``): the same spread as ``POOLED``
+CALIBRATED = "roofline calibrated on"
 _ROOFLINE = "roofline"
 _OTHER_PRECISION = "published, other precision"
 
@@ -74,7 +77,7 @@ def optimism(source: str) -> float:
     """Return the factor an untried pair's estimate is divided by when explored (1: never)."""
     if source == _ROOFLINE:
         return ROOFLINE_WITHIN
-    if source == POOLED:
+    if source == POOLED or source.startswith(CALIBRATED):
         return POOLED_WITHIN
     if source.startswith(_OTHER_PRECISION):
         return OTHER_PRECISION_WITHIN

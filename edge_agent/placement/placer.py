@@ -14,11 +14,12 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
-from edge_agent.placement.deadline_placing import DeadlinePlacing, FirstFlights
+from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
 from edge_agent.placement.explore import CONGESTED, Explorer
+from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
@@ -87,13 +88,14 @@ class Placer(
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
-        self._first = FirstFlights()  # unmeasured roofline pairs with a task in flight (EDF)
+        self._first = FirstFlights()  # unmeasured pairs with a task in flight (first_flights)
         self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
         self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
+        self._imported: set[tuple[int, int]] = set()  # pairs given a factor (import_corrections)
         self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], bytes]] = {}  # id -> (set, its flags)
@@ -348,7 +350,7 @@ class Placer(
             raise InvalidInput("started: the decision placed nothing")
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
-        self._running.start(decision, now)
+        self._running.start(decision, now, unmeasured=bool(self._untrusted(decision)))
         self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
