@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.fairshare import FairQueue
-from edge_agent.agent.core.preempt import preempt_for, wants_preemption
+from edge_agent.agent.core.preempt import Budget, Queued, preempt_for, wants_preemption
 from edge_agent.agent.core.store import Store
 from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.web.metrics import AgentMetrics
@@ -309,14 +309,21 @@ class Scheduler:
     def _preempt(
         self, batch: list[Waiting], contracts: list[TaskContract], decisions: list[Decision]
     ) -> list[Job]:
-        """Place urgent unplaced tasks by taking lower-priority queued jobs off their devices."""
+        """Place urgent unplaced tasks by taking lower-priority queued jobs off their devices.
+
+        The pass's tasks share one ``Budget`` of placement tries (in the batch's fair-queue
+        order: higher priority first); those past it stay late, counted as skipped."""
         victims: list[Job] = []
+        budget = Budget()
+        queued: Queued | None = None
         for i, decision in enumerate(decisions):
             if not wants_preemption(decision):
                 continue
             if decision.placed:  # late: try to meet the deadline by preempting first
                 self.placer.release(decision)
-            found = preempt_for(self.placer, contracts[i], self.jobs.queued())
+            if queued is None:  # once a pass, and only when some task is late
+                queued = Queued(self.jobs.queued())
+            found = preempt_for(self.placer, contracts[i], queued, budget)
             if found is None:
                 if decision.placed:  # nothing to preempt: late, on the earliest finish
                     decisions[i] = tiers.place_one(self.placer, contracts[i])
@@ -331,6 +338,13 @@ class Scheduler:
                 batch[i].task_id,
                 contracts[i].priority,
                 len(displaced),
+            )
+        if budget.skipped:
+            self.metrics.preemptions_skipped.inc(budget.skipped)
+            _log.warning(
+                "%s urgent tasks not tried for preemption: this pass's %s tries were spent",
+                budget.skipped,
+                budget.tries,
             )
         return victims
 
