@@ -24,7 +24,11 @@ sample count beside it; the ``*_vs_floor`` keys are the agent's p99 over the nul
 in the same run (the machine is shared: compare ratios, not absolute figures), and
 ``*_cpu_ms_per_task`` is the CPU time each server process used per task from the first
 request to the last ``placed_at`` seen (less sensitive to a loaded box than wall time;
-it includes the runs of the tasks already placed by then). Each mode starts once the agent
+it includes the runs of the tasks already placed by then); ``*_client_cpu_ms_per_task`` is
+this load generator's own CPU per task over the same span (it shares the server's cores).
+The keep-alive and sustained lanes are bare asyncio protocols (a pre-encoded request, each
+202 parsed for its task id where it lands) on uvloop where installed, the same client for
+both servers. Each mode starts once the agent
 has run every task of the mode before (``quiesce``), so no mode pays for another's runs.
 ``--modes`` runs a subset (e.g. ``--modes batch,sustained --sustained-s 3`` while iterating);
 ``--py-spy DIR`` samples the agent with py-spy during each mode (raw stacks in
@@ -59,6 +63,7 @@ from bench_agent_harness import (
     latencies_ms,
     percentile,
     placed_at,
+    run_load,
     spawn,
     spawn_null,
     workdir,
@@ -159,8 +164,12 @@ def main() -> None:
                         args.py_spy.mkdir(parents=True, exist_ok=True)
                         spy = Spy(proc.pid, args.py_spy / f"{mode}.txt")
                     start_t, start_cpu = time.monotonic(), cpu_s(proc.pid)
-                    acked = asyncio.run(load(port))
+                    own_cpu = time.process_time()
+                    # the keep-alive lanes on uvloop where installed: a cheaper generator
+                    run = run_load if mode.startswith(("keepalive", "sustained")) else asyncio.run
+                    acked = run(load(port))
                     elapsed = time.monotonic() - start_t
+                    own_cpu = time.process_time() - own_cpu
                     lat = settle(data, acked)
                     if spy is not None:  # where its Python time went (shares of samples)
                         shares = breakdown(spy.stop())
@@ -172,6 +181,9 @@ def main() -> None:
                     if acked:  # the server's own CPU per task, submit to placed: load-proof
                         used = cpu_s(proc.pid) - start_cpu
                         result[f"{prefix}_cpu_ms_per_task"] = round(used / len(acked) * 1e3, 3)
+                        # the load generator's own, on the same cores
+                        per_task = own_cpu / len(acked) * 1e3
+                        result[f"{prefix}_client_cpu_ms_per_task"] = round(per_task, 3)
                     if mode == "sustained":
                         result[f"{prefix}_tasks_per_s"] = round(len(acked) / elapsed, 1)
                 agent_p99 = result.get(f"{mode}_p99_ms")

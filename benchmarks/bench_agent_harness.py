@@ -21,11 +21,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parents[1]
+T = TypeVar("T")
 #: A task an emulated RK3588 finishes in well under a millisecond.
 FAST_TASK: dict[str, Any] = {"semantics": {"gflops": 0.001}, "task_class": "bench"}
 
@@ -142,35 +143,96 @@ async def keepalive(
     """Submit over ``connections`` keep-alive connections, one request in flight on each.
 
     ``n`` tasks in all, or (``seconds`` > 0) as many as fit in ``seconds``. Return (task id,
-    sent) per 202.
+    sent) per 202. Each connection is a bare protocol (``_Lane``): the request is
+    pre-encoded and each answer parsed where it lands, so the generator, on the same cores
+    as the server, spends as little CPU per request as it can (``run_load`` adds uvloop).
     """
     msg = request(port, "/v1/tasks", json.dumps(FAST_TASK).encode())
     acked: list[tuple[str, float]] = []
     left = [n]
     stop_at = time.monotonic() + seconds
 
-    async def lane() -> None:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        try:
-            while (time.monotonic() < stop_at) if seconds > 0 else left[0] > 0:
-                left[0] -= 1
-                sent = time.time()
-                writer.write(msg)
-                status, body = await answer(reader)
-                if status == 202:
-                    acked.append((json.loads(body)["task"]["id"], sent))
-        finally:
-            writer.close()
+    def more() -> bool:
+        if seconds > 0:
+            return time.monotonic() < stop_at
+        left[0] -= 1
+        return left[0] >= 0
 
-    await asyncio.gather(*(lane() for _ in range(connections)))
+    loop = asyncio.get_running_loop()
+    lanes = []
+    for _ in range(connections):
+        done: asyncio.Future[None] = loop.create_future()
+        await loop.create_connection(lambda d=done: _Lane(msg, acked, more, d), "127.0.0.1", port)
+        lanes.append(done)
+    await asyncio.gather(*lanes)
     return acked
 
 
-def distinct_task(i: int) -> dict[str, Any]:
+class _Lane(asyncio.Protocol):
+    """One keep-alive connection of ``keepalive``: send, read the answer, send again."""
+
+    def __init__(
+        self,
+        msg: bytes,
+        acked: list[tuple[str, float]],
+        more: Callable[[], bool],
+        done: asyncio.Future[None],
+    ) -> None:
+        self.msg, self.acked, self.more, self.done = msg, acked, more, done
+        self.buf = b""
+        self.sent = 0.0
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._next()
+
+    def _next(self) -> None:
+        assert self.transport is not None
+        if not self.more():
+            self.transport.close()
+            if not self.done.done():
+                self.done.set_result(None)
+            return
+        self.sent = time.time()
+        self.transport.write(self.msg)
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        end = self.buf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = self.buf[:end].lower() + b"\r\n"
+        at = head.find(b"\r\ncontent-length:")
+        length = int(head[at + 17 : head.find(b"\r\n", at + 2)]) if at >= 0 else 0
+        if len(self.buf) < end + 4 + length:
+            return
+        body, self.buf = self.buf[end + 4 : end + 4 + length], self.buf[end + 4 + length :]
+        if head[9:12] == b"202":
+            self.acked.append((json.loads(body)["task"]["id"], self.sent))
+        self._next()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.done.done():  # closed while a request was in flight
+            self.done.set_exception(exc or ConnectionError("the server closed the connection"))
+
+
+def run_load(load: Awaitable[T]) -> T:
+    """Run a client load on uvloop where installed (the agent's own event loop, and a
+    cheaper one for a generator sharing the server's cores), else on asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(load)  # type: ignore[arg-type]
+    return uvloop.run(load)  # type: ignore[arg-type]
+
+
+def distinct_task(i: int, salt: int = 0) -> dict[str, Any]:
     """Return the ``i``-th of a batch of different tiny contracts: its own gflops, one of
-    three priorities, and a deadline on every other task (so no two share a contract)."""
+    three priorities, and a deadline on every other task (so no two share a contract).
+    Another ``salt`` (up to a million) moves every gflops a little: another batch's."""
     task: dict[str, Any] = {
-        "semantics": {"gflops": 0.001 + i * 1e-6},
+        "semantics": {"gflops": 0.001 + i * 1e-6 + salt * 1e-12},
         "task_class": "bench",
         "priority": i % 3,
     }
@@ -179,12 +241,15 @@ def distinct_task(i: int) -> dict[str, Any]:
     return task
 
 
-async def batch(port: int, n: int, distinct: bool = False) -> list[tuple[str, float]]:
+async def batch(
+    port: int, n: int, distinct: bool = False, salt: int = 0
+) -> list[tuple[str, float]]:
     """Submit ``n`` tasks in one ``POST /v1/tasks:batch``; return (task id, sent) per task.
 
     ``distinct``: every task a different contract (``distinct_task``), not ``n`` copies of
-    ``FAST_TASK``, so that nothing per contract kind can be reused across the batch."""
-    tasks = [distinct_task(i) for i in range(n)] if distinct else [FAST_TASK] * n
+    ``FAST_TASK``, so that nothing per contract kind can be reused across the batch (nor
+    across batches given different ``salt``)."""
+    tasks = [distinct_task(i, salt) for i in range(n)] if distinct else [FAST_TASK] * n
     body = json.dumps({"tasks": tasks}).encode()
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     sent = time.time()
@@ -285,7 +350,10 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("executor (runs, starts, finishes)", ("executor.py", "jobs.py", "store_runs.py")),
     ("scheduler (queue, wake-ups, dispatch)", ("scheduler.py", "fairshare.py", "service.py")),
     ("intake queue (coalescer)", ("intake_queue.py",)),
-    ("http (aiohttp, middlewares)", ("aiohttp/", "http_limits.py", "http_errors.py")),
+    (
+        "http (aiohttp, middlewares, express lane)",
+        ("aiohttp/", "http_limits.py", "http_errors.py", "http_express.py"),
+    ),
 )
 
 

@@ -3,9 +3,10 @@
     python benchmarks/bench_hub_heartbeat.py [--curve 1000,2000,4000,8000,12000,16000]
                                              [--interval 5] [--duration 15] [--quick]
 
-The hub runs as its own process (``cloud-hub run`` code, real SQLite file with WAL and
-synchronous=FULL). The simulated agents run in this process (``hub_heartbeat_load``): each
-enrols with the join token, holds its own keep-alive connection, and sends a real heartbeat
+The hub runs as its own process (``cloud-hub run`` code, real SQLite file in WAL mode;
+heartbeats commit with synchronous=NORMAL, everything else FULL: docs/hub-protocol.md §3).
+The simulated agents run in this process (``hub_heartbeat_load``): each enrols with the
+join token, holds its own keep-alive connection, and sends a real heartbeat
 (two devices) signed with its own key, fresh nonce and timestamp, every interval the hub's
 answer names, at a random phase; it checks the hub's signature on every answer.
 
@@ -57,6 +58,8 @@ except ImportError:
 P99_BOUND_MS = 50.0
 TARGET_AGENTS = 8000
 SIZES = "1000,2000,4000,8000,12000,16000"
+#: Seconds between two ticks of the load generator's loop-lag probe.
+LAG_TICK_S = 0.01
 #: Enrolments (and first connections) in flight at once while the fleet grows.
 ENROL_AT_ONCE = 100
 RUN = (
@@ -127,6 +130,16 @@ def bucket_p99_ms(before: dict[float, float], after: dict[float, float]) -> floa
     return None
 
 
+def cpu_pressure() -> float | None:
+    """Return the share of the last 10 s in which some runnable task waited for a CPU (PSI):
+    near 100 the hub's one event-loop thread gets only its fair share of a core."""
+    try:
+        line = Path("/proc/pressure/cpu").read_text().splitlines()[0]
+    except (OSError, IndexError):
+        return None
+    return float(line.split("avg10=")[1].split()[0])
+
+
 def _cpu(proc: psutil.Process) -> tuple[float, float]:
     """Return the process's (user + system, system) CPU seconds."""
     t = proc.cpu_times()
@@ -141,7 +154,15 @@ async def measure(agents: list[RawAgent], duration: float, hub: psutil.Process) 
     latencies: list[float] = []
     errors: list[str] = []
     until = wall0 + duration
-    await asyncio.gather(*(heartbeat_loop(a, until, latencies, errors) for a in agents))
+    lags: list[float] = []
+
+    async def lag() -> None:  # the generator's own loop: a stall here is not the hub's
+        while time.perf_counter() < until:
+            t = time.perf_counter()
+            await asyncio.sleep(LAG_TICK_S)
+            lags.append(time.perf_counter() - t - LAG_TICK_S)
+
+    await asyncio.gather(lag(), *(heartbeat_loop(a, until, latencies, errors) for a in agents))
     (hub1, sys1), (me1, _), wall1 = _cpu(hub), _cpu(me), time.perf_counter()
     latencies.sort()
     n, wall = len(latencies), wall1 - wall0
@@ -167,6 +188,8 @@ async def measure(agents: list[RawAgent], duration: float, hub: psutil.Process) 
         "hub_rss_mb": round(hub.memory_info().rss / 2**20, 1),
         "load_cpu_pct": round(100 * (me1 - me0) / wall, 1),
         "load_cpu_us_per_heartbeat": round((me1 - me0) * per_beat, 1),
+        "load_loop_lag_ms_p99": round(sorted(lags)[int(0.99 * len(lags))] * 1e3, 1),
+        "load_loop_lag_ms_max": round(max(lags) * 1e3, 1),
     }
 
 
@@ -185,7 +208,11 @@ async def curve(url: str, sizes: list[int], duration: float, hub_pid: int) -> di
         # the hub's own time from request to answer (verify, store, commit, sign): the rest
         # of the round trip is waiting to be read, scheduled and written
         step["hub_handler_p99_ms_at_most"] = bucket_p99_ms(buckets, await handler_buckets(url))
-        step |= {"hub_asks_interval_s": asked, "load_avg_1m": round(os.getloadavg()[0], 2)}
+        step |= {
+            "hub_asks_interval_s": asked,
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "cpu_pressure_some_pct": cpu_pressure(),
+        }
         steps.append(step)
         print(
             f"{size:>6} agents every {step['interval_s']:g} s: {step['heartbeats_per_s']:.0f}/s,"
@@ -193,8 +220,10 @@ async def curve(url: str, sizes: list[int], duration: float, hub_pid: int) -> di
             f" errors {step['errors']}, hub handler p99 <= {step['hub_handler_p99_ms_at_most']} ms,"
             f" hub CPU {step['hub_cpu_pct']}%"
             f" ({step['hub_cpu_us_per_heartbeat']} us/heartbeat), load generator"
-            f" {step['load_cpu_pct']}% ({step['load_cpu_us_per_heartbeat']} us/heartbeat),"
-            f" load average {step['load_avg_1m']:.1f}",
+            f" {step['load_cpu_pct']}% ({step['load_cpu_us_per_heartbeat']} us/heartbeat,"
+            f" its loop late by <= {step['load_loop_lag_ms_p99']} ms p99),"
+            f" load average {step['load_avg_1m']:.1f},"
+            f" CPU pressure {step['cpu_pressure_some_pct']}%",
             flush=True,
         )
         if step["p99_ms"] is not None and step["p99_ms"] <= P99_BOUND_MS and not step["errors"]:

@@ -55,7 +55,11 @@ class RawAgent:
 
     @property
     def idle(self) -> bool:
-        """Whether the agent holds no connection."""
+        """Whether the agent holds no open connection: none, or one the hub has closed (an
+        idle keep-alive connection past its timeout), which a client drops, as aiohttp's
+        pool does, rather than send on it."""
+        if self._writer is not None and self._reader is not None and self._reader.at_eof():
+            self.close()
         return self._writer is None
 
     async def connect(self) -> None:
@@ -121,7 +125,8 @@ async def heartbeat_loop(
     """Heartbeat at the interval the hub names, from a random phase, until ``until``.
 
     The connection is opened just before the first heartbeat (the hub closes one that sends
-    no request head within its ``header_timeout_s``) and is not part of its round trip.
+    no request head within its ``header_timeout_s``), and again when the hub has closed it
+    (idle past its keep-alive while a large fleet enrols), and is not part of its round trip.
     """
     await asyncio.sleep(random.uniform(0, agent.interval_s))
     while (started := time.perf_counter()) < until:

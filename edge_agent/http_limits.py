@@ -36,6 +36,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from edge_agent.http_errors import Handler, error_response
+from edge_agent.http_express import Express, ExpressLane
 
 _log = logging.getLogger(__name__)
 
@@ -96,6 +97,8 @@ class ConnectionGuard(Collector):
         self.limits = limits
         self.counts: Counter[str] = Counter()
         self._conns: dict[asyncio.Transport, _Conn] = {}  # insertion order: oldest first
+        #: Routes answered ahead of aiohttp (``http_express``); None: every request is aiohttp's.
+        self.express: Express | None = None
 
     def count(self, reason: str) -> None:
         """Count one connection or request cut for ``reason`` (one of REASONS)."""
@@ -273,6 +276,17 @@ class ConnectionGuard(Collector):
             cuts.add_metric([reason], float(self.counts[reason]))
         yield gauge
         yield cuts
+        if self.express is not None:
+            yield CounterMetricFamily(
+                "hetmesh_http_express_answered",
+                "Requests answered in the express lane, ahead of aiohttp (http_express)",
+                value=float(self.express.served),
+            )
+            yield CounterMetricFamily(
+                "hetmesh_http_express_handed",
+                "Connections the express lane handed to aiohttp (a request not plain)",
+                value=float(self.express.handed),
+            )
 
     def fit_descriptors(self) -> None:
         """Raise this process's open-file limit to hold ``max_connections`` (up to the hard
@@ -296,40 +310,67 @@ class ConnectionGuard(Collector):
 
 
 class _Tracked(asyncio.Protocol):
-    """aiohttp's protocol for one connection, with the guard told of its events."""
+    """aiohttp's protocol for one connection, with the guard told of its events.
 
-    __slots__ = ("_guard", "_inner", "_transport")
+    With an express lane (``ConnectionGuard.express``) the lane reads the connection first
+    and aiohttp's protocol is connected only when the lane hands the connection over, so
+    that aiohttp's timers (its keep-alive close) never run on a connection it does not read.
+    """
+
+    __slots__ = ("_guard", "_inner", "_lane", "_transport")
 
     def __init__(self, guard: ConnectionGuard, inner: Any) -> None:
         self._guard = guard
         self._inner = inner
         self._transport: asyncio.Transport | None = None  # None: refused
+        self._lane: ExpressLane | None = None  # None: aiohttp's connection
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's is no asyncio.Transport
         if self._guard.opened(transport):
             self._transport = transport
-            self._inner.connection_made(transport)
+            express = self._guard.express
+            if express is None:
+                self._inner.connection_made(transport)
+            else:
+                self._lane = ExpressLane(express, transport, self._handover, self._busy)
 
     def data_received(self, data: bytes) -> None:
         if self._transport is not None:
             self._guard.received(self._transport, data)
-            self._inner.data_received(data)
+            if self._lane is not None:
+                self._lane.feed(data)
+            else:
+                self._inner.data_received(data)
+
+    def _handover(self, data: bytes) -> None:
+        """The lane gives the connection to aiohttp from ``data`` on."""
+        self._lane = None
+        self._inner.connection_made(self._transport)
+        self._inner.data_received(data)
+
+    def _busy(self, busy: bool) -> None:
+        self._guard._request(self._transport, busy)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._transport is not None else None
+        if self._transport is None or self._lane is not None:
+            return None  # the transport closes (aiohttp's own answer to an EOF)
+        return self._inner.eof_received()  # type: ignore[no-any-return]
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._transport is not None:
             self._guard.closed(self._transport)
-            self._inner.connection_lost(exc)
+            if self._lane is not None:
+                self._lane.lost()
+            else:
+                self._inner.connection_lost(exc)
 
     def pause_writing(self) -> None:
-        if self._transport is not None:
+        if self._transport is not None and self._lane is None:
             self._inner.pause_writing()
 
     def resume_writing(self) -> None:
-        if self._transport is not None:
+        if self._transport is not None and self._lane is None:
             self._inner.resume_writing()
 
 
@@ -366,6 +407,13 @@ class GuardedSite(web.BaseSite):
         host = f"[{self._host}]" if ":" in self._host else self._host
         scheme = "https" if self._ssl_context is not None else "http"
         return f"{scheme}://{host}:{self._port}"
+
+    async def stop(self) -> None:
+        """Stop listening; then let the express lane answer the requests it holds before
+        aiohttp closes the connections (``AppRunner.cleanup`` stops its sites first)."""
+        await super().stop()
+        if self._guard.express is not None:
+            await self._guard.express.close()
 
     async def start(self) -> None:
         """Listen; every connection is admitted by the guard first."""

@@ -274,10 +274,35 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     return HM_ST_OK;
 }
 
-/* Charge the chosen devices with the task and record its estimates. */
-static void commit(double *devices, const double *task, const int32_t *chosen, int n_chosen,
-                   const double *scratch, const double *inv, const double *mins,
-                   double *o_row) {
+/* One pass's options: the optimistic corrections (divisors, except where busy), a pass
+ * restricted to one device (only >= 0), whether its choice is charged (commit), and the
+ * probe of clamped factors (reset: a factor >= reset_hi or <= reset_lo counts as 1). */
+typedef struct {
+    const double *divisors;
+    const uint8_t *busy;
+    int32_t only;
+    int commit;
+    int reset;
+    double reset_lo, reset_hi;
+} pass_opts;
+
+static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+
+/* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */
+static void charge(double *devices, const double *task, const double *o_row) {
+    int j;
+    for (j = 0; j < HM_MAX_GANG && o_row[HM_OUT_ASSIGNED + j] >= 0.0; j++) {
+        double *row = devices + (size_t)o_row[HM_OUT_ASSIGNED + j] * HM_DEV_FIELDS;
+        row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
+        row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
+        if (task[HM_TASK_CONFIG] != 0.0 && !config_loaded(row, task[HM_TASK_CONFIG]))
+            load_config(row, task[HM_TASK_CONFIG]);
+    }
+}
+
+/* Record the chosen devices and the task's estimates in its output row. */
+static void record(const int32_t *chosen, int n_chosen, const double *scratch,
+                   const double *inv, const double *mins, double *o_row) {
     double *est = o_row + HM_OUT_EST, *comp = o_row + HM_OUT_COMP;
     const double *first = scratch + (size_t)chosen[0] * HM_SCR_FIELDS;
     int o, j;
@@ -285,7 +310,6 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
     est[HM_EST_SCORE] = first[HM_SCR_SCORE];
     for (j = 0; j < n_chosen; j++) {
         const double *scr = scratch + (size_t)chosen[j] * HM_SCR_FIELDS;
-        double *row = devices + (size_t)chosen[j] * HM_DEV_FIELDS;
         o_row[HM_OUT_ASSIGNED + j] = (double)chosen[j];
         if (scr[HM_OBJ_LATENCY] > est[HM_EST_LATENCY_S]) est[HM_EST_LATENCY_S] = scr[HM_OBJ_LATENCY];
         if (scr[HM_SCR_SERVICE_EFF] > est[HM_EST_SERVICE_S]) {
@@ -295,10 +319,6 @@ static void commit(double *devices, const double *task, const int32_t *chosen, i
         est[HM_EST_ENERGY_J] += scr[HM_OBJ_ENERGY];
         est[HM_EST_CARBON_G] += scr[HM_OBJ_CARBON];
         o_row[HM_OUT_CHARGED + j] = scr[HM_SCR_SERVICE_EFF] + scr[HM_SCR_RECONF];
-        row[HM_DEV_QUEUE_S] += o_row[HM_OUT_CHARGED + j];
-        row[HM_DEV_MEM_FREE] -= task[HM_TASK_MEM];
-        if (task[HM_TASK_CONFIG] != 0.0 && !config_loaded(row, task[HM_TASK_CONFIG]))
-            load_config(row, task[HM_TASK_CONFIG]);
     }
 }
 
@@ -335,7 +355,11 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                  const double *weights, const double *corrections, int32_t n_classes,
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
-                 int32_t *bad_index, int devices_checked) {
+                 int32_t *bad_index, int devices_checked, const pass_opts *opt) {
+    const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
+    const uint8_t *busy = opt->busy;
+    const int32_t only = opt->only;
+    const int reset = opt->reset;
     int32_t t, d;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
@@ -377,10 +401,15 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
             double inv_pe = 0.0;
-            int reason = (allowed != NULL && !allowed[d]) ? HM_R_EXCLUDED
-                                                          : static_reason(dev, scr, task, &inv_pe);
-            if (reason == HM_R_OK)
-                reason = estimate(dev, task, work, moved, corr[d], inv_pe, scr);
+            int reason = ((allowed != NULL && !allowed[d]) || (only >= 0 && d != only))
+                             ? HM_R_EXCLUDED
+                             : static_reason(dev, scr, task, &inv_pe);
+            if (reason == HM_R_OK) {
+                double corr_d = corr[d];
+                if (divisors != NULL && !(busy != NULL && busy[d])) corr_d = corr_d / divisors[d];
+                if (reset && (corr_d >= reset_hi || corr_d <= reset_lo)) corr_d = 1.0;
+                reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
+            }
             scr[HM_SCR_REASON] = (double)reason;
             if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
             if (reason != HM_R_OK) {
@@ -420,7 +449,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
             o_row[HM_OUT_EST + HM_EST_RUNNER_UP_SCORE] = top[n_chosen];
         }
-        commit(devices, task, chosen, n_chosen, scratch, inv, mins, o_row);
+        record(chosen, n_chosen, scratch, inv, mins, o_row);
+        if (opt->commit) charge(devices, task, o_row);
     }
     return HM_ST_OK;
 }
@@ -429,15 +459,108 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
-                 reasons, NULL, bad_index, 0);
+                 reasons, NULL, bad_index, 0, &PLAIN);
+}
+
+/* One pass of an exploration over task row 0: into out row `row`, reasons row `row` if
+ * asked (and kept); nothing is charged. */
+static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *opt) {
+    uint8_t *reasons = (with_reasons && c->reasons != NULL) ? c->reasons + (size_t)row * c->n_dev
+                                                            : NULL;
+    int st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
+                   c->scratch, c->out + (size_t)row * HM_OUT_FIELDS, reasons, c->allowed,
+                   &c->bad_index, c->devices_checked != 0, opt);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
+}
+
+/* HM_MODE_EXPLORE (see hm_place_bound). */
+static int explore(hm_call *c) {
+    const double *divisors = c->divisors;
+    const uint8_t *busy = c->busy;
+    int32_t *outcome = &c->outcome;
+    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
+    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
+    const double *usual, *probe;
+    int32_t d, chosen;
+    int st, untried = 0, candidate = 0, hopeless;
+    if (divisors == NULL) return HM_ST_BAD_SHAPE;
+    *outcome = HM_EX_NO_UNTRIED;
+    for (d = 0; d < c->n_dev; d++) {
+        if (!(divisors[d] >= 1.0 && divisors[d] <= DBL_MAX)) {
+            c->bad_index = d;
+            return HM_ST_BAD_CORRECTION;
+        }
+    }
+    st = explore_pass(c, HM_EX_ROW_USUAL, 1, &honest);
+    if (st != HM_ST_OK) return st;
+    usual = c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS;
+    for (d = 0; d < c->n_dev; d++) {
+        if (divisors[d] > 1.0 && !(busy != NULL && busy[d])) {
+            untried = 1;
+            candidate |= c->allowed == NULL || c->allowed[d];
+        }
+    }
+    if (!untried || !candidate) {
+        *outcome = untried ? HM_EX_NONE_AMONG_CANDIDATES : HM_EX_NO_UNTRIED;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    optimistic.divisors = divisors;
+    optimistic.busy = busy;
+    st = explore_pass(c, HM_EX_ROW_OPTIMISTIC, 0, &optimistic);
+    if (st != HM_ST_OK) return st;
+    chosen = (int32_t)c->out[(size_t)HM_EX_ROW_OPTIMISTIC * HM_OUT_FIELDS + HM_OUT_ASSIGNED];
+    if (chosen < 0 || divisors[chosen] == 1.0 || (busy != NULL && busy[chosen])) {
+        *outcome = HM_EX_FRUITLESS;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    honest.only = chosen;
+    st = explore_pass(c, HM_EX_ROW_PROBE, 1, &honest);
+    if (st != HM_ST_OK) return st;
+    probe = c->out + (size_t)HM_EX_ROW_PROBE * HM_OUT_FIELDS;
+    hopeless = usual[HM_OUT_ASSIGNED] >= 0.0 && ((int)usual[HM_OUT_FLAGS] & HM_OF_LATE);
+    if (probe[HM_OUT_ASSIGNED] < 0.0 || (((int)probe[HM_OUT_FLAGS] & HM_OF_LATE) && !hopeless)) {
+        *outcome = HM_EX_DEFERRED;
+        charge(c->devices, c->tasks, usual);
+        return HM_ST_OK;
+    }
+    *outcome = HM_EX_PROBE;
+    charge(c->devices, c->tasks, probe);
+    return HM_ST_OK;
+}
+
+/* HM_MODE_PROBE (see hm_place_bound). */
+static int probe_clamped(hm_call *c) {
+    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+    double cls, lo = c->clamp_lo, hi = c->clamp_hi;
+    int32_t d, *stuck = &c->outcome;
+    int st;
+    *stuck = 0;
+    cls = c->n_dev > 0 && c->tasks != NULL ? c->tasks[HM_TASK_CLASS] : -1.0;
+    if (small_int(cls, 0, (double)c->n_classes - 1.0)) { /* else place() refuses the task */
+        const double *row = c->corrections + (size_t)cls * c->n_dev;
+        for (d = 0; d < c->n_dev && !*stuck; d++) *stuck = row[d] >= hi || row[d] <= lo;
+    }
+    probe.reset = *stuck;
+    probe.reset_lo = lo;
+    probe.reset_hi = hi;
+    st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
+               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
+               c->devices_checked != 0, &probe);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
 }
 
 int hm_place_bound(hm_call *c, int32_t n_task) {
     int st;
     if (c == NULL) return HM_ST_BAD_SHAPE;
+    if (c->mode == HM_MODE_EXPLORE) return explore(c);
+    if (c->mode == HM_MODE_PROBE) return probe_clamped(c);
     st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
                c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
-               c->devices_checked != 0);
+               c->devices_checked != 0, &PLAIN);
     c->devices_checked = st == HM_ST_OK;
     return st;
 }

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 2
+#define HM_ABI_VERSION 3
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -100,6 +100,20 @@
 
 /* output flags */
 #define HM_OF_LATE 1 /* no device meets the deadline: placed on the earliest finish */
+
+/* an exploration call (hm_place_bound's modes): its outcomes, output rows, the modes */
+#define HM_EX_NO_UNTRIED 0 /* no device is untried (and free to probe): the usual choice */
+#define HM_EX_NONE_AMONG_CANDIDATES 1 /* untried devices, none a candidate: the usual one */
+#define HM_EX_FRUITLESS 2 /* the optimistic pass chose a tried device (or none): usual */
+#define HM_EX_DEFERRED 3 /* the probe would be unplaced or late (the usual choice is not) */
+#define HM_EX_PROBE 4 /* the untried device the optimistic pass chose: committed */
+#define HM_EX_ROW_USUAL 0
+#define HM_EX_ROW_PROBE 1
+#define HM_EX_ROW_OPTIMISTIC 2
+#define HM_EX_ROWS 3
+#define HM_MODE_PLACE 0
+#define HM_MODE_EXPLORE 1
+#define HM_MODE_PROBE 2
 
 /* rejection reasons */
 #define HM_R_OK 0
@@ -197,9 +211,37 @@ typedef struct {
     const uint8_t *allowed; /* n_dev flags, nonzero = a candidate; NULL = every device */
     int32_t bad_index;
     int32_t devices_checked;
+    int32_t mode;           /* HM_MODE_*: what the next call does (the caller resets it) */
+    const double *divisors; /* HM_MODE_EXPLORE: n_dev finite factors >= 1 */
+    const uint8_t *busy;    /* HM_MODE_EXPLORE: n_dev flags (or NULL) */
+    double clamp_lo;        /* HM_MODE_PROBE: factors <= clamp_lo or >= clamp_hi count as 1 */
+    double clamp_hi;
+    int32_t outcome;        /* out: HM_MODE_EXPLORE's HM_EX_*, HM_MODE_PROBE's "stuck" */
 } hm_call;
 
+/* Place like hm_place_batch; with call->mode (task row 0 alone, n_task is ignored):
+ *
+ * HM_MODE_EXPLORE, one exploration decision (the Placer's ``_explore``):
+ * 1. the usual pass: out row HM_EX_ROW_USUAL, reasons row 0;
+ * 2. when a device is untried (divisors[d] > 1 and busy[d] == 0) among the call's
+ *    candidates: the optimistic pass, with those devices' corrections divided by
+ *    divisors[d], into out row HM_EX_ROW_OPTIMISTIC (no reasons);
+ * 3. when it chose an untried device: that device's honest pass (its own correction, the
+ *    other devices excluded), out row HM_EX_ROW_PROBE, reasons row 1.
+ * Exactly one of the usual decision and the probe is committed: the probe when it is
+ * placed and either on time or the usual choice is late anyway (outcome HM_EX_PROBE),
+ * else the usual decision (outcome says why). Each pass computes what a plain call would
+ * from the state before the call. out needs HM_EX_ROWS rows, reasons (if any) 2. A divisor
+ * < 1 or not finite: HM_ST_BAD_CORRECTION, bad_index = the device.
+ *
+ * HM_MODE_PROBE, a decision that probes its class's clamped factors (the Placer's
+ * ``_probe``): outcome = 1 when a factor of the class's correction row is >= clamp_hi or
+ * <= clamp_lo, and then the pass counts those factors as 1; else the plain pass. Either
+ * way the choice is committed.
+ *
+ * One entry for all modes, so that the rare ones run through the same warm call path. */
 int hm_place_bound(hm_call *call, int32_t n_task);
+
 /* cffi:end */
 
 #endif

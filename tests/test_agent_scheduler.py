@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from edge_agent.agent.config import AgentConfig
+from edge_agent.agent.core import preempt
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.fairshare import FairQueue
 from edge_agent.agent.core.fleet import build_fleet
@@ -21,7 +22,7 @@ from edge_agent.agent.core.store import Store
 from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.web.api import make_app
 from edge_agent.agent.web.metrics import AgentMetrics
-from edge_agent.placement import Placer, Policy, Requirements, Semantics, TaskContract
+from edge_agent.placement import Placer, Policy, Requirements, Semantics, TaskContract, tiers
 from tests.support.jobs import placed_job
 
 #: ~65 ms on the emulated RK3588 CPU (its roofline: no published latency for an opaque task).
@@ -120,6 +121,97 @@ def test_preempt_for_takes_only_what_the_deadline_needs_and_restores_otherwise()
     snapshot = {d: placer2.live(d) for d in placer2.device_ids}
     assert preempt_for(placer2, urgent, same) is None
     assert {d: placer2.live(d) for d in placer2.device_ids} == snapshot
+
+
+class Tried:
+    """Counts preemption's placement tries: ``preempt``'s view of ``tiers``, counting."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.rules_of = tiers.rules_of
+
+    def place_one(self, *args: Any, **kwargs: Any) -> Any:
+        self.n += 1
+        return tiers.place_one(*args, **kwargs)
+
+
+def test_preemption_bisects_for_the_fewest_victims(monkeypatch: pytest.MonkeyPatch) -> None:
+    """64 queued jobs: the fewest that are enough, found in 2 + log2(64) tries, not one a job."""
+    monkeypatch.setattr(preempt, "tiers", tried := Tried())
+    placers = [Placer(build_fleet("rk3588").devices) for _ in range(2)]  # and its twin
+    queued = [placed_job(f"low{i}", placers[0].place_one(contract())) for i in range(64)]
+    for job in queued:
+        placers[1].place_one(job.decision.task)
+    service = queued[0].decision.service_s
+    urgent = contract(priority=10, deadline_s=20.5 * service)
+    found = preempt_for(placers[0], urgent, queued)
+    assert found is not None
+    decision, victims = found
+    assert decision.placed and not decision.late
+    on_device = [j for j in queued if j.decision.device_id == decision.device_id]
+    assert [v.task_id for v in victims] == [j.task_id for j in on_device[::-1][: len(victims)]]
+    assert 1 < len(victims) < len(on_device) - 1
+    for victim in victims[:-1]:  # one fewer is not enough
+        placers[1].release(victim.decision)
+    assert placers[1].preview(urgent).late
+    assert tried.n <= 2 + math.ceil(math.log2(len(on_device)))  # a linear scan: len(victims)
+
+
+@pytest.mark.parametrize("tries_per_pass", [preempt.TRIES_PER_PASS, 50])
+def test_a_batch_of_hopeless_urgent_tasks_costs_bounded_tries(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, tries_per_pass: int
+) -> None:
+    """The reported denial of service, scaled down: 300 late urgent tasks behind 300 queued
+    lower-priority jobs (each different) once cost up to 256 tries a task (76,800 here, and
+    minutes of CPU at 1,000); now at most one a device for a task hopeless there, and never
+    more than the pass's budget, the tasks past it counted as skipped."""
+    monkeypatch.setattr(preempt, "TRIES_PER_PASS", tries_per_pass)
+    placer = Placer(build_fleet("rk3588").devices)
+    queued = {}
+    for i in range(300):
+        low = contract(priority=0, deadline_s=0.0)
+        low = TaskContract(Semantics(5.0 + i * 1e-3), low.requirements)
+        queued[f"low{i}"] = placed_job(f"low{i}", placer.place_one(low))
+    service = queued["low0"].decision.service_s
+    urgent = [
+        TaskContract(
+            Semantics(5.0 + i * 1e-3),
+            Requirements(kinds=("cpu",), model_format=None, deadline_s=(2 + i % 7) * service),
+            priority=1 + i % 2,
+        )
+        for i in range(300)
+    ]
+
+    class Queue:  # the scheduler's Dispatcher: the queued jobs, none started
+        def dispatch(self, job: Job) -> None:
+            raise AssertionError("only the preemption step runs here")
+
+        def busy(self) -> int:
+            return len(queued)
+
+        def queued(self) -> list[Job]:
+            return list(queued.values())
+
+        def withdraw(self, job: Job) -> None:
+            raise AssertionError("nothing can be preempted for these")
+
+    metrics = AgentMetrics()
+    sched = Scheduler(placer, Store(tmp_path / "unused.db"), metrics, Queue(), batch_size=300)
+    decisions = tiers.place(placer, urgent)
+    late = sum(d.late for d in decisions)
+    assert late == 300  # each is behind the queue and the batch's other tasks
+    monkeypatch.setattr(preempt, "tiers", tried := Tried())
+    batch = [Waiting(f"u{i}", c, None, 0.0, math.inf, "queued") for i, c in enumerate(urgent)]
+    assert sched._preempt(batch, urgent, decisions) == []
+    assert all(d.placed and d.late for d in decisions)  # placed on the earliest finish
+    devices = len({j.decision.device_id for j in queued.values()})
+    assert tried.n <= min(late * devices, tries_per_pass)
+    skipped = metrics.registry.get_sample_value("hetmesh_agent_preemptions_skipped_total")
+    if tries_per_pass >= late * devices:
+        assert skipped == 0
+    else:  # every task tried costs at least one try: the others were skipped
+        assert tried.n == tries_per_pass and skipped is not None
+        assert late - tries_per_pass <= skipped < late
 
 
 @pytest.mark.asyncio

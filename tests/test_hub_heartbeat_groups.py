@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestClient
 
+from cloud_hub.hub import heartbeat_writes
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
 from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
@@ -115,8 +116,10 @@ async def test_a_heartbeat_the_database_refuses_fails_alone_and_its_group_is_kep
         for name in ("a1", "a2", "a3"):
             await store.enrol(Enrolment(name, "t"), 1.0)
         good = heartbeat({"queue_depth": 3})
-        # wire.heartbeat bounds integers to SQLite's; one built around it is what SQLite refuses
-        bad = type(good)(queue_depth=2**64)
+        # wire.heartbeat refuses a device reported twice; one built around it breaks the
+        # devices table's key, which SQLite refuses
+        twice = heartbeat({"devices": devices(1, 0.5)}).devices * 2
+        bad = type(good)(queue_depth=2, devices=twice)
         outcomes = await asyncio.gather(
             store.heartbeat("a1", good, 5.0),
             store.heartbeat("a2", bad, 5.0),
@@ -124,7 +127,7 @@ async def test_a_heartbeat_the_database_refuses_fails_alone_and_its_group_is_kep
             return_exceptions=True,
         )
         assert outcomes[0] is None and outcomes[2] is None
-        assert isinstance(outcomes[1], OverflowError)
+        assert isinstance(outcomes[1], sqlite3.IntegrityError)
         rows = stored(store.db.path, "SELECT id, heartbeats, queue_depth FROM agents ORDER BY id")
         assert rows == [("a1", 1, 3), ("a2", 0, None), ("a3", 1, 3)]
 
@@ -205,3 +208,78 @@ async def test_the_hub_asks_a_growing_fleet_for_longer_intervals_and_judges_and_
     # a learning run waits for two polls at the interval in force, not the configured one
     assert client.app[FEDERATION].settings.gather_s == 3.0  # 2 x 1 s + 1
     assert client.app[FEDERATION].gather_s() == 7.0  # 2 x 3 s + 1
+
+
+@pytest.mark.asyncio
+async def test_a_known_agent_is_answered_before_its_commit_and_reads_wait_for_it(
+    tmp_path: Path,
+) -> None:
+    async with opened_store(tmp_path) as store:
+        await store.enrol(Enrolment("a1", "t"), 1.0)
+        writer = store.heartbeats
+        assert await store.heartbeat("a1", heartbeat({"queue_depth": 1}), 2.0) is None
+        assert writer.early == 0  # its first since the hub started: answered after its commit
+        for depth in range(2, 6):  # its policy (none) is known now: answered at once
+            assert await store.heartbeat("a1", heartbeat({"queue_depth": depth}), depth) is None
+        assert writer.early == 4
+        # a read after the answers sees every one of them
+        [agent] = await store.agents()
+        assert (agent["heartbeats"], agent["queue_depth"], agent["last_seen"]) == (5, 5, 5.0)
+        await writer.settled()
+        assert stored(store.db.path, "SELECT heartbeats FROM agents") == [(5,)]
+        store.db.trouble = "cannot write hub.db: disk is full"  # as a failed commit sets it
+        await store.heartbeat("a1", heartbeat({"queue_depth": 6}), 6.0)
+        assert writer.early == 4  # a failing storage: answered after the commit, or refused
+
+
+@pytest.mark.asyncio
+async def test_after_a_rollout_the_next_heartbeat_waits_for_its_commit_and_names_the_policy(
+    aiohttp_client: Any, hub_config: Callable[..., HubConfig]
+) -> None:
+    config = hub_config()
+    client: Client = await aiohttp_client(make_app(config))
+    agent = HubClient(str(client.make_url("")), "a1", client.session)
+    await agent.enrol(config.join_token)
+    writer = client.app[HUB].store.heartbeats
+    for _ in range(2):
+        assert (await agent.heartbeat({"status": "ok"}))["desired_policy"] is None
+    assert writer.early == 1
+    admin = {"Authorization": f"Bearer {config.admin_token}"}
+    resp = await client.post(
+        "/v1/policies", json={"name": "p", "template": "balanced"}, headers=admin
+    )
+    assert resp.status == 201, await resp.text()
+    rollout = {"name": "p", "version": 1, "selector": {}, "canary_fraction": 1.0}
+    resp = await client.post("/v1/rollouts", json=rollout, headers=admin)
+    assert resp.status in (200, 201), await resp.text()
+    answer = await agent.heartbeat({"status": "ok"})
+    assert answer["desired_policy"] == "p@1" and answer["policy"]["name"] == "p"
+    assert writer.early == 1  # not answered from what the group before the rollout read
+    answer = await agent.heartbeat({"status": "ok", "policy": {"name": "p", "version": 1}})
+    assert answer["desired_policy"] == "p@1" and answer["policy"] is None
+    assert writer.early == 2  # known again
+
+
+@pytest.mark.asyncio
+async def test_heartbeat_groups_are_fsynced_at_most_once_a_second(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with opened_store(tmp_path) as store:
+        await store.enrol(Enrolment("a1", "t"), 1.0)
+        asked: list[bool] = []
+        write = store.db.write
+
+        def spy(op: Any, *, durable: bool = True) -> Any:
+            asked.append(durable)
+            return write(op, durable=durable)
+
+        monkeypatch.setattr(store.db, "write", spy)
+        monkeypatch.setattr(heartbeat_writes, "DURABLE_EVERY_S", 60.0)  # a slow box's second
+        for i in range(3):
+            await store.heartbeat("a1", heartbeat({"queue_depth": i}), float(i))
+            await store.heartbeats.settled()
+        assert asked == [True, False, False]  # the first fsynced, then none within the period
+        monkeypatch.setattr(heartbeat_writes, "DURABLE_EVERY_S", 0.0)
+        await store.heartbeat("a1", heartbeat({"queue_depth": 9}), 9.0)
+        await store.heartbeats.settled()
+        assert asked[-1] is True  # the period (here: none) over since the last fsync

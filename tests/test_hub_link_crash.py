@@ -10,8 +10,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
@@ -21,6 +19,7 @@ from typing import Any
 import pytest
 
 import edge_agent
+from tests.support.spawned import spawn
 
 TOKEN = "crash-join"
 SLOW = {"semantics": {"gflops": 5.0}, "requirements": {"kinds": ["cpu"]}}
@@ -32,23 +31,6 @@ def call(url: str, method: str = "GET", body: Any = None) -> Any:
     req = urllib.request.Request(url, data, {"Content-Type": "application/json"}, method=method)
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())
-
-
-def spawn(argv: list[str], env: dict[str, str], state: Path) -> tuple[subprocess.Popen[bytes], str]:
-    """Start a process that records ``{"pid", "port"}`` in ``state``; return it and its URL."""
-    proc = subprocess.Popen([sys.executable, "-m", *argv], env=env, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"{argv[0]} exited with {proc.returncode}"
-        try:
-            doc = json.loads(state.read_text())
-            if doc["pid"] == proc.pid:
-                return proc, f"http://127.0.0.1:{int(doc['port'])}"
-        except (OSError, ValueError, KeyError):
-            pass
-        time.sleep(0.02)
-    proc.kill()
-    raise AssertionError(f"{argv[0]} did not start within 30 s")
 
 
 def until(check: Any, timeout: float = 30.0) -> Any:

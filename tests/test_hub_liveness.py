@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,9 @@ from aiohttp.test_utils import TestClient
 
 from cloud_hub.hub.api import make_app
 from cloud_hub.hub.config import HubConfig
-from cloud_hub.hub.liveness import states
+from cloud_hub.hub.liveness import counts, states
+from cloud_hub.hub.store import HubStore
+from cloud_hub.hub.wire import Enrolment
 from edge_agent.protocol.hub_client import HubClient
 
 Client = TestClient[Any, Any]
@@ -107,3 +110,37 @@ async def test_hub_marks_silent_agents_and_their_devices_stale(
         "offline": 0,
         "unknown": 1,
     }
+
+
+@pytest.mark.asyncio
+async def test_the_metrics_count_in_sql_follows_the_same_rules_as_states(tmp_path: Path) -> None:
+    now, stale = 1_000.0, 15.0
+    fleet = [  # every state, the edges of "fresh", a peer seen only by a stale agent
+        row("on", now - 15.0, peers=["part", "ghost"]),
+        row("deg", now - 1.0, status="degraded", peers=["part"]),
+        row("part", now - 15.5),
+        row("off", now - 100.0, peers=["off2"]),  # stale: whom it sees stays offline
+        row("off2", now - 16.0),
+        row("new", None),
+        row("bad", now - 99.0),
+    ]
+    store = HubStore(tmp_path / "hub.db")
+    store.open()
+    try:
+        for agent in fleet:
+            await store.enrol(Enrolment(agent["id"], "t"), 1.0)
+
+        def put(db: Any) -> None:
+            for agent in fleet:
+                peers = "not json" if agent["id"] == "bad" else json.dumps(agent["peers"])
+                db.execute(
+                    "UPDATE agents SET last_seen = ?, status = ?, peers = ? WHERE id = ?",
+                    (agent["last_seen"], agent["status"], peers, agent["id"]),
+                )
+
+        await store.db.write(put)
+        expected = counts(states(fleet, now, stale).values())
+        assert expected == dict(online=1, degraded=1, partitioned=1, offline=3, unknown=1)
+        assert await store.state_counts(now, stale) == expected
+    finally:
+        store.close()

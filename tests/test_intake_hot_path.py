@@ -10,7 +10,9 @@ transaction: ``test_agent_intake_batch.py``.)
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
+import math
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -19,13 +21,15 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
-from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake, plain
+from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
 from edge_agent.placement import batch as batch_module
+from edge_agent.placement import tiers as tiers_module
 from edge_agent.placement.batch import prepare_all
-from edge_agent.tasks.contract import TaskContract
+from edge_agent.placement.codec import PreparedTask
+from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 
 Client = TestClient[Any, Any]
 TASK = {"semantics": {"gflops": 0.001}, "task_class": "bench", "priority": 3}
@@ -98,7 +102,7 @@ async def test_a_batch_of_different_contracts_reads_as_its_stored_tasks(
         assert doc["contract"]["semantics"]["gflops"] == 0.001 * (i + 1)
 
 
-def test_plain_writes_a_contract_as_to_dict_does() -> None:
+def test_to_json_writes_the_text_json_dumps_writes_of_to_dict() -> None:
     doc = {
         "semantics": {"gflops": 2, "operator_histogram": {"conv": 3, "gemm": 1}},
         "requirements": {
@@ -112,7 +116,27 @@ def test_plain_writes_a_contract_as_to_dict_does() -> None:
         "tenant": "t",
     }
     contract = TaskContract.from_dict(doc)
-    assert json.dumps(plain(contract)) == json.dumps(contract.to_dict())
+    assert contract.to_json() == json.dumps(contract.to_dict())
+    quoted = {"semantics": {"gflops": 1e14}, "task_class": 'a"b\\c\u00e9', "model": "m"}
+    assert TaskContract.from_dict(quoted).to_json() == json.dumps(
+        TaskContract.from_dict(quoted).to_dict()
+    )
+    # built in code, not parsed: whole numbers and infinities take the generic encoder
+    odd = TaskContract(Semantics(gflops=2, param_bytes=math.inf), Requirements(kinds=("cpu",)))
+    assert odd.to_json() == json.dumps(odd.to_dict())
+
+
+def test_to_dict_is_asdict_with_tuples_as_lists() -> None:
+    contract = TaskContract.from_dict(
+        {
+            "semantics": {"gflops": 2, "operator_histogram": {"conv": 3}},
+            "requirements": {"kinds": ["npu"], "precision": ["int8", "fp16"], "deadline_s": 2},
+        }
+    )
+    expected = dataclasses.asdict(contract)
+    expected["requirements"].update(kinds=["npu"], precision=["int8", "fp16"])
+    assert contract.to_dict() == expected
+    assert json.dumps(contract.to_dict()) == json.dumps(expected)  # the same key order
 
 
 def test_a_single_body_seen_before_is_not_parsed_again(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -150,7 +174,8 @@ def test_refused_model_command_and_large_bodies_are_never_remembered() -> None:
     assert intake.known_body(padded, None) is None
 
 
-def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+def count_placement_encodings(monkeypatch: pytest.MonkeyPatch) -> list[TaskContract]:
+    """Record every contract placement encodes (``prepare_all``'s ``prepare``) from now on."""
     calls: list[TaskContract] = []
     real = batch_module.prepare
 
@@ -159,12 +184,59 @@ def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPat
         return real(contract)
 
     monkeypatch.setattr(batch_module, "prepare", counted)
+    return calls
+
+
+def test_a_batch_encodes_each_contract_object_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = batch_module.prepare
+    calls = count_placement_encodings(monkeypatch)
     one = TaskContract.from_dict(TASK)
     other = TaskContract.from_dict({**TASK, "priority": 1})  # another contract object
     prepared = prepare_all([one, other, one, one, other])
     assert len(calls) == 2
     assert [p.contract for p in prepared] == [one, other, one, one, other]
     assert prepared[0] is prepared[2] and prepared[0].row == real(one).row
+
+
+@pytest.mark.asyncio
+async def test_a_batch_reaches_the_kernel_with_the_rows_the_intake_checked(
+    aiohttp_client: Any,
+    emulated_agent: Callable[..., AgentConfig],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Placement encodes no contract of a batch again: each is encoded once, at intake (its
+    range check), and a deadline is counted from placement in the row handed on."""
+    real = batch_module.prepare
+    encoded = count_placement_encodings(monkeypatch)
+    seen: list[list[Any]] = []
+    place = tiers_module.place
+
+    def spied(placer: Any, tasks: Any) -> Any:
+        seen.append(list(tasks))
+        return place(placer, tasks)
+
+    monkeypatch.setattr(tiers_module, "place", spied)
+    client: Client = await aiohttp_client(make_app(emulated_agent()))
+    items = [
+        {**TASK, "semantics": {"gflops": 0.001 * (i + 1)}, "requirements": {"deadline_s": 60.0}}
+        for i in range(5)
+    ]
+    reply = await client.post("/v1/tasks:batch", json={"tasks": items})
+    assert reply.status == 202
+    docs = (await reply.json())["tasks"]
+    for doc in docs:  # placed (the scheduler ran the batch) on the rows handed on
+        for _ in range(200):
+            state = (await (await client.get(f"/v1/tasks/{doc['id']}")).json())["task"]["state"]
+            if state != "queued":
+                break
+            await asyncio.sleep(0.01)
+        assert state in ("placed", "running", "done")
+    assert encoded == []  # not at placement (the intake encodes through codec.prepare)
+    handed = [t for call in seen for t in call]
+    assert len(handed) == 5 and all(isinstance(t, PreparedTask) for t in handed)
+    for task in handed:  # the row is what encoding the contract now would give
+        assert task.row == real(task.contract).row
+        assert 0 < task.contract.requirements.deadline_s < 60.0
 
 
 def test_task_ids_are_random_uuid4s() -> None:

@@ -76,13 +76,14 @@ def task_rows(draw: st.DrawFn, n_classes: int) -> list[float]:
 
 @st.composite
 def problems(
-    draw: st.DrawFn,
+    draw: st.DrawFn, min_devices: int = 0, tasks: tuple[int, int] = (0, 12)
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[float], list[int] | None]:
-    """Draw a fleet, a batch, a correction matrix, policy weights and a candidate set."""
-    n_dev = draw(st.integers(0, 24))
+    """Draw a fleet, a batch (``tasks``: how many, least and most), a correction matrix,
+    policy weights and a candidate set."""
+    n_dev = draw(st.integers(min_devices, 24))
     n_classes = draw(st.integers(1, 3))
     devices = np.array([draw(device_rows()) for _ in range(n_dev)]).reshape(n_dev, L.DEV_FIELDS)
-    n_task = draw(st.integers(0, 12))
+    n_task = draw(st.integers(*tasks))
     tasks = np.array([draw(task_rows(n_classes)) for _ in range(n_task)])
     corr = np.array(
         draw(

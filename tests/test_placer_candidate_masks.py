@@ -4,9 +4,10 @@ decides exactly as passing a fresh list of the same ids every call."""
 from __future__ import annotations
 
 import random
-from collections.abc import Collection, Sequence
+from typing import Any
 
 from edge_agent.placement import Placer, Policy, devices_from_profiles
+from edge_agent.placement import layout as L
 from edge_agent.placement.placer import _MASKS_KEPT
 from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import list_profiles
@@ -66,8 +67,8 @@ def test_a_new_set_at_a_dead_sets_address_is_not_mistaken(backend: str) -> None:
 
 
 def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
-    """A due exploration pass whose candidates are all tried runs one kernel pass and backs
-    off (as the optimistic pass would have found nothing untried there)."""
+    """A due exploration pass whose candidates are all tried runs the usual pass only (the
+    optimistic pass's row is left alone) and backs off (as a fruitless pass does)."""
     p = Placer(fleet64()[:3], Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
     only = (p.device_ids[0],)
     work = tasks()[0]
@@ -75,18 +76,21 @@ def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
     p.feedback(first, latency_s=first.base_s)  # the pair (class, device 0) is now tried
     cls = first.task_class_index
     every = p.exploration._every[cls]
-    passes: list[int] = []
-    decide = p._decide
+    outcomes: list[int] = []
+    explore = p._call.explore
 
-    def counted(n: int, c: Collection[str] | None) -> tuple[Sequence[float], bytes | None]:
-        passes.append(n)
-        return decide(n, c)
+    def counted(divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
+        result = explore(divisors, busy, restricted)
+        outcomes.append(result[2])
+        return result
 
-    p._decide = counted  # type: ignore[method-assign,assignment]
+    p._call.explore = counted  # type: ignore[method-assign]
+    p._ws.out[L.EX_ROW_OPTIMISTIC] = 7.0  # a sentinel: the optimistic pass would write it
     for _ in range(every):
         d = p.place_one(work, candidates=only)
         assert d.device_ids == only and not d.probe
         p.release(d)
     assert p.exploration.stats.optimistic_passes == 1
-    assert len(passes) == 1  # the usual pass only
+    assert outcomes == [L.EX_NONE_AMONG_CANDIDATES]
+    assert (p._ws.out[L.EX_ROW_OPTIMISTIC] == 7.0).all()  # the usual pass only
     assert p.exploration._every[cls] == 2 * every  # backed off, as a fruitless pass does

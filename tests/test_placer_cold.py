@@ -36,23 +36,32 @@ def test_remaining_work_is_the_overrun_again_once_past_the_charge() -> None:
     assert remaining_s(1.0, 0.25) == pytest.approx(0.75)
     assert remaining_s(1.0, 1.0) == 0.0
     assert remaining_s(1.0, 3.0) == pytest.approx(2.0)
+    # an estimate nobody has measured: at least as long again as it has run
+    assert remaining_s(1.0, 0.25, unmeasured=True) == pytest.approx(0.75)
+    assert remaining_s(1.0, 0.75, unmeasured=True) == pytest.approx(0.75)
+    assert remaining_s(1.0, 3.0, unmeasured=True) == pytest.approx(3.0)
 
 
 def test_a_task_running_past_its_estimate_still_holds_its_device(backend: str) -> None:
-    """Overrun 2x: the queue holds the overrun again and the class's factor rises at once."""
+    """Overrun 2x: the queue holds the overrun again and the class's factor rises at once.
+
+    The pair is unmeasured (its roofline): it holds at least as long again as it has run.
+    """
     now = [0.0]
     p = placer([dev("gpu", int8=1000)], backend, clock=lambda: now[0])
     first = p.place_one(task(100.0, cls="det"))  # estimated 0.2 s
     p.started(first)
-    now[0] = 0.15  # within the estimate: 0.05 s left
-    assert p.preview(task(100.0, cls="det")).latency_s == pytest.approx(0.05 + 0.2)
+    now[0] = 0.05  # well within the estimate: 0.15 s left
+    assert p.preview(task(100.0, cls="det")).latency_s == pytest.approx(0.15 + 0.2)
+    now[0] = 0.15  # 0.05 s left by the estimate, but nobody has measured it: 0.15 s again
+    assert p.preview(task(100.0, cls="det")).latency_s == pytest.approx(0.15 + 0.2)
     assert p.correction("det", "gpu") == 1.0
     now[0] = 0.2 * (OVERRUN_EVIDENCE + 1)  # 0.6 s: far past 0.2 s, not finished
     d = p.place_one(task(100.0, cls="det"))
-    # it has overrun 0.4 s: that much again counts ahead; the class is now >= 3x its model
+    # it has run 0.6 s: that much again counts ahead; the class is now >= 3x its model
     assert p.correction("det", "gpu") == pytest.approx(OVERRUN_EVIDENCE + 1)
     assert d.service_s == pytest.approx(0.6)
-    assert d.latency_s == pytest.approx(0.4 + 0.6)
+    assert d.latency_s == pytest.approx(0.6 + 0.6)
     other = p.preview(task(100.0, cls="other"))  # another class: no evidence about it
     assert other.service_s == pytest.approx(0.2)
     p.feedback(first, latency_s=0.7)  # its measurement settles the factor and the queue

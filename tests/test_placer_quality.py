@@ -222,6 +222,8 @@ def test_each_device_runs_the_fastest_precision_the_contract_allows(backend: str
 def test_started_work_shrinks_with_time(backend: str) -> None:
     now = [100.0]
     p = placer([dev("gpu", int8=1000)], backend, clock=lambda: now[0])
+    warm = p.place_one(task(100.0))  # measured as estimated: the estimate is trusted
+    p.feedback(warm, latency_s=warm.service_s)
     first = p.place_one(task(100.0))  # 0.2 s
     waiting = p.place_one(task(100.0))
     assert p.live("gpu")["queued_s"] == pytest.approx(0.4)

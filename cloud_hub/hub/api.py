@@ -238,7 +238,7 @@ async def _openapi(request: web.Request) -> web.Response:
 
 async def _metrics(request: web.Request) -> web.Response:
     hub = request.app[HUB]
-    await hub.snapshot()  # refreshes the agents-by-state gauge
+    await hub.refresh_state_gauge()
     return web.Response(body=hub.metrics.render(), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 

@@ -25,6 +25,34 @@ def fresh(last_seen: float | None, now: float, stale_after_s: float) -> bool:
     return last_seen is not None and now - last_seen <= stale_after_s
 
 
+#: ``counts(states(...))`` over the hub's ``agents`` table, by SQLite in one query: the same
+#: rules, for a metrics scrape at thousands of agents, which must not hold the event loop
+#: (or the GIL) decoding every row. Parameters: now, stale_after_s. Peers that are not valid
+#: JSON count as none. ``tests/test_hub_liveness.py`` holds the two to the same answers.
+COUNT_SQL = """
+WITH current AS (
+  SELECT peers FROM agents WHERE last_seen IS NOT NULL AND :now - last_seen <= :stale
+), seen AS (
+  SELECT DISTINCT j.value AS id FROM current,
+  json_each(CASE WHEN json_valid(current.peers) THEN current.peers ELSE '[]' END) AS j
+)
+SELECT CASE
+  WHEN last_seen IS NULL THEN 'unknown'
+  WHEN :now - last_seen <= :stale THEN CASE WHEN status = 'ok' THEN 'online' ELSE 'degraded' END
+  WHEN id IN (SELECT id FROM seen) THEN 'partitioned'
+  ELSE 'offline' END AS state, count(*)
+FROM agents GROUP BY state
+"""
+
+
+def counts(states: Iterable[str]) -> dict[str, int]:
+    """Return how many of ``states`` are each state (every state present, zero or more)."""
+    out = dict.fromkeys(STATES, 0)
+    for state in states:
+        out[state] += 1
+    return out
+
+
 def states(agents: Iterable[Mapping[str, Any]], now: float, stale_after_s: float) -> dict[str, str]:
     """Return each agent's liveness state; rows need id, last_seen, status, peers."""
     rows = list(agents)

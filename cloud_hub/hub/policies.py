@@ -19,6 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from cloud_hub.hub.clock import Clock
+from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import Policy
 from edge_agent.storage.db import Database
@@ -52,9 +53,12 @@ def matches(agent: Mapping[str, Any], selector: Mapping[str, str]) -> bool:
 class PolicyBook:
     """Policy versions and rollouts over the hub's database."""
 
-    def __init__(self, db: Database, clock: Clock) -> None:
+    def __init__(self, db: Database, clock: Clock, heartbeats: HeartbeatWriter) -> None:
         self.db = db
         self.clock = clock
+        # the gate counts heartbeats: it waits for those answered before their commit, and
+        # tells the writer when assignments change (answers name the assigned policy)
+        self.heartbeats = heartbeats
 
     async def put(self, doc: Any) -> dict[str, Any]:
         """Validate ``doc`` (Policy.from_dict) and store it as the policy's next version."""
@@ -129,11 +133,19 @@ class PolicyBook:
             raise InvalidInput(f"gate_timeout_s: expected a number > 0, got {gate_timeout_s!r}")
         now = self.clock()
         args = (name, version, dict(selector), canary_fraction, max_slo_misses, now)
-        return await self.db.write(lambda db: _start(db, *args, gate_timeout_s))
+        await self.heartbeats.settled()  # the gate's base counts every heartbeat answered
+        try:
+            return await self.db.write(lambda db: _start(db, *args, gate_timeout_s))
+        finally:
+            self.heartbeats.assignments_changed()
 
     async def evaluate(self) -> list[dict[str, Any]]:
         """Apply the health gate to every canary rollout; return those promoted or rolled back."""
-        return await self.db.write(lambda db: _evaluate(db, self.clock()))
+        await self.heartbeats.settled()  # the gate counts every heartbeat answered so far
+        changed = await self.db.write(lambda db: _evaluate(db, self.clock()))
+        if changed:  # promoted or rolled back: assignments moved
+            self.heartbeats.assignments_changed()
+        return changed
 
 
 def _assign(

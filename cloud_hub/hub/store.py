@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from cloud_hub.hub import liveness
 from cloud_hub.hub.heartbeat_writes import HeartbeatWriter
 from cloud_hub.hub.protocol import new_key
 from cloud_hub.hub.schema import MIGRATIONS
@@ -106,8 +107,9 @@ class HubStore:
     async def heartbeat(self, agent_id: str, hb: Heartbeat, now: float) -> dict[str, Any] | None:
         """Record a heartbeat (health, peers, policy, devices); return the policy assigned to it.
 
-        Returns once the heartbeat is committed, in one transaction with the others that
-        arrived meanwhile (``heartbeat_writes``).
+        Written in one transaction with the others that arrived meanwhile; returns once it
+        is committed, or at once when its agent's policy is known (soft state:
+        ``heartbeat_writes``, docs/hub-protocol.md §3).
         """
         return await self.heartbeats.add((agent_id, hb, now))
 
@@ -130,13 +132,24 @@ class HubStore:
             "LEFT JOIN sync s ON s.agent_id = a.id LEFT JOIN assignments p ON p.agent_id = a.id "
             "ORDER BY a.id"
         )
-        rows, bad = decode_each(await self.db.read(lambda db: _rows(db, sql)), _agent, "agent")
+        await self.heartbeats.settled()  # every heartbeat answered so far is in the rows
+        # decoded on the reader thread: thousands of rows must not hold the event loop
+        rows, bad = await self.db.read(lambda db: decode_each(_rows(db, sql), _agent, "agent"))
         self.bad_rows += bad
         return rows
+
+    async def state_counts(self, now: float, stale_after_s: float) -> dict[str, int]:
+        """Return how many agents are in each liveness state at ``now``, counted by SQLite
+        (``liveness.COUNT_SQL``: a metrics scrape must not hold the loop decoding every row)."""
+        args = {"now": now, "stale": stale_after_s}
+        await self.heartbeats.settled()
+        found = await self.db.read(lambda db: db.execute(liveness.COUNT_SQL, args).fetchall())
+        return liveness.counts(()) | {str(state): int(n) for state, n in found}
 
     async def devices(self) -> list[dict[str, Any]]:
         """Return every agent's devices as last reported."""
         sql = "SELECT * FROM devices ORDER BY agent_id, device_id"
+        await self.heartbeats.settled()
         return await self.db.read(lambda db: _rows(db, sql))
 
     async def task_outcomes(self, since: float) -> list[tuple[str, str, float | None]]:

@@ -213,7 +213,7 @@ class Agent:
                 continue
             if created:
                 queued += 1
-                self.scheduler.add(waiting_from_row(row, task.contract))
+                self.scheduler.add(waiting_from_row(row, task.contract, task.prepared))
         if queued:  # one gauge update for the group, not one per task
             self.metrics.move(None, "queued", queued)
         return stored

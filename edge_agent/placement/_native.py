@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 2
+    AVAILABLE = lib.hm_abi_version() == 3
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -48,6 +49,8 @@ class NativeCall:
         self._c = _bind(ws, False)
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
+        self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
+        self._rows: dict[int, tuple[Any, Any]] = {}  # id -> (divisor row, its pointer)
 
     def devices_changed(self) -> None:
         """Make the next call validate the device rows and recompute their constants."""
@@ -63,3 +66,33 @@ class NativeCall:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         status = self._place(self._r, n_task)
         return status, self._r.bad_index
+
+    def explore(self, divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
+        """Decide task 0 in ``HM_MODE_EXPLORE``; return (status, bad index, outcome).
+
+        ``divisors`` (float64) and ``busy`` (uint8): one per device, C-contiguous. The
+        same C entry as a plain call, so that this rare call runs a warm path.
+        """
+        c = self._r if restricted else self._c
+        if self._busy is not busy:  # the Explorer's flags: one array for its lifetime
+            self._busy = busy
+            self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
+        if self._rows.get(id(divisors), (None,))[0] is not divisors:  # a class's row, kept
+            if len(self._rows) >= 256:
+                self._rows.clear()
+            self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
+        c.divisors = self._rows[id(divisors)][1]
+        c.mode = L.MODE_EXPLORE
+        status = self._place(c, 1)
+        c.mode = L.MODE_PLACE
+        return status, c.bad_index, c.outcome
+
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
+        """Decide task 0 in ``HM_MODE_PROBE``; return (status, bad index, stuck)."""
+        c = self._r if restricted else self._c
+        c.clamp_lo = lo
+        c.clamp_hi = hi
+        c.mode = L.MODE_PROBE
+        status = self._place(c, 1)
+        c.mode = L.MODE_PLACE
+        return status, c.bad_index, bool(c.outcome)

@@ -88,3 +88,14 @@ def prepare(contract: TaskContract) -> PreparedTask:
         row[L.TASK_PREC_MASK] = float(sum({1 << int(p) for p in precisions}))
     row[L.TASK_FLAGS] = float(L.TF_DROP_IF_LATE if req.drop_if_late else 0)
     return PreparedTask(contract, tuple(row))
+
+
+def with_deadline(task: PreparedTask, contract: TaskContract) -> PreparedTask:
+    """Return ``task``'s row for ``contract``: the same contract but for its deadline.
+
+    A waiting task's deadline is counted from the moment it is placed; its row need not be
+    encoded again for that.
+    """
+    row = list(task.row)
+    row[L.TASK_DEADLINE_S] = contract.requirements.deadline_s
+    return PreparedTask(contract, tuple(row))

@@ -17,6 +17,7 @@ class CorrectionTable:
     _ws: Workspace
     _classes: dict[str, int]
     _index: dict[str, int]
+    _imported: set[tuple[int, int]]  # (class, device) pairs whose factor came from outside
     device_ids: tuple[str, ...]
     exploration: Explorer
 
@@ -52,6 +53,7 @@ class CorrectionTable:
         for cls, d, factor in updates:
             idx = self.class_index(cls)
             self._ws.corrections[idx, d] = factor
+            self._imported.add((idx, d))  # measured elsewhere: not a first flight's guess
             self.exploration.tried(idx, d)
         return len(updates)
 

@@ -162,7 +162,7 @@ class Decision:
     @property
     def reject_counts(self) -> tuple[int, ...]:
         """Return how many devices each reason code rejected."""
-        return tuple(int(c) for c in self._row[L.OUT_COUNTS : L.OUT_COUNTS + L.N_REASONS])
+        return tuple(map(int, self._row[L.OUT_COUNTS : L.OUT_COUNTS + L.N_REASONS]))
 
     @property
     def policy(self) -> str:

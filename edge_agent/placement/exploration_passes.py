@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Sequence
 
+from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
-from edge_agent.placement import learning
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.workspace import Workspace
@@ -18,17 +18,17 @@ _SERVICE = L.OUT_EST + L.EST_SERVICE_S
 
 
 class ExplorationPasses:
-    """``Placer._explore`` and ``Placer._probe``: extra kernel passes that try what is unknown."""
+    """``Placer._explore`` and ``Placer._probe``: decisions that also try what is unknown
+    (each one kernel call: the kernel's ``MODE_EXPLORE`` and ``MODE_PROBE``)."""
 
     _ws: Workspace
     _ctx: DecisionContext
+    _call: kernel.KernelCall
+    _restricted_to: Collection[str] | None
     _sources: list[tuple[str, ...] | None]
     exploration: Explorer
-    device_ids: tuple[str, ...]
 
-    def _decide(
-        self, n_task: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None]:
+    def _restrict(self, candidates: Collection[str]) -> None:
         raise NotImplementedError  # Placer's
 
     def _explore(
@@ -37,63 +37,46 @@ class ExplorationPasses:
         """Decide as usual and with untried pairs' estimates divided by their optimism.
 
         Returns the probe when the optimistic pass picks an untried device, else the usual
-        decision (as committed by the usual pass); see ``explore``.
+        decision; see ``explore``. One kernel call (``MODE_EXPLORE``, or its twin) runs the
+        passes from the state before the decision and charges only the one kept, so the
+        pass costs about a decision: nothing is copied or undone here.
         """
         ws = self._ws
-        before = ws.devices.copy()
-        usual, usual_reasons = self._decide(1, candidates)
-        after = ws.devices.copy()
+        explorer = self.exploration
+        restricted = candidates is not None
+        if candidates is not None and candidates is not self._restricted_to:
+            self._restrict(candidates)
+        status, bad, outcome = self._call.explore(explorer.divisors(cls), explorer.busy, restricted)
+        if status:
+            kernel.check(status, bad)
+        out = ws.out
+        usual: Sequence[float] = memoryview(out[L.EX_ROW_USUAL].tobytes()).cast("d")  # a copy
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        self.exploration.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
-        divisors = self.exploration.optimism_row(cls)  # a copy: tried() may change the row
-        untried = divisors > 1.0
-        if not untried.any():  # each untried device runs another class's probe
-            self.exploration.deferred()  # due again later, no back-off
-            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        if candidates is not None and not untried[ws.allowed != 0].any():
-            # no untried device among the call's candidates (flagged by the usual pass):
-            # the optimistic pass could only pick a tried one, so skip it (as its outcome)
-            self.exploration.fruitless(cls)
-            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        ws.devices[:] = before
-        row = ws.corrections[cls]
-        kept = row.copy()
-        row /= divisors
-        try:
-            out, reasons = self._decide(1, candidates)
-        finally:
-            row[:] = kept
-        chosen = int(out[L.OUT_ASSIGNED])
-        optimism = divisors[chosen] if chosen >= 0 else 1.0
-        if optimism != 1.0:  # the optimistic pass chose the device; estimate and charge honestly
-            ws.devices[:] = before
-            out, reasons = self._decide(1, [self.device_ids[chosen]])  # not kept
-        decision = Decision(contract, out, self._ctx, reasons, cls, self._sources[cls], probe=True)
-        if optimism == 1.0 or not decision.placed or (decision.late and not hopeless):
-            # no untried device won (back off), or trying it would cost this task its
-            # bound: a probe never spends a deadline that the usual choice would meet
-            # (deferred to a task that can carry it); the usual decision stands
-            ws.devices[:] = after
-            if optimism == 1.0:
-                self.exploration.fruitless(cls)
-            else:
-                self.exploration.deferred()
-            return Decision(contract, usual, self._ctx, usual_reasons, cls, self._sources[cls])
-        usual_s = usual[L.OUT_EST + L.EST_SERVICE_S] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
-        self.exploration.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
-        return decision
+        explorer.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
+        if outcome == L.EX_PROBE:
+            row: Sequence[float] = memoryview(out[L.EX_ROW_PROBE].tobytes()).cast("d")
+            reasons = ws.reasons[1].tobytes() if ws.keep_reasons else None
+            decision = Decision(
+                contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
+            )
+            usual_s = usual[_SERVICE] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
+            chosen = int(row[L.OUT_ASSIGNED])
+            explorer.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
+            return decision
+        if outcome in (L.EX_NO_UNTRIED, L.EX_DEFERRED):  # due again later, no back-off
+            explorer.deferred()  # (no untried device: each runs another class's probe)
+        else:  # no untried device among the candidates, or none won: back off
+            explorer.fruitless(cls)
+        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
+        return Decision(contract, usual, self._ctx, reasons, cls, self._sources[cls])
 
-    def _probe(
-        self, cls: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None] | None:
-        """Decide with the class's clamped factors at 1 (bounded exploration), or None."""
-        row = self._ws.corrections[cls]
-        stuck = learning.clamped(row)
-        if not stuck.any():
-            return None
-        saved = row[stuck].copy()
-        row[stuck] = 1.0
-        try:
-            return self._decide(1, candidates)
-        finally:
-            row[stuck] = saved
+    def _probe(self, candidates: Collection[str] | None) -> tuple[int, int, bool]:
+        """Decide task 0, committed, with its class's clamped factors counted as 1 when it has
+        any (bounded exploration; ``learning``): one kernel call, as a decision costs.
+
+        Returns (status, bad index, whether a factor was clamped: the decision is a probe).
+        """
+        restricted = candidates is not None
+        if candidates is not None and candidates is not self._restricted_to:
+            self._restrict(candidates)
+        return self._call.probe(learning.CLAMPED_BELOW, learning.CLAMPED_ABOVE, restricted)

@@ -66,6 +66,9 @@ OTHER_PRECISION_WITHIN = 2.0  # a published figure at another precision: trusted
 #: (GOPs scaling, leave-one-out over the profiles' published pairs): this covers ~2 of it
 POOLED_WITHIN = 4.0
 POOLED = "roofline x factor learned on other models"
+#: the roofline times the geometric mean of published / roofline over the other models the
+#: device's profile publishes (``pooling``): the same spread as ``POOLED``
+CALIBRATED = "roofline calibrated on"
 _ROOFLINE = "roofline"
 _OTHER_PRECISION = "published, other precision"
 
@@ -74,7 +77,7 @@ def optimism(source: str) -> float:
     """Return the factor an untried pair's estimate is divided by when explored (1: never)."""
     if source == _ROOFLINE:
         return ROOFLINE_WITHIN
-    if source == POOLED:
+    if source == POOLED or source.startswith(CALIBRATED):
         return POOLED_WITHIN
     if source.startswith(_OTHER_PRECISION):
         return OTHER_PRECISION_WITHIN
@@ -116,10 +119,14 @@ class Explorer:
     def __init__(self, n_devices: int, *, enabled: bool = True) -> None:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
+        self._left: list[int] = []  # per class: its untried pairs (divisor > 1)
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
+        self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
+        #: per device, 1 while a measuring decision is in flight on it (not optimistic then)
+        self.busy = np.zeros(n_devices, np.uint8)
         # per class: the last decision was hopeless (no device met its deadline) or
         # congested (see CONGESTED); the Placer sets it after each decision
         self.pressed: list[bool] = []
@@ -130,6 +137,7 @@ class Explorer:
     def add_class(self) -> None:
         """Register a new class: every pair starts untried with a roofline estimate."""
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
+        self._left.append(self._n)
         self._tick.append(0)
         self._every.append(EXPLORE_EVERY)
         self.pressed.append(False)
@@ -140,6 +148,7 @@ class Explorer:
         if row is None:
             return
         np.minimum(row, [optimism(s) for s in sources], out=row)
+        self._left[cls] = int((row > 1.0).sum())
         self._settle(cls)
 
     def due(self, cls: int) -> bool:
@@ -158,16 +167,21 @@ class Explorer:
         self.stats.optimistic_passes += 1
         return True
 
-    def optimism_row(self, cls: int) -> npt.NDArray[np.float64]:
-        """Return each device's divisor for ``cls`` (1: tried, trusted, or being probed).
+    def divisors(self, cls: int) -> npt.NDArray[np.float64]:
+        """Return each device's divisor for ``cls`` (1: tried or trusted), not a copy.
 
-        A device runs one probe at a time, whatever its class: the next class waits for
-        that measurement (``pooling`` may then start it from it). Call when due; a copy.
+        A device flagged in ``busy`` is not optimistic either, whatever its divisor: it runs
+        one probe at a time, whatever its class, and the next class waits for that
+        measurement (``pooling`` may then start it from it). Call when due.
         """
         row = self._optimism[cls]
         assert row is not None  # due() said so
-        row = row.copy()
-        row[list(self._probing.values())] = 1.0
+        return row
+
+    def optimism_row(self, cls: int) -> npt.NDArray[np.float64]:
+        """Return ``divisors`` with the busy devices' at 1 (a copy: what a pass divides by)."""
+        row = self.divisors(cls).copy()
+        row[self.busy != 0] = 1.0
         return row
 
     def probed(
@@ -180,7 +194,7 @@ class Explorer:
         self.stats.probes += 1
         self.stats.hopeless_probes += hopeless
         self._usual[key] = usual_service_s
-        self._probing[key] = device
+        self._hold(key, device)
         self.tried(cls, device)
 
     def placed(self, cls: int, key: object, device: int) -> None:
@@ -188,7 +202,21 @@ class Explorer:
         task measures the device, as a probe does (one at a time, see ``optimism_row``)."""
         row = self._optimism[cls]
         if row is not None and device >= 0 and row[device] > 1.0:
-            self._probing[key] = device
+            self._hold(key, device)
+
+    def _hold(self, key: object, device: int) -> None:
+        """Mark ``device`` busy while decision ``key`` measures it."""
+        self._unhold(key)
+        self._probing[key] = device
+        self._holds[device] += 1
+        self.busy[device] = 1
+
+    def _unhold(self, key: object) -> None:
+        device = self._probing.pop(key, None)
+        if device is not None:
+            self._holds[device] -= 1
+            if not self._holds[device]:
+                self.busy[device] = 0
 
     def deferred(self) -> None:
         """A due probe the task could not carry (its deadline): due again later, no back-off."""
@@ -203,17 +231,19 @@ class Explorer:
         row = self._optimism[cls]
         if row is not None and row[device] != 1.0:
             row[device] = 1.0
+            self._left[cls] -= 1
             self._settle(cls)
 
     def finished(self, key: object, measured_s: float | None) -> None:
         """A decision finished: add a probe's measured cost (None: released unmeasured)."""
-        self._probing.pop(key, None)
+        if self._probing:  # a dict: tested without a call
+            self._unhold(key)
         usual = self._usual.pop(key, None)
         if usual is not None and measured_s is not None and np.isfinite(usual):
             self.stats.measured += 1
             self.stats.extra_service_s += measured_s - usual
 
     def _settle(self, cls: int) -> None:
-        row = self._optimism[cls]
-        if row is not None and not (row > 1.0).any():
+        """Forget a class's row once every pair is tried (counted, so no pass over the row)."""
+        if not self._left[cls]:
             self._optimism[cls] = None

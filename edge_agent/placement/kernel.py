@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import _native, reference
+from edge_agent.placement import _native, reference, reference_explore
 from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
@@ -24,6 +24,12 @@ class KernelCall(Protocol):
     def __call__(self, n_task: int) -> tuple[int, int]: ...
 
     def restricted(self, n_task: int) -> tuple[int, int]: ...
+
+    def explore(
+        self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
+    ) -> tuple[int, int, int]: ...
+
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]: ...
 
     def devices_changed(self) -> None: ...
 
@@ -58,7 +64,48 @@ class PythonCall:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         return self._place(n_task, self.ws.allowed.tolist())
 
-    def _place(self, n_task: int, allowed: list[int] | None) -> tuple[int, int]:
+    def explore(
+        self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
+    ) -> tuple[int, int, int]:
+        """Decide task 0 as the kernel's ``MODE_EXPLORE``; return (status, bad, outcome)."""
+        ws = self.ws
+        devices = ws.devices.ravel().tolist()
+        status, bad, outcome, out, reasons = reference_explore.explore(
+            devices,
+            ws.n_dev,
+            ws.tasks[0].tolist(),
+            ws.weights.tolist(),
+            ws.corrections.ravel().tolist(),
+            ws.n_classes,
+            divisors.tolist(),
+            busy.tolist(),
+            ws.allowed.tolist() if restricted else None,
+            ws.keep_reasons,
+        )
+        if status == L.ST_OK:
+            ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
+            for row, done in enumerate(out):
+                if done is not None:
+                    ws.out[row] = done
+            for row, kept in enumerate(reasons):
+                if kept is not None and ws.n_dev:
+                    ws.reasons[row] = kept
+        return status, bad, outcome
+
+    def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]:
+        """Decide task 0 as the kernel's ``MODE_PROBE``; return (status, bad index, stuck)."""
+        ws = self.ws
+        cls = ws.tasks[0, L.TASK_CLASS]
+        stuck = False
+        if ws.n_dev and cls == int(cls) and 0 <= cls < ws.n_classes:
+            stuck = any(f >= hi or f <= lo for f in ws.corrections[int(cls)].tolist())
+        opt = reference.PassOptions(reset=(lo, hi)) if stuck else reference.PLAIN
+        status, bad = self._place(1, ws.allowed.tolist() if restricted else None, opt)
+        return status, bad, stuck
+
+    def _place(
+        self, n_task: int, allowed: list[int] | None, opt: reference.PassOptions = reference.PLAIN
+    ) -> tuple[int, int]:
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         out = [0.0] * (n_task * L.OUT_FIELDS)
@@ -74,6 +121,7 @@ class PythonCall:
             out,
             reasons,
             allowed,
+            opt,
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)

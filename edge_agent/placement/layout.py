@@ -117,6 +117,17 @@ OUT_FIELDS = 43
 
 OF_LATE = 1  # no device meets the deadline: placed on the earliest finish
 
+# --- an exploration call (hm_place_bound's modes): outcomes, output rows, modes -------
+EX_NO_UNTRIED = 0  # no device untried (and free to probe): the usual choice committed
+EX_NONE_AMONG_CANDIDATES = 1  # untried devices, none a candidate: the usual choice
+EX_FRUITLESS = 2  # the optimistic pass chose a tried device (or none): the usual choice
+EX_DEFERRED = 3  # the probe would be unplaced or late (the usual one is not): the usual
+EX_PROBE = 4  # the untried device the optimistic pass chose: committed
+EX_ROW_USUAL, EX_ROW_PROBE, EX_ROW_OPTIMISTIC, EX_ROWS = 0, 1, 2, 3
+MODE_PLACE = 0  # hm_call.mode: a plain call
+MODE_EXPLORE = 1  # an exploration decision (hm_call.divisors, busy; outcome: EX_*)
+MODE_PROBE = 2  # a decision probing its class's clamped factors (outcome: any clamped)
+
 # --- rejection reasons (first failing check wins) ------------------------------------
 R_OK = 0
 R_OFFLINE = 1

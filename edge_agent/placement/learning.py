@@ -31,6 +31,8 @@ CORRECTION_MIN = 0.02
 CORRECTION_MAX = 50.0
 PROBE_EVERY = 64  # at most one placement in this many is an exploration probe
 _AT_CLAMP = 1.001  # within this factor of a bound counts as at it
+CLAMPED_ABOVE = CORRECTION_MAX / _AT_CLAMP  # a factor >= this sits at the upper clamp
+CLAMPED_BELOW = CORRECTION_MIN * _AT_CLAMP  # a factor <= this sits at the lower clamp
 
 
 def clamp(factor: float) -> float:
@@ -45,4 +47,4 @@ def toward(current: float, target: float, rate: float) -> float:
 
 def clamped(row: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:
     """Return which factors of a correction row sit at (or within 0.1% of) a clamp."""
-    return (row >= CORRECTION_MAX / _AT_CLAMP) | (row <= CORRECTION_MIN * _AT_CLAMP)
+    return (row >= CLAMPED_ABOVE) | (row <= CLAMPED_BELOW)

@@ -14,11 +14,12 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
-from edge_agent.placement.deadline_placing import DeadlinePlacing, FirstFlights
+from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
 from edge_agent.placement.explore import CONGESTED, Explorer
+from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
 from edge_agent.placement.policy import Policy
@@ -87,13 +88,14 @@ class Placer(
         self._running = RunningWork(clock)
         self._started = self._running.entries  # the same dict: empty when nothing runs
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
-        self._first = FirstFlights()  # unmeasured roofline pairs with a task in flight (EDF)
+        self._first = FirstFlights()  # unmeasured pairs with a task in flight (first_flights)
         self._deadline_order = deadline_order
         self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
         self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
         self._samples: dict[tuple[int, int], int] = {}  # measurements per (class, device)
+        self._imported: set[tuple[int, int]] = set()  # pairs given a factor (import_corrections)
         self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
         self._masks: dict[int, tuple[Collection[str], bytes]] = {}  # id -> (set, its flags)
@@ -219,21 +221,12 @@ class Placer(
         if explore and self.exploration.due(cls):
             return self._explore(prepared.contract, cls, candidates)
         self._probe_tick += explore
-        if self._probe_tick >= learning.PROBE_EVERY:
-            self._probe_tick = 0
-            probe = self._probe(cls, candidates)
-            if probe is not None:
-                return Decision(
-                    prepared.contract,
-                    probe[0],
-                    self._ctx,
-                    probe[1],
-                    cls,
-                    self._sources[cls],
-                    probe=True,
-                )
+        probed = False
         # the hot path, inlined (``_decide``)
-        if candidates is None:
+        if self._probe_tick >= learning.PROBE_EVERY:  # also probes clamped factors, if any
+            self._probe_tick = 0
+            status, bad, probed = self._probe(candidates)
+        elif candidates is None:
             status, bad = self._call(1)
         else:
             if candidates is not self._restricted_to:
@@ -243,6 +236,10 @@ class Placer(
             kernel.check(status, bad)
         reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
         row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
+        if probed:
+            return Decision(
+                prepared.contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
+            )
         decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
@@ -353,7 +350,7 @@ class Placer(
             raise InvalidInput("started: the decision placed nothing")
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
-        self._running.start(decision, now)
+        self._running.start(decision, now, unmeasured=bool(self._untrusted(decision)))
         self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:

@@ -12,6 +12,22 @@ instead from the geometric mean of the factors learned on that device for other 
 roofline's. Its own first measurement replaces it. A task running far past its estimate
 (``running.OVERRUN_EVIDENCE``) lends its lower bound at once (``_overrun``).
 
+Before anything is measured on a device, its profile's published figures are the evidence:
+each class whose model the profile publishes starts at published / roofline (``priors``),
+and the geometric mean of those factors on a device (else on identical hardware) starts
+its classes that have no published figure, labelled ``calibrated_label(n)`` ("roofline
+calibrated on n published models") with the pooled optimism. Only the agent's own profile
+file and the contracts it has seen are used. Measured factors on the device replace it.
+
+A device slower (or faster) than its published figures is so for most models (clocks,
+thermals, a runtime version): once a model with a published figure is measured there, the
+geometric mean of measured / published over its measured models (else its twins') scales
+the published priors of its models not measured yet (labelled ``DRIFTED``). On
+bench_sim_slo (latency-first / oracle, seed 1, 50% / 80%, with the slo-first-only gate of
+``first_flights`` under every policy at the time), slo-published with its two hidden-slow
+devices went from 1.020 / 1.016 to 1.000 / 0.999; edge-mixed (its RK3588 NPUs 1.5x slow),
+seeds 1-3 at 80%, from 1.117 / 1.468 / 1.155 to 1.126 / 1.428 / 1.144.
+
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
 tasks of its own (each as slow as the roofline is wrong), or a fast accelerator's roofline
@@ -24,12 +40,25 @@ import math
 
 from edge_agent.placement import learning
 from edge_agent.placement.decision import Decision
-from edge_agent.placement.explore import POOLED, Explorer
+from edge_agent.placement.explore import CALIBRATED, POOLED, Explorer
 from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
 
 _POOL_SAMPLES = 8  # a pair's first measurements re-pool its device; later ones barely move it
+_PUBLISHED = "published"  # the prefix of a published prior's source label (``priors``)
+#: appended to a published prior's label once scaled by its device's drift (``_redrift``)
+DRIFTED = " x the device's measured / published on other models"
+
+
+def calibrated_label(n_models: int) -> str:
+    """Return the source label of a roofline calibrated on ``n_models`` published figures."""
+    return f"{CALIBRATED} {n_models} published model{'s' if n_models != 1 else ''}"
+
+
+def _poolable(source: str) -> bool:
+    """Return whether a pair's estimate is a cold start that pooled evidence may replace."""
+    return source in (ROOFLINE, POOLED) or source.startswith(CALIBRATED)
 
 
 def hardware_key(device: Device) -> tuple[str, str] | None:
@@ -51,6 +80,10 @@ class DevicePooling:
     def _init_pooling(self) -> None:
         # device -> {class: log of its learned factor}; twins: device -> identical devices
         self._learned_logs: dict[int, dict[int, float]] = {}
+        # device -> {class: log of published / roofline}: its profile's figures (priors)
+        self._published_logs: dict[int, dict[int, float]] = {}
+        # device -> {class: log of measured / published}: how far its figures were off
+        self._drift_logs: dict[int, dict[int, float]] = {}
         self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
         keys = [hardware_key(d) for d in self.devices]
         self._twins = [
@@ -58,19 +91,33 @@ class DevicePooling:
             for i, k in enumerate(keys)
         ]
 
-    def _pooled(self, d: int) -> float | None:
-        """Return the geometric mean of the factors learned on ``d`` (else on its twins)."""
-        for group in ((d,), self._twins[d]):
-            logs = [v for j in group for v in self._learned_logs.get(j, {}).values()]
-            if logs:
-                return math.exp(sum(logs) / len(logs))
+    def _pooled(self, d: int) -> tuple[float, str] | None:
+        """Return (factor, label): ``d``'s measured factors pooled, else its published ones.
+
+        Each is the geometric mean over ``d`` itself, else over its twins (identical hardware).
+        """
+        for pool, measured in ((self._learned_logs, True), (self._published_logs, False)):
+            for group in ((d,), self._twins[d]):
+                logs = [v for j in group for v in pool.get(j, {}).values()]
+                if logs:
+                    n = len({c for j in group for c in pool.get(j, {})})
+                    label = POOLED if measured else calibrated_label(n)
+                    return math.exp(sum(logs) / len(logs)), label
         return None
 
     def _learned(self, cls: int, d: int, n: int) -> None:
         """A measurement of (cls, d) (its ``n``-th): re-pool the device's cold classes."""
-        self._learned_logs.setdefault(d, {})[cls] = math.log(float(self._ws.corrections[cls, d]))
-        if n <= _POOL_SAMPLES:
+        self._lend(cls, d, math.log(float(self._ws.corrections[cls, d])), repool=n <= _POOL_SAMPLES)
+
+    def _lend(self, cls: int, d: int, log_factor: float, *, repool: bool) -> None:
+        """Record (cls, d)'s measured factor (and its drift from a published figure)."""
+        self._learned_logs.setdefault(d, {})[cls] = log_factor
+        published = self._published_logs.get(d, {}).get(cls)
+        if published is not None:
+            self._drift_logs.setdefault(d, {})[cls] = log_factor - published
+        if repool:
             self._repool(d)
+            self._redrift(d)
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
         """A task still running ``elapsed`` s, far past its charge: a lower bound, used now.
@@ -85,32 +132,65 @@ class DevicePooling:
             if row[d] < floor:
                 row[d] = floor
                 if self._samples.get((cls, d), 0) <= _POOL_SAMPLES:
-                    self._learned_logs.setdefault(d, {})[cls] = math.log(floor)
-                    self._repool(d)
+                    self._lend(cls, d, math.log(floor), repool=True)
 
     def _repool(self, d: int) -> None:
         """Re-start the cold classes of ``d`` and of its twins from their pooled factors."""
         for j in (d, *self._twins[d]):
-            factor = self._pooled(j)
-            if factor is not None:
+            pooled = self._pooled(j)
+            if pooled is not None:
                 for c in range(len(self._sources)):
-                    self._pool_into(c, j, factor)
+                    self._pool_into(c, j, *pooled)
+
+    def _drift(self, d: int) -> float | None:
+        """Return the geometric mean of measured / published on ``d`` (else on its twins)."""
+        for group in ((d,), self._twins[d]):
+            logs = [v for j in group for v in self._drift_logs.get(j, {}).values()]
+            if logs:
+                return math.exp(sum(logs) / len(logs))
+        return None
+
+    def _redrift(self, d: int) -> None:
+        """Scale the unmeasured published priors of ``d`` and its twins by their drift."""
+        for j in (d, *self._twins[d]):
+            drift = self._drift(j)
+            if drift is None:
+                continue
+            for c, log_factor in self._published_logs.get(j, {}).items():
+                if not self._samples.get((c, j), 0):
+                    self._ws.corrections[c, j] = learning.clamp(math.exp(log_factor) * drift)
+                    self._label_drifted(c, j)
+
+    def _label_drifted(self, cls: int, d: int) -> None:
+        sources = self._sources[cls]
+        if sources is not None and not sources[d].endswith(DRIFTED):
+            self._sources[cls] = (*sources[:d], f"{sources[d]}{DRIFTED}", *sources[d + 1 :])
 
     def _pool_class(self, cls: int) -> None:
-        """Start a new model's class's bare-roofline pairs from their devices' pooled factors."""
-        self._poolable.add(cls)
-        for d in range(len(self.devices)):
-            factor = self._pooled(d)
-            if factor is not None:
-                self._pool_into(cls, d, factor)
+        """Start a new model's class's cold pairs from their devices' pooled factors.
 
-    def _pool_into(self, cls: int, d: int, factor: float) -> None:
+        Its published priors (``priors``) first join their devices' published evidence,
+        which re-starts those devices' cold classes.
+        """
+        self._poolable.add(cls)
+        sources = self._sources[cls] or ()
+        for d, source in enumerate(sources):
+            if source.startswith(_PUBLISHED):
+                factor = float(self._ws.corrections[cls, d])
+                self._published_logs.setdefault(d, {})[cls] = math.log(factor)
+                self._repool(d)
+        for d in range(len(self.devices)):
+            pooled = self._pooled(d)
+            if pooled is not None:
+                self._pool_into(cls, d, *pooled)
+
+    def _pool_into(self, cls: int, d: int, factor: float, label: str) -> None:
         if cls not in self._poolable:
             return
         sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
-        if sources[d] not in (ROOFLINE, POOLED) or self._samples.get((cls, d), 0):
+        if not _poolable(sources[d]) or self._samples.get((cls, d), 0):
             return  # a published prior, or measured: its own evidence wins
         self._ws.corrections[cls, d] = learning.clamp(factor)
-        if sources[d] != POOLED:
-            self._sources[cls] = (*sources[:d], POOLED, *sources[d + 1 :])
+        if sources[d] != label:
+            self._sources[cls] = (*sources[:d], label, *sources[d + 1 :])
             self.exploration.set_sources(cls, self._sources[cls] or ())

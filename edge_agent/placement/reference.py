@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import MutableSequence, Sequence
+from dataclasses import dataclass
 
 from edge_agent.placement import layout as L
-from edge_agent.placement.reference_checks import MAX_DOUBLE, bad_rows
+from edge_agent.placement.reference_checks import check_inputs
 
 
 def _n_slots(dev: Sequence[float]) -> int:
@@ -171,6 +172,30 @@ def _estimate(
     return L.R_OK
 
 
+@dataclass(frozen=True)
+class PassOptions:
+    """One pass's options (the kernel's ``pass_opts``): optimistic corrections (divided by
+    ``divisors`` except where ``busy``), one device only (``only`` >= 0), whether to charge,
+    and the probe of clamped factors (``reset`` = (lo, hi): a factor >= hi or <= lo is 1)."""
+
+    divisors: Sequence[float] | None = None
+    busy: Sequence[int] | None = None
+    only: int = -1
+    commit: bool = True
+    reset: tuple[float, float] | None = None
+
+
+PLAIN = PassOptions()
+
+
+def device_scratch(devices: Sequence[float], n_dev: int) -> list[list[float]]:
+    """Return the scratch rows with each device's per-batch constants filled in."""
+    scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
+    for d in range(n_dev):
+        _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
+    return scratch
+
+
 def place_batch(
     devices: MutableSequence[float],
     n_dev: int,
@@ -182,59 +207,30 @@ def place_batch(
     out: MutableSequence[float],
     reasons: MutableSequence[int] | None = None,
     allowed: Sequence[int] | None = None,
+    opt: PassOptions = PLAIN,
 ) -> tuple[int, int]:
     """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
 
     Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
     are committed, and fills ``out`` (one OUT_FIELDS row per task) and ``reasons`` exactly
     as ``hm_place_batch`` does; ``allowed`` (nonzero per candidate device, None = all)
-    is the ``hm_call.allowed`` restriction. Nothing is changed when the status is not OK.
+    is the ``hm_call.allowed`` restriction, ``opt`` a pass's options (one-task callers).
+    Nothing is changed when the status is not OK.
     """
-    if (
-        n_dev < 0
-        or n_task < 0
-        or n_classes < 1
-        or len(devices) < n_dev * L.DEV_FIELDS
-        or len(tasks) < n_task * L.TASK_FIELDS
-        or len(corrections) < n_classes * n_dev
-        or len(out) < n_task * L.OUT_FIELDS
-    ):
-        return L.ST_BAD_SHAPE, -1
-    if len(weights) < L.N_WEIGHTS or not all(
-        math.isfinite(w) and w >= 0.0 for w in weights[: L.N_OBJECTIVES]
-    ):
-        return L.ST_BAD_POLICY, -1
-    wsum = 0.0
-    for w in weights[: L.N_OBJECTIVES]:
-        wsum += w
-    guard = weights[L.W_QUEUE_GUARD]
-    if wsum <= 0.0 or not (guard == 0.0 or 1.0 <= guard <= MAX_DOUBLE):
-        return L.ST_BAD_POLICY, -1
-    status, bad = bad_rows(devices, n_dev, tasks, n_task, n_classes)
+    status, bad = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, out)
     if status != L.ST_OK:
         return status, bad
-    checked: set[int] = set()
-    for t in range(n_task):  # only the correction rows the batch uses
-        cls = int(tasks[t * L.TASK_FIELDS + L.TASK_CLASS])
-        if cls in checked:
-            continue
-        checked.add(cls)
-        for d in range(n_dev):
-            c = corrections[cls * n_dev + d]
-            if not (math.isfinite(c) and c > 0.0):
-                return L.ST_BAD_CORRECTION, cls * n_dev + d
-
-    scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
-    for d in range(n_dev):
-        _device_constants(devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS], scratch[d])
+    scratch = device_scratch(devices, n_dev)
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
-        row = _place_one(devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed)
+        row = place_task(
+            devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed, opt
+        )
         out[t * L.OUT_FIELDS : (t + 1) * L.OUT_FIELDS] = row
     return L.ST_OK, -1
 
 
-def _place_one(
+def place_task(
     devices: MutableSequence[float],
     n_dev: int,
     task: Sequence[float],
@@ -244,6 +240,7 @@ def _place_one(
     scratch: list[list[float]],
     reasons: MutableSequence[int] | None,
     allowed: Sequence[int] | None,
+    opt: PassOptions = PLAIN,
 ) -> list[float]:
     """Estimate, score, choose and commit one task; return its output row."""
     cls = int(task[L.TASK_CLASS])
@@ -259,12 +256,16 @@ def _place_one(
     for d in range(n_dev):
         dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
         scr = scratch[d]
-        if allowed is not None and not allowed[d]:
+        if (allowed is not None and not allowed[d]) or (opt.only >= 0 and d != opt.only):
             reason, inv_pe = L.R_EXCLUDED, 0.0
         else:
             reason, inv_pe = _static_reason(dev, scr, task)
         if reason == L.R_OK:
             corr = corrections[cls * n_dev + d]
+            if opt.divisors is not None and not (opt.busy is not None and opt.busy[d]):
+                corr = corr / opt.divisors[d]
+            if opt.reset is not None and (corr >= opt.reset[1] or corr <= opt.reset[0]):
+                corr = 1.0
             reason = _estimate(dev, task, work, moved, corr, inv_pe, scr)
         scr[L.SCR_REASON] = float(reason)
         if reasons is not None:
@@ -303,7 +304,9 @@ def _place_one(
     if len(chosen) > k:
         row[L.OUT_RUNNER_UP] = float(chosen.pop())
         row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
-    _commit(devices, task, chosen, scratch, inv, mins, row)
+    _record(chosen, scratch, inv, mins, row)
+    if opt.commit:
+        charge(devices, task, row)
     return row
 
 
@@ -342,16 +345,28 @@ def _rank(
     return chosen, top
 
 
-def _commit(
-    devices: MutableSequence[float],
-    task: Sequence[float],
+def charge(devices: MutableSequence[float], task: Sequence[float], row: Sequence[float]) -> None:
+    """Charge the devices of an output row (assigned, charged) with the task's live state."""
+    for j in range(L.MAX_GANG):
+        d = int(row[L.OUT_ASSIGNED + j])
+        if d < 0:
+            break
+        base = d * L.DEV_FIELDS
+        devices[base + L.DEV_QUEUE_S] += row[L.OUT_CHARGED + j]
+        devices[base + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
+        cfg = task[L.TASK_CONFIG]
+        if cfg != 0.0 and not _config_loaded(devices[base : base + L.DEV_FIELDS], cfg):
+            _load_config(devices, base, cfg)
+
+
+def _record(
     chosen: list[int],
     scratch: list[list[float]],
     inv: list[float],
     mins: list[float],
     row: list[float],
 ) -> None:
-    """Record the chosen devices' estimates in ``row`` and charge their live state."""
+    """Record the chosen devices and the task's estimates in its output row."""
     first = scratch[chosen[0]]
     for o in range(L.N_OBJECTIVES):
         row[L.OUT_COMP + o] = (first[o] - mins[o]) * inv[o]
@@ -367,10 +382,4 @@ def _commit(
             row[est + L.EST_BASE_S] = scr[L.SCR_BASE]
         row[est + L.EST_ENERGY_J] += scr[L.OBJ_ENERGY]
         row[est + L.EST_CARBON_G] += scr[L.OBJ_CARBON]
-        base = d * L.DEV_FIELDS
         row[L.OUT_CHARGED + j] = scr[L.SCR_SERVICE_EFF] + scr[L.SCR_RECONF]
-        devices[base + L.DEV_QUEUE_S] += row[L.OUT_CHARGED + j]
-        devices[base + L.DEV_MEM_FREE] -= task[L.TASK_MEM]
-        cfg = task[L.TASK_CONFIG]
-        if cfg != 0.0 and not _config_loaded(devices[base : base + L.DEV_FIELDS], cfg):
-            _load_config(devices, base, cfg)

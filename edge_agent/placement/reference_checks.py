@@ -64,3 +64,50 @@ def _task_ok(r: Sequence[float], n_classes: int) -> bool:
         and _is_small_int(r[L.TASK_CLASS], 0, n_classes - 1)
         and _is_small_int(r[L.TASK_CONFIG], 0, 2147483647)
     )
+
+
+def check_inputs(
+    devices: Sequence[float],
+    n_dev: int,
+    tasks: Sequence[float],
+    n_task: int,
+    weights: Sequence[float],
+    corrections: Sequence[float],
+    n_classes: int,
+    out: Sequence[float],
+) -> tuple[int, int]:
+    """Return (status, bad row) of ``place_batch``'s input checks (ST_OK, -1 when valid)."""
+    if (
+        n_dev < 0
+        or n_task < 0
+        or n_classes < 1
+        or len(devices) < n_dev * L.DEV_FIELDS
+        or len(tasks) < n_task * L.TASK_FIELDS
+        or len(corrections) < n_classes * n_dev
+        or len(out) < n_task * L.OUT_FIELDS
+    ):
+        return L.ST_BAD_SHAPE, -1
+    if len(weights) < L.N_WEIGHTS or not all(
+        math.isfinite(w) and w >= 0.0 for w in weights[: L.N_OBJECTIVES]
+    ):
+        return L.ST_BAD_POLICY, -1
+    wsum = 0.0
+    for w in weights[: L.N_OBJECTIVES]:
+        wsum += w
+    guard = weights[L.W_QUEUE_GUARD]
+    if wsum <= 0.0 or not (guard == 0.0 or 1.0 <= guard <= MAX_DOUBLE):
+        return L.ST_BAD_POLICY, -1
+    status, bad = bad_rows(devices, n_dev, tasks, n_task, n_classes)
+    if status != L.ST_OK:
+        return status, bad
+    checked: set[int] = set()
+    for t in range(n_task):  # only the correction rows the batch uses
+        cls = int(tasks[t * L.TASK_FIELDS + L.TASK_CLASS])
+        if cls in checked:
+            continue
+        checked.add(cls)
+        for d in range(n_dev):
+            c = corrections[cls * n_dev + d]
+            if not (math.isfinite(c) and c > 0.0):
+                return L.ST_BAD_CORRECTION, cls * n_dev + d
+    return L.ST_OK, -1

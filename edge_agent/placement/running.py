@@ -29,11 +29,16 @@ from edge_agent.placement.decision import Decision
 OVERRUN_EVIDENCE = 2.0
 
 
-def remaining_s(charge: float, elapsed: float) -> float:
+def remaining_s(charge: float, elapsed: float, *, unmeasured: bool = False) -> float:
     """Return the queue seconds a task charged ``charge`` still holds after running ``elapsed``.
 
-    ``charge - elapsed`` while within its estimate; past it, the overrun so far again.
+    ``charge - elapsed`` while within its estimate; past it, the overrun so far again. A
+    task whose estimate nobody has measured (``first_flights``) holds at least as long
+    again as it has run: its estimate may be off by several times either way, so reaching
+    it says little about the end (and a device running it is not free for the next task).
     """
+    if unmeasured:
+        return max(charge - elapsed, elapsed)
     return abs(charge - elapsed)
 
 
@@ -44,6 +49,7 @@ class RunningWork:
         self.clock = clock
         # decision -> (start, run time credited per device; below 0: overrun counted)
         self.entries: dict[Decision, tuple[float, list[float]]] = {}
+        self._unmeasured: set[Decision] = set()  # running on an estimate nobody measured
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -51,11 +57,16 @@ class RunningWork:
     def __len__(self) -> int:
         return len(self.entries)
 
-    def start(self, decision: Decision, now: float | None) -> None:
-        """Record ``decision`` as running since ``now`` (the clock when None); idempotent."""
+    def start(self, decision: Decision, now: float | None, *, unmeasured: bool = False) -> None:
+        """Record ``decision`` as running since ``now`` (the clock when None); idempotent.
+
+        ``unmeasured``: its estimate is one nobody has measured (``remaining_s``).
+        """
         if decision not in self.entries:
             at = self.clock() if now is None else now
             self.entries[decision] = (at, [0.0] * len(decision.device_indices))
+            if unmeasured:
+                self._unmeasured.add(decision)
 
     def is_running(self, decision: Decision) -> bool:
         """Return True when ``decision`` was started and not yet finished."""
@@ -72,11 +83,14 @@ class RunningWork:
         times its charge.
         """
         now = self.clock()
+        unmeasured = self._unmeasured
         for decision, (start, credited) in self.entries.items():
             elapsed = max(0.0, now - start)
             charges = decision.charges
+            doubt = decision in unmeasured if unmeasured else False
             for j, (d, charge) in enumerate(zip(decision.device_indices, charges, strict=True)):
-                due = charge - remaining_s(charge, elapsed)  # no longer ahead in the queue
+                # no longer ahead in the queue
+                due = charge - remaining_s(charge, elapsed, unmeasured=doubt)
                 if due != credited[j]:
                     q = devices[d, L.DEV_QUEUE_S]
                     devices[d, L.DEV_QUEUE_S] = max(0.0, q - (due - credited[j]))
@@ -87,4 +101,5 @@ class RunningWork:
     def finish(self, decision: Decision) -> list[float]:
         """Forget ``decision``; return the run time already credited per device (0s if none)."""
         entry = self.entries.pop(decision, None)
+        self._unmeasured.discard(decision)
         return entry[1] if entry is not None else [0.0] * len(decision.device_indices)

@@ -95,16 +95,17 @@ def rules_of(policy: Policy) -> TierRules:
     return parse_tiers(policy.rules.get("tiers") or {}, "policy.rules.tiers")
 
 
-def place(placer: Placer, tasks: Sequence[TaskContract]) -> list[Decision]:
+def place(placer: Placer, tasks: Sequence[TaskContract | PreparedTask]) -> list[Decision]:
     """Place a batch like ``Placer.place``, routing the classes the tier rules name.
 
     Without rules for any task of the batch this is one kernel call; otherwise the tasks
     are placed one by one in the same order (higher priority, then earlier deadline).
     """
     rules = rules_of(placer.policy)
-    if not any(t.task_class in rules.classes for t in tasks):
+    contracts = [t.contract if isinstance(t, PreparedTask) else t for t in tasks]
+    if not any(c.task_class in rules.classes for c in contracts):
         return placer.place(tasks)
-    order = sorted(range(len(tasks)), key=lambda i: urgency(tasks[i]))
+    order = sorted(range(len(tasks)), key=lambda i: urgency(contracts[i]))
     out: dict[int, Decision] = {}
     for i in order:
         out[i] = place_one(placer, tasks[i], rules)

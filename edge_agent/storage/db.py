@@ -10,6 +10,12 @@ A commit the storage refuses (disk full, I/O error) fails the whole group with
 ``StorageUnavailable``; ``persist`` retries such a write with back-off until it lands, and
 ``trouble`` says what is failing until a commit succeeds again. The file is checked before
 it is used (``integrity.check_at_open``); a clean ``close`` checkpoints the WAL into it.
+
+A write is durable by default (``synchronous = FULL``: its commit is fsynced, so it survives a
+power cut). ``write(op, durable=False)`` is for soft state that is sent again anyway (the
+hub's heartbeats): a group made only of such ops commits with ``synchronous = NORMAL`` (no
+fsync; in WAL mode it still survives ``kill -9`` of the process, and the next durable commit
+or checkpoint makes it survive a power cut); one durable op in a group makes it FULL.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ T = TypeVar("T")
 R = TypeVar("R")
 Op = Callable[[sqlite_utils.Database], Any]
 Migration = tuple[int, str, Callable[[sqlite_utils.Database], None]]
+#: A queued write: the op, its caller's loop and future, and whether its commit must be fsynced.
+_Item = tuple[Op, asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool]
 
 #: Most ops committed in one transaction.
 GROUP_LIMIT = 512
@@ -129,9 +137,7 @@ class Database:
         self.path = path
         self._migrations = migrations
         self.repair = repair  # the command that salvages this file, named in errors
-        self._queue: queue.SimpleQueue[
-            tuple[Op, asyncio.AbstractEventLoop, asyncio.Future[Any]] | None
-        ] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="agent-db-writer", daemon=True)
         self._ready = threading.Event()
         self._failure: BaseException | None = None
@@ -145,6 +151,7 @@ class Database:
         self.damaged: str | None = None  # a read found the file damaged (found after start)
         self.failed_commits = 0
         self.retrying = 0  # ``persist`` calls waiting for the storage to come back
+        self._synchronous = "FULL"  # the writer connection's level (``_connect`` sets FULL)
 
     # --- life cycle (blocking: call from a thread, not the loop) -------------------------
     def open(self) -> None:
@@ -175,14 +182,17 @@ class Database:
             self._thread.join()
 
     # --- writing --------------------------------------------------------------------
-    def write(self, op: Callable[[sqlite_utils.Database], T]) -> asyncio.Future[T]:
-        """Queue ``op`` for the writer; the future resolves after its transaction commits."""
+    def write(
+        self, op: Callable[[sqlite_utils.Database], T], *, durable: bool = True
+    ) -> asyncio.Future[T]:
+        """Queue ``op`` for the writer; the future resolves after its transaction commits
+        (fsynced unless ``durable`` is False and no durable op shares the transaction)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         if self._closed or self._failure is not None:
             future.set_exception(StoreClosed("the agent's store is closed"))
             return future
-        self._queue.put((op, loop, future))
+        self._queue.put((op, loop, future, durable))
         return future
 
     async def persist(self, op: Callable[[sqlite_utils.Database], T]) -> T:
@@ -245,7 +255,7 @@ class Database:
     def _commit(
         self,
         db: sqlite_utils.Database,
-        group: list[tuple[Op, asyncio.AbstractEventLoop, asyncio.Future[Any]]],
+        group: list[_Item],
     ) -> None:
         """Run ``group`` in one transaction, then resolve every future.
 
@@ -253,9 +263,13 @@ class Database:
         in an op or at the commit, fails the whole group: SQLite may have rolled it all back.
         """
         outcomes: list[tuple[bool, Any]] = []
+        level = "FULL" if any(item[3] for item in group) else "NORMAL"
         try:
+            if level != self._synchronous:  # only outside a transaction
+                db.execute(f"PRAGMA synchronous = {level}")
+                self._synchronous = level
             with db.atomic():
-                for op, _, _ in group:
+                for op, _, _, _ in group:
                     try:
                         with db.atomic():
                             outcomes.append((True, op(db)))
@@ -273,7 +287,7 @@ class Database:
                     self.failed_commits,
                 )
             self.trouble = None
-        for (_, loop, future), (ok, value) in zip(group, outcomes, strict=True):
+        for (_, loop, future, _), (ok, value) in zip(group, outcomes, strict=True):
             with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
                 loop.call_soon_threadsafe(_resolve, future, ok, value)
 

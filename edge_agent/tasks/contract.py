@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
+import json
 import math
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from edge_agent.errors import ContractError
@@ -39,8 +43,17 @@ KIND_GROUPS: dict[str, tuple[DeviceKind, ...]] = {
 }
 
 
-def kinds_mask(names: list[str]) -> int:
+#: Most distinct name lists remembered per vocabulary lookup (names repeat across contracts).
+NAME_CACHE_LIMIT = 1024
+
+
+def kinds_mask(names: Iterable[str]) -> int:
     """Return the device-kind mask for kind names or groups (cpu, gpu, accelerator)."""
+    return _kinds_mask(tuple(names))
+
+
+@functools.lru_cache(maxsize=NAME_CACHE_LIMIT)
+def _kinds_mask(names: tuple[str, ...]) -> int:
     mask = 0
     for name in names:
         group = KIND_GROUPS.get(name.strip().lower())
@@ -50,6 +63,17 @@ def kinds_mask(names: list[str]) -> int:
         else:
             mask |= 1 << parse_name(DeviceKind, name, what="device kind")
     return mask
+
+
+@functools.lru_cache(maxsize=NAME_CACHE_LIMIT)
+def names_mask(enum: type[IntEnum], names: tuple[str, ...], what: str) -> int:
+    """Return ``mask_of(enum, names)``, remembered (ValueError naming a bad name, as it)."""
+    return mask_of(enum, names, what=what)
+
+
+@functools.lru_cache(maxsize=NAME_CACHE_LIMIT)
+def _precisions(names: tuple[str, ...]) -> tuple[Precision, ...]:
+    return tuple(Precision(parse_name(Precision, n, what="precision")) for n in names)
 
 
 @dataclass(frozen=True)
@@ -65,7 +89,8 @@ class Semantics:
 
     def operator_mask(self) -> int:
         """Return the operator-family mask this task needs."""
-        return mask_of(OperatorFamily, self.operator_histogram, what="operator family")
+        hist = self.operator_histogram
+        return names_mask(OperatorFamily, tuple(hist), "operator family") if hist else 0
 
 
 @dataclass(frozen=True)
@@ -115,19 +140,80 @@ class TaskContract:
     def precisions(self) -> tuple[Precision, ...]:
         """Return the precisions the task may run at, the preferred first."""
         req = self.requirements.precision or self.semantics.precision
-        names = (req,) if isinstance(req, str) else req
-        return tuple(Precision(parse_name(Precision, n, what="precision")) for n in names)
+        return _precisions((req,) if isinstance(req, str) else req)
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the contract as a JSON-ready document (the inverse of ``from_dict``)."""
-        doc = asdict(self)
-        doc["requirements"]["kinds"] = list(self.requirements.kinds)
-        for key in ("precision", "model_format"):
-            if isinstance(doc["requirements"][key], tuple):
-                doc["requirements"][key] = list(doc["requirements"][key])
-        if self.requirements.operator_families is not None:
-            doc["requirements"]["operator_families"] = list(self.requirements.operator_families)
-        return doc
+        """Return the contract as a JSON-ready document (the inverse of ``from_dict``).
+
+        Field by field, in declaration order (what ``dataclasses.asdict`` writes, tuples as
+        lists): the intake encodes this for every new contract, so no generic walk.
+        """
+        sem, req = self.semantics, self.requirements
+        return {
+            "semantics": {
+                "gflops": sem.gflops,
+                "param_bytes": sem.param_bytes,
+                "activation_bytes": sem.activation_bytes,
+                "input_bytes": sem.input_bytes,
+                "precision": sem.precision,
+                "operator_histogram": dict(sem.operator_histogram),
+            },
+            "requirements": {
+                "kinds": list(req.kinds),
+                "precision": _listed(req.precision),
+                "operator_families": _listed(req.operator_families),
+                "model_format": _listed(req.model_format),
+                "min_memory_bytes": req.min_memory_bytes,
+                "device_count": req.device_count,
+                "max_latency_s": req.max_latency_s,
+                "deadline_s": req.deadline_s,
+                "config_id": req.config_id,
+                "drop_if_late": req.drop_if_late,
+            },
+            "task_class": self.task_class,
+            "priority": self.priority,
+            "tenant": self.tenant,
+            "policy": self.policy,
+            "model": self.model,
+        }
+
+    def to_json(self) -> str:
+        """Return ``json.dumps(self.to_dict())``, the same text, written field by field.
+
+        The intake stores every new contract as this text: the generic encoder walking
+        ``to_dict`` costs about twice as much. Numbers that are not finite floats (a
+        contract built in code, not parsed) take the generic path.
+        """
+        sem, req = self.semantics, self.requirements
+        numbers = (
+            sem.gflops,
+            sem.param_bytes,
+            sem.activation_bytes,
+            sem.input_bytes,
+            req.min_memory_bytes,
+            req.max_latency_s,
+            req.deadline_s,
+        )
+        if set(map(type, numbers)) != {float} or not math.isfinite(sum(numbers)):
+            return _encode(self.to_dict())
+        gflops, param, activation, inputs, memory, latency, deadline = map(float.__repr__, numbers)
+        counts = sem.operator_histogram
+        hist = ", ".join(f"{_text(k)}: {_value(v)}" for k, v in counts.items()) if counts else ""
+        return (
+            f'{{"semantics": {{"gflops": {gflops}, "param_bytes": {param}, '
+            f'"activation_bytes": {activation}, "input_bytes": {inputs}, '
+            f'"precision": {_value(sem.precision)}, "operator_histogram": {{{hist}}}}}, '
+            f'"requirements": {{"kinds": {_value(req.kinds) if req.kinds else "[]"}, '
+            f'"precision": {_value(req.precision)}, '
+            f'"operator_families": {_value(req.operator_families)}, '
+            f'"model_format": {_value(req.model_format)}, "min_memory_bytes": {memory}, '
+            f'"device_count": {_value(req.device_count)}, "max_latency_s": {latency}, '
+            f'"deadline_s": {deadline}, "config_id": {_value(req.config_id)}, '
+            f'"drop_if_late": {_value(req.drop_if_late)}}}, '
+            f'"task_class": {_value(self.task_class)}, "priority": {_value(self.priority)}, '
+            f'"tenant": {_value(self.tenant)}, "policy": {_value(self.policy)}, '
+            f'"model": {_value(self.model)}}}'
+        )
 
     @classmethod
     def from_dict(cls, doc: Mapping[str, Any]) -> TaskContract:
@@ -135,20 +221,68 @@ class TaskContract:
         return _parse_contract(doc)
 
 
-def _check_keys(doc: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    if not isinstance(doc, Mapping):
+_text = encode_basestring_ascii  # a str as ``json.dumps`` writes it
+_encode = json.JSONEncoder().encode
+
+
+def _value(value: Any) -> str:
+    """Return a contract field's value as ``json.dumps`` writes it (the common types inline)."""
+    kind = type(value)
+    if kind is str:
+        return _text(value)
+    if value is None:
+        return "null"
+    if kind is int or kind is bool:
+        return "true" if value is True else "false" if value is False else int.__repr__(value)
+    if kind is tuple:
+        return "[" + ", ".join(map(_value, value)) + "]"
+    return _encode(value)
+
+
+def with_deadline(contract: TaskContract, deadline_s: float) -> TaskContract:
+    """Return ``contract`` with ``requirements.deadline_s`` set (``dataclasses.replace`` twice).
+
+    A waiting task's deadline is counted again each time it is placed; ``replace`` walks
+    every field through ``__init__`` (about 20 us for the two), this copies the two records.
+    """
+    req = object.__new__(Requirements)
+    req.__dict__.update(contract.requirements.__dict__, deadline_s=deadline_s)
+    out = object.__new__(TaskContract)
+    out.__dict__.update(contract.__dict__, requirements=req)
+    return out
+
+
+def _listed(value: str | tuple[str, ...] | None) -> str | list[str] | None:
+    return list(value) if isinstance(value, tuple) else value
+
+
+def _check_keys(doc: Mapping[str, Any], allowed: frozenset[str], where: str) -> None:
+    if type(doc) is not dict and not isinstance(doc, Mapping):  # (the ABC check is slow)
         raise ContractError(f"{where}: expected an object, got {type(doc).__name__}")
+    if allowed.issuperset(doc):
+        return
     unknown = sorted(set(doc) - allowed)
-    if unknown:
-        raise ContractError(
-            f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
-        )
+    raise ContractError(
+        f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}"
+    )
+
+
+_SEMANTICS_KEYS = frozenset(Semantics.__dataclass_fields__)
+_REQUIREMENT_KEYS = frozenset(Requirements.__dataclass_fields__)
+_CONTRACT_KEYS = frozenset(TaskContract.__dataclass_fields__)
+_DEFAULT_REQUIREMENTS = Requirements()
+_ABSENT = object()
 
 
 def _number(
     doc: Mapping[str, Any], key: str, where: str, default: float = 0.0, top: float = MAX_AMOUNT
 ) -> float:
-    value = doc.get(key, default)
+    value = doc.get(key, _ABSENT)
+    if value is _ABSENT:
+        return default
+    kind = type(value)
+    if (kind is float or kind is int) and 0 <= value < top:  # NaN fails the comparison
+        return float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ContractError(f"{where}.{key}: expected a number, got {value!r}")
     if isinstance(value, int) and not 0 <= value < top:  # before float(): huge ints overflow
@@ -204,7 +338,7 @@ def _name(doc: Mapping[str, Any], key: str) -> str | None:
 
 def _parse_semantics(doc: Mapping[str, Any]) -> Semantics:
     where = "semantics"
-    _check_keys(doc, {f for f in Semantics.__dataclass_fields__}, where)
+    _check_keys(doc, _SEMANTICS_KEYS, where)
     hist = doc.get("operator_histogram", {})
     if not isinstance(hist, Mapping) or not all(
         isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) and v >= 0
@@ -220,7 +354,7 @@ def _parse_semantics(doc: Mapping[str, Any]) -> Semantics:
         operator_histogram=dict(hist),
     )
     try:
-        parse_name(Precision, sem.precision, what="precision")
+        _precisions((sem.precision,))
         sem.operator_mask()
     except ValueError as err:
         raise ContractError(f"{where}: {err}") from None
@@ -236,7 +370,9 @@ def _flag(doc: Mapping[str, Any], key: str, where: str) -> bool:
 
 def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
     where = "requirements"
-    _check_keys(doc, {f for f in Requirements.__dataclass_fields__}, where)
+    _check_keys(doc, _REQUIREMENT_KEYS, where)
+    if not doc:  # every field its default (frozen: one shared instance)
+        return _DEFAULT_REQUIREMENTS
     count = doc.get("device_count", 1)
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_DEVICE_COUNT:
         raise ContractError(f"{where}.device_count: expected an integer 1..{MAX_DEVICE_COUNT}")
@@ -256,20 +392,20 @@ def _parse_requirements(doc: Mapping[str, Any]) -> Requirements:
         drop_if_late=_flag(doc, "drop_if_late", where),
     )
     try:
-        kinds_mask(list(req.kinds))
+        kinds_mask(req.kinds)
         if req.precision is not None:
             names = (req.precision,) if isinstance(req.precision, str) else req.precision
-            mask_of(Precision, names, what="precision")
+            names_mask(Precision, names, "precision")
         if req.operator_families is not None:
-            mask_of(OperatorFamily, req.operator_families, what="operator family")
-        mask_of(ModelFormat, req.formats(), what="model format")
+            names_mask(OperatorFamily, req.operator_families, "operator family")
+        names_mask(ModelFormat, req.formats(), "model format")
     except ValueError as err:
         raise ContractError(f"{where}: {err}") from None
     return req
 
 
 def _parse_contract(doc: Mapping[str, Any]) -> TaskContract:
-    _check_keys(doc, {f for f in TaskContract.__dataclass_fields__}, "contract")
+    _check_keys(doc, _CONTRACT_KEYS, "contract")
     if "semantics" not in doc:
         raise ContractError("contract.semantics: required (gflops at least, or give a model)")
     priority = doc.get("priority", 0)

@@ -5,6 +5,7 @@ Everything here is blocking (file system, ONNX parsing): the API calls it in a t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -12,12 +13,12 @@ import os
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, fields, is_dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from edge_agent.errors import ContractError
-from edge_agent.placement.codec import prepare
+from edge_agent.placement.codec import PreparedTask, prepare
 from edge_agent.tasks.contract import Semantics, TaskContract
 
 #: Fields of a submission that are the agent's, not the contract's.
@@ -44,51 +45,45 @@ class NewTask:
     contract_json: str = ""  # the contract as stored; computed here when empty
     deferrable: bool = False  # held until a low-carbon, low-load hour before its deadline
     deferral: dict[str, Any] | None = None  # the agent's plan (stored state "deferred")
+    prepared: PreparedTask | None = None  # the contract's kernel row, checked at intake
 
     def stored_contract(self) -> str:
         """Return the contract's JSON text (as ``TaskContract.to_dict`` writes it)."""
-        return self.contract_json or json.dumps(self.contract.to_dict())
+        return self.contract_json or self.contract.to_json()
 
 
-def _check_ranges(contract: TaskContract) -> None:
-    """Refuse a contract whose encoded row is not finite (the parser bounds each number)."""
-    if not all(math.isfinite(x) for x in prepare(contract).row):
+def checked_row(contract: TaskContract) -> PreparedTask:
+    """Return the contract's kernel row; ContractError if it is not finite.
+
+    The parser bounds each number, so only a sum can overflow (and then the sum of the row
+    is not finite either: no finite sum of finite bounded terms overflows). The row goes
+    with the task to placement, which then does not encode the contract again.
+    """
+    prepared = prepare(contract)
+    if not math.isfinite(sum(prepared.row)):
         raise ContractError("contract: numbers too large (their sums overflow to infinity)")
+    return prepared
 
 
-def plain(value: Any) -> Any:
-    """Return a contract as ``TaskContract.to_dict`` does, without its deep copies (fast)."""
-    kind = type(value)
-    if kind in _SCALARS:
-        return value
-    if kind is tuple or kind is list:
-        return [plain(v) for v in value]
-    if kind is dict:
-        return {k: plain(v) for k, v in value.items()}
-    names = _FIELDS.get(kind)
-    if names is None and is_dataclass(value) and not isinstance(value, type):
-        names = _FIELDS[kind] = tuple(f.name for f in fields(value))
-    if names is not None:  # a contract's fields are mostly scalars: no call for those
-        return {
-            name: v if type(v := getattr(value, name)) in _SCALARS else plain(v) for name in names
-        }
-    if isinstance(value, tuple | list):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
-
-
-_FIELDS: dict[type, tuple[str, ...]] = {}
 #: ``json.dumps(doc, sort_keys=True)`` without building a new encoder on every call
 _canonical = json.JSONEncoder(sort_keys=True).encode
-_SCALARS = frozenset({str, int, float, bool, type(None)})  # JSON as they are (exact types)
 
 
-def _known(found: tuple[TaskContract, str, bool, str], key: str | None) -> NewTask:
-    """Return a remembered plain contract as a new submission under ``key``."""
-    contract, contract_json, deferrable, digest = found
-    return NewTask(contract, digest, key, None, contract_json, deferrable=deferrable)
+def _known(found: NewTask, key: str | None) -> NewTask:
+    """Return a remembered plain contract (its task without a key) as a new submission.
+
+    Tasks are frozen, so copies without a key share one object; with a key, the record is
+    copied rather than built field by field (a third of a batch item's intake).
+    """
+    if key is None:
+        return found
+    task = object.__new__(NewTask)
+    task.__dict__.update(found.__dict__, idempotency_key=key)
+    return task
+
+
+def _remembered(task: NewTask) -> NewTask:
+    return task if task.idempotency_key is None else dataclasses.replace(task, idempotency_key=None)
 
 
 def _onnx_semantics(model: Path | bytes) -> Semantics:
@@ -107,8 +102,8 @@ class Intake:
         self._cache: dict[tuple[str, int, int], Semantics] = {}
         self._lock = threading.Lock()
         # canonical text -> (contract, its stored JSON, deferrable, request hash)
-        self._plain: dict[str, tuple[TaskContract, str, bool, str]] = {}
-        self._bodies: dict[bytes, tuple[TaskContract, str, bool, str]] = {}  # body -> the same
+        self._plain: dict[str, NewTask] = {}
+        self._bodies: dict[bytes, NewTask] = {}  # body -> the same
 
     def task(self, doc: object, key: str | None, where: str = "body") -> NewTask:
         """Return the task a JSON document asks for; ContractError naming the field if bad."""
@@ -122,8 +117,7 @@ class Intake:
             task = self._task(doc, key, where, text)
             if len(self._plain) >= CONTRACT_CACHE_LIMIT:
                 self._plain.clear()  # a new mix of task kinds: start again
-            found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
-            self._plain[text] = found
+            self._plain[text] = _remembered(task)
             return task
         return _known(found, key)
 
@@ -144,8 +138,7 @@ class Intake:
             return
         if len(self._bodies) >= CONTRACT_CACHE_LIMIT:
             self._bodies.clear()
-        found = (task.contract, task.contract_json, task.deferrable, task.request_hash)
-        self._bodies[bytes(body)] = found
+        self._bodies[bytes(body)] = _remembered(task)
 
     def _task(
         self, doc: Mapping[str, Any], key: str | None, where: str, canonical: str | None = None
@@ -173,7 +166,7 @@ class Intake:
                 requirements.setdefault("model_format", None)
         try:
             contract = TaskContract.from_dict(fields)
-            _check_ranges(contract)
+            prepared = checked_row(contract)
         except ContractError as err:
             raise ContractError(f"{where}: {err}") from None
         if deferrable and contract.requirements.deadline_s <= 0:
@@ -184,9 +177,8 @@ class Intake:
         if canonical is None:
             canonical = _canonical(doc)
         digest = hashlib.sha256(canonical.encode()).hexdigest()
-        return NewTask(
-            contract, digest, key, command, json.dumps(plain(contract)), deferrable=deferrable
-        )
+        text = contract.to_json()
+        return NewTask(contract, digest, key, command, text, deferrable, None, prepared)
 
     def _command(self, value: object, where: str) -> tuple[str, ...] | None:
         """Return the argv of a command task if the allowlist permits it."""

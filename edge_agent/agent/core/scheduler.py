@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.fairshare import FairQueue
-from edge_agent.agent.core.preempt import preempt_for, wants_preemption
+from edge_agent.agent.core.preempt import Budget, Queued, preempt_for, wants_preemption
 from edge_agent.agent.core.store import Store
 from edge_agent.agent.core.waiting import Waiting
 from edge_agent.agent.web.metrics import AgentMetrics
@@ -53,10 +53,21 @@ def _json_components(values: tuple[float, ...]) -> str:
     return json.dumps(dict(zip(L.OBJECTIVE_NAMES, values, strict=True)))
 
 
-@functools.lru_cache(maxsize=1024)
-def _json_counts(items: tuple[tuple[str, int], ...]) -> str:
-    """Return (reason, count) pairs as a JSON object (rejections repeat from task to task)."""
-    return json.dumps(dict(items))
+#: The rejections column by (kernel's counts per reason, devices left out by tier rules):
+#: a few combinations, over and over (bounded: cleared when full).
+_REJECTIONS: dict[tuple[tuple[int, ...], int], str] = {}
+_REJECTIONS_LIMIT = 1024
+
+
+def _json_rejections(d: Decision) -> str:
+    """Return ``json.dumps(d.rejections())``, composed once per combination of counts."""
+    key = (d.reject_counts, len(d.excluded))
+    text = _REJECTIONS.get(key)
+    if text is None:
+        if len(_REJECTIONS) >= _REJECTIONS_LIMIT:
+            _REJECTIONS.clear()
+        text = _REJECTIONS[key] = json.dumps(d.rejections())
+    return text
 
 
 def decision_row(d: Decision) -> dict[str, Any]:
@@ -79,7 +90,7 @@ def decision_row(d: Decision) -> dict[str, Any]:
         "runner_up": runner_up,
         "runner_up_score": d.runner_up_score if runner_up else None,
         "components": _json_components(d.components),
-        "rejections": _json_counts(tuple(d.rejections().items())),
+        "rejections": _json_rejections(d),
         # why not each other device: the kernel's reason codes are kept and the text is
         # composed when asked (store_batch.why_not_of), not for every task placed
         "why_not": None,
@@ -206,7 +217,9 @@ class Scheduler:
         contracts = [t.contract_at(now) for t in batch]
         start = time.perf_counter()
         try:
-            decisions = tiers.place(self.placer, contracts)
+            decisions = tiers.place(
+                self.placer, [t.placeable(c) for t, c in zip(batch, contracts, strict=True)]
+            )
         except KernelError as err:  # one bad row: place one by one to find it
             await self._isolate(batch, err)
             return
@@ -296,14 +309,21 @@ class Scheduler:
     def _preempt(
         self, batch: list[Waiting], contracts: list[TaskContract], decisions: list[Decision]
     ) -> list[Job]:
-        """Place urgent unplaced tasks by taking lower-priority queued jobs off their devices."""
+        """Place urgent unplaced tasks by taking lower-priority queued jobs off their devices.
+
+        The pass's tasks share one ``Budget`` of placement tries (in the batch's fair-queue
+        order: higher priority first); those past it stay late, counted as skipped."""
         victims: list[Job] = []
+        budget = Budget()
+        queued: Queued | None = None
         for i, decision in enumerate(decisions):
             if not wants_preemption(decision):
                 continue
             if decision.placed:  # late: try to meet the deadline by preempting first
                 self.placer.release(decision)
-            found = preempt_for(self.placer, contracts[i], self.jobs.queued())
+            if queued is None:  # once a pass, and only when some task is late
+                queued = Queued(self.jobs.queued())
+            found = preempt_for(self.placer, contracts[i], queued, budget)
             if found is None:
                 if decision.placed:  # nothing to preempt: late, on the earliest finish
                     decisions[i] = tiers.place_one(self.placer, contracts[i])
@@ -318,6 +338,13 @@ class Scheduler:
                 batch[i].task_id,
                 contracts[i].priority,
                 len(displaced),
+            )
+        if budget.skipped:
+            self.metrics.preemptions_skipped.inc(budget.skipped)
+            _log.warning(
+                "%s urgent tasks not tried for preemption: this pass's %s tries were spent",
+                budget.skipped,
+                budget.tries,
             )
         return victims
 

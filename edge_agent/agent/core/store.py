@@ -131,8 +131,8 @@ class Store(TaskMoves):
                 row = dict(row)
                 text = row["contract"]
                 contract = parsed.get(text)
-                if contract is None:
-                    contract = parsed[text] = json.loads(text)
+                if contract is None:  # the document that text encodes (a fifth of a parse)
+                    contract = parsed[text] = task.contract.to_dict()
                 row.update(contract=contract, emulated=False, deferral=task.deferral)
                 if task.command is not None:
                     row["command"] = list(task.command)

@@ -12,6 +12,7 @@ import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -23,9 +24,10 @@ from edge_agent.agent.core.intake_queue import SubmitCoalescer
 from edge_agent.agent.core.store import STATES, IdempotencyConflict
 from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
 from edge_agent.agent.service import Agent
-from edge_agent.agent.web.api_auth import api_auth
+from edge_agent.agent.web.api_auth import TokenCheck, token_check
 from edge_agent.agent.web.local_status import add_status_routes
 from edge_agent.agent.web.openapi import MAX_BATCH, document
+from edge_agent.errors import InvalidInput
 from edge_agent.http_errors import (
     ApiError,
     json_errors,
@@ -33,9 +35,11 @@ from edge_agent.http_errors import (
     parse_json_body,
     whole_numbers,
 )
-from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
+from edge_agent.http_express import Express, Headers, Route
+from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.id_prefix import MAX_SHOWN, resolve_id
+from edge_agent.storage.db import StoreError
 
 _log = logging.getLogger(__name__)
 
@@ -63,9 +67,14 @@ async def _json(request: web.Request) -> Any:
 
 def _key(request: web.Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
-    if key is not None and (not key or len(key) > MAX_KEY or not key.isprintable()):
+    if not _key_ok(key):
         raise ApiError(400, f"Idempotency-Key: expected 1-{MAX_KEY} printable characters")
     return key
+
+
+def _key_ok(key: str | None) -> bool:
+    """Return whether an Idempotency-Key header (None: absent) is one the API takes."""
+    return key is None or (0 < len(key) <= MAX_KEY and key.isprintable())
 
 
 async def _task_id(request: web.Request) -> str:
@@ -149,8 +158,8 @@ def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
     return web.Response(text=text, status=202, content_type="application/json", headers=headers)
 
 
-async def _submit(request: web.Request) -> web.Response:
-    agent, body, key = request.app[AGENT], await request.read(), _key(request)
+async def _single(agent: Agent, body: bytes, key: str | None) -> NewTask:
+    """Return one submission's task (raises what the API answers 400)."""
     task = agent.intake.known_body(body, key)  # a repeat of a plain contract: no parsing
     if task is None:
         doc = whole_numbers(parse_json_body(body))
@@ -159,13 +168,56 @@ async def _submit(request: web.Request) -> web.Response:
             agent.intake.remember_body(body, doc, task)
         else:
             task = await asyncio.to_thread(agent.intake.task, doc, key)
-    row, created = await request.app[SUBMITS].submit(task)
-    shapes = request.app[SHAPES]
+    return task
+
+
+def _accepted_text(app: web.Application, task: NewTask, row: dict[str, Any], created: bool) -> str:
+    """Return a single submission's 202 document (the group's shared fields encoded once)."""
+    shapes = app[SHAPES]
     if len(shapes) >= SHAPES_LIMIT:
         shapes.clear()
     doc = _task_json(row, task, created, shapes)  # a group's tasks share their other fields
-    text = f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
+    return f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
+
+
+async def _submit(request: web.Request) -> web.Response:
+    app, body, key = request.app, await request.read(), _key(request)
+    task = await _single(app[AGENT], body, key)
+    row, created = await app[SUBMITS].submit(task)
+    text = _accepted_text(app, task, row, created)
     return _accepted(text, {"Location": f"/v1/tasks/{row['id']}"})
+
+
+def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
+    """Return ``POST /v1/tasks`` for the express lane (``http_express``): ``_submit`` without
+    aiohttp's request and response objects. It declines (None: aiohttp answers the request
+    as always) a request without the API token, with a bad Idempotency-Key or body, or whose
+    store write failed (rolled back: nothing stored); the 202 is the same document."""
+
+    async def submit(headers: Headers, body: bytes) -> bytes | None:
+        if check is not None and not check.allows(headers.get("authorization", "")):
+            return None
+        key = headers.get("idempotency-key")
+        if not _key_ok(key):
+            return None
+        try:
+            task = await _single(app[AGENT], body, key)
+        except Exception:  # nothing stored yet: aiohttp's answer names the problem
+            return None
+        try:
+            row, created = await app[SUBMITS].submit(task)
+        except (InvalidInput, StoreError):  # the group's transaction rolled back
+            return None
+        text = _accepted_text(app, task, row, created)
+        location = {"Location": f"/v1/tasks/{_path_safe(row['id'])}"}
+        return express.answer(202, "Accepted", text.encode(), location)
+
+    return submit
+
+
+def _path_safe(task_id: str) -> str:
+    """Return an id as a URL path segment (new ids are hex and pass unchanged)."""
+    return task_id if task_id.isascii() and task_id.isalnum() else quote(task_id, safe="")
 
 
 async def _submit_batch(request: web.Request) -> web.Response:
@@ -354,11 +406,20 @@ def make_app(config: AgentConfig) -> web.Application:
     """Return the agent's aiohttp application; the agent starts and stops with it."""
     quiet_bad_requests()
     guard = ConnectionGuard(ServerLimits.of(config))
+    check = token_check(config)  # None: auth is off
     app = web.Application(
         client_max_size=config.max_body_bytes,
-        # the guard first (see its doc), then the API token (api_auth: none when auth is off)
-        middlewares=[guard.middleware, *api_auth(config), _errors, missing_files],
+        # the guard first (see its doc), then the API token (none when auth is off)
+        middlewares=[
+            guard.middleware,
+            *([check.middleware] if check else []),
+            _errors,
+            missing_files,
+        ],
     )
+    # single submissions skip aiohttp's request path when plain (http_express)
+    express = guard.express = Express(config.max_body_bytes, KEEPALIVE_S)
+    express.route("POST", "/v1/tasks", _express_submit(app, express, check))
     app[CONFIG], app[GUARD], app[BODY_CAP] = config, guard, config.max_body_bytes
     app.cleanup_ctx.append(_agent_ctx)
     if config.mesh_on:  # the signed peer endpoints; the daemon starts the node once listening

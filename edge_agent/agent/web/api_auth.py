@@ -39,7 +39,13 @@ LOGGED_ADDRESSES = 64
 
 
 def api_auth(config: AgentConfig) -> list[Middleware]:
-    """Return the middleware that asks for the API token (none when ``auth`` is off).
+    """Return the middleware that asks for the API token (none when ``auth`` is off)."""
+    check = token_check(config)
+    return [] if check is None else [check.middleware]
+
+
+def token_check(config: AgentConfig) -> TokenCheck | None:
+    """Return the API token's check (None when ``auth`` is off).
 
     Makes the token file on first use; TokenFileError (bad input: `edge-agent run` exits 2) names
     the file and the fix when it cannot be trusted. With ``auth = "none"`` on an address other
@@ -54,8 +60,8 @@ def api_auth(config: AgentConfig) -> list[Middleware]:
                 config.host,
                 config.port,
             )
-        return []
-    return [TokenCheck(ensure_token(config.token_path), str(config.token_path)).middleware]
+        return None
+    return TokenCheck(ensure_token(config.token_path), str(config.token_path))
 
 
 class TokenCheck:
@@ -75,6 +81,12 @@ class TokenCheck:
         if given is not None and hmac.compare_digest(given, self._token):
             return await handler(request)
         return self._refuse(request, "missing" if given is None else "wrong")
+
+    def allows(self, authorization: str) -> bool:
+        """Return whether an ``Authorization`` header carries the token (no refusal logged:
+        the express lane hands a refused request to this middleware, which answers it)."""
+        given = _bearer(authorization)
+        return given is not None and hmac.compare_digest(given, self._token)
 
     def _refuse(self, request: web.Request, why: str) -> web.Response:
         peer = request.remote or "?"

@@ -159,6 +159,11 @@ class AgentMetrics:
             "Queued tasks taken off a device for a higher-priority task's deadline",
             registry=r,
         )
+        self.preemptions_skipped = Counter(
+            "hetmesh_agent_preemptions_skipped",
+            "Late urgent tasks not tried for preemption: the pass's tries were spent",
+            registry=r,
+        )
         # each label's child, looked up once: ``labels`` is a locked dict lookup per call,
         # and these move for every task
         self._by_state = {state: self.tasks.labels(state) for state in STATES}

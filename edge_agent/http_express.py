@@ -1,0 +1,279 @@
+"""An express lane for one plain request shape, ahead of aiohttp on the same connections.
+
+aiohttp spends about 150 µs of CPU on every request around its handler (its request and
+response objects, routing, the middlewares, the headers), more than everything else a tiny
+task submission costs; a bare aiohttp server on uvloop that does nothing tops out below
+2,000 requests/s on the 2-core development box (``docs/performance.md``). A route
+registered here (``Express.route``) is read first by the connection's ``ExpressLane``. A
+request goes to the route's handler only when it is exactly the plain case:
+
+* the registered request line, ``HTTP/1.1``, head and body together within ``HEAD_MAX`` +
+  the body cap, the whole body already received with the head;
+* a ``Content-Length`` and no ``Transfer-Encoding``, ``Expect``, ``Upgrade`` or
+  ``Content-Encoding``, ``Connection`` absent or ``keep-alive``, no header given twice,
+  header names that are tokens and values that are printable UTF-8.
+
+Everything else, and every request the handler declines (it returns None, having stored
+nothing), is handed to aiohttp byte for byte together with whatever follows it on that
+connection; from then on the connection is aiohttp's, which answers exactly as it always did
+(401, 400, 413, 404, 408, the JSON error shape). One request at a time per connection, in
+order: bytes that arrive while a request is handled wait for its answer. The connection
+guard (``http_limits``) still sees every byte first (head clock, eviction of idle
+connections, the connection cap); an idle keep-alive connection closes after
+``keepalive_s``, as aiohttp's do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable
+from email.utils import formatdate
+from typing import Literal
+
+from aiohttp.http import SERVER_SOFTWARE
+
+_log = logging.getLogger(__name__)
+
+#: Request headers (names lower-case) as the lane hands them to a route.
+Headers = dict[str, str]
+#: A route: the request's headers and body -> the whole HTTP answer, or None: "aiohttp's".
+Route = Callable[[Headers, bytes], Awaitable[bytes | None]]
+
+#: Longest request head the lane reads (aiohttp's own limit on a line or field is 8190).
+HEAD_MAX = 8192
+#: An answer not yet taken by the client past this many bytes: aiohttp's (it applies
+#: back-pressure; the lane would only buffer).
+WRITE_BACKLOG_MAX = 64 * 1024
+#: Bytes read ahead (pipelined requests) while a request is handled before the lane stops
+#: reading the connection until it has answered.
+READ_BACKLOG_MAX = 64 * 1024
+#: Header fields as the lane takes them: a token, a colon, a value without control bytes.
+_FIELDS = re.compile(rb"(?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[^\x00-\x08\x0a-\x1f\x7f]*\r\n)*")
+#: Headers whose presence makes a request aiohttp's (framing or body encoding it handles).
+_NOT_PLAIN = frozenset({"transfer-encoding", "expect", "upgrade", "content-encoding"})
+
+
+class Express:
+    """The routes served in the express lane of one service, and its requests in flight."""
+
+    def __init__(self, body_cap: int, keepalive_s: float) -> None:
+        self.body_cap = body_cap
+        self.keepalive_s = keepalive_s
+        self.routes: dict[bytes, Route] = {}
+        self.closing = False  # set once the service stops: new requests go to aiohttp
+        self.served = 0  # requests answered in the lane
+        self.handed = 0  # connections handed to aiohttp
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._lanes: set[ExpressLane] = set()  # connections the lane still reads
+        self._date = (0, b"")
+
+    def route(self, method: str, path: str, handler: Route) -> None:
+        """Serve ``method path`` (exact, no query) in the lane through ``handler``."""
+        self.routes[f"{method} {path} HTTP/1.1".encode("ascii")] = handler
+
+    def answer(self, status: int, reason: str, body: bytes, headers: Headers) -> bytes:
+        """Return a whole HTTP/1.1 answer with a JSON ``body``, headers as aiohttp writes them."""
+        now = int(time.time())
+        if self._date[0] != now:
+            self._date = (now, formatdate(now, usegmt=True).encode("ascii"))
+        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+        return b"".join(
+            (
+                f"HTTP/1.1 {status} {reason}\r\n{extra}"
+                f"Content-Type: application/json; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nDate: ".encode("latin-1"),
+                self._date[1],
+                _SERVER,
+                body,
+            )
+        )
+
+    def track(self, task: asyncio.Task[None]) -> None:
+        """Remember a request in flight until it is answered (``close`` waits for it)."""
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def close(self, timeout_s: float = 30.0) -> None:
+        """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
+        then close the lane's connections (aiohttp closes those it was handed)."""
+        self.closing = True
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout_s)
+        for lane in list(self._lanes):
+            lane.close()
+
+
+_SERVER = f"\r\nServer: {SERVER_SOFTWARE}\r\n\r\n".encode("latin-1")
+_INTERNAL = json.dumps({"ok": False, "error": "internal error; see the log", "status": 500})
+
+
+class ExpressLane:
+    """One connection's lane: parses plain requests, hands everything else to aiohttp."""
+
+    __slots__ = (
+        "_buf",
+        "_busy",
+        "_express",
+        "_gone",
+        "_handover",
+        "_idle",
+        "_last",
+        "_paused",
+        "_task",
+        "_transport",
+    )
+
+    def __init__(
+        self,
+        express: Express,
+        transport: asyncio.Transport,
+        handover: Callable[[bytes], None],
+        busy: Callable[[bool], None],
+    ) -> None:
+        self._express = express
+        self._transport = transport
+        self._handover = handover  # give these bytes (and the connection) to aiohttp
+        self._busy = busy  # tell the guard a request started (True) or was answered
+        self._buf = b""
+        self._task: asyncio.Task[None] | None = None
+        self._gone = False  # handed over or lost
+        self._idle: asyncio.TimerHandle | None = None
+        self._last = 0.0
+        self._paused = False  # reading stopped: too much read ahead
+        express._lanes.add(self)
+
+    def feed(self, data: bytes) -> None:
+        """Take bytes from the connection."""
+        self._buf += data
+        if self._task is None:
+            self._pump()
+        elif len(self._buf) > READ_BACKLOG_MAX and not self._paused:
+            self._paused = True
+            self._transport.pause_reading()
+
+    def lost(self) -> None:
+        """The connection went away (a request in flight still completes, unanswered)."""
+        self._leave()
+
+    def close(self) -> None:
+        """Close the connection (the service stops)."""
+        self._leave()
+        self._transport.close()
+
+    def _leave(self) -> None:
+        self._gone = True
+        self._express._lanes.discard(self)
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
+
+    def _pump(self) -> None:
+        while self._buf and self._task is None and not self._gone:
+            parsed = self._parse()
+            if parsed is None:  # a head still arriving
+                return
+            if parsed is False:
+                self._hand_over(self._buf)
+                return
+            route, headers, size, body_at = parsed
+            raw, self._buf = self._buf[:size], self._buf[size:]
+            self._busy(True)
+            task = asyncio.get_running_loop().create_task(self._serve(route, headers, raw, body_at))
+            self._task = task
+            self._express.track(task)
+
+    def _parse(self) -> tuple[Route, Headers, int, int] | Literal[False] | None:
+        """Return (route, headers, request size, body offset); None: wait; False: aiohttp's."""
+        buf, express = self._buf, self._express
+        line_end = buf.find(b"\r\n")
+        if line_end < 0:
+            starts = any(line.startswith(buf) for line in express.routes)
+            return None if starts and len(buf) < HEAD_MAX else False
+        route = express.routes.get(buf[:line_end])
+        if route is None or self._transport.get_write_buffer_size() > WRITE_BACKLOG_MAX:
+            return False
+        end = buf.find(b"\r\n\r\n", line_end)
+        if end < 0:
+            return None if len(buf) < HEAD_MAX else False
+        if end > HEAD_MAX:
+            return False
+        headers = _headers(buf[line_end + 2 : end]) if end > line_end else {}
+        if headers is None or not _NOT_PLAIN.isdisjoint(headers):
+            return False
+        if headers.get("connection", "keep-alive").lower() != "keep-alive":
+            return False
+        length = headers.get("content-length", "")
+        if not (length.isascii() and length.isdigit() and len(length) <= 12):
+            return False
+        size = end + 4 + int(length)
+        if int(length) > express.body_cap or len(buf) < size:  # aiohttp: 413, a timed body
+            return False
+        return route, headers, size, end + 4
+
+    async def _serve(self, route: Route, headers: Headers, raw: bytes, body_at: int) -> None:
+        close = False
+        try:
+            answer = None if self._express.closing else await route(headers, raw[body_at:])
+        except Exception:
+            _log.exception("unhandled error answering %s", raw[: raw.find(b"\r\n")].decode())
+            answer = self._express.answer(500, "Internal Server Error", _INTERNAL.encode(), {})
+            close = True
+        self._task = None
+        self._busy(False)
+        if self._paused and not self._transport.is_closing():
+            self._paused = False
+            self._transport.resume_reading()
+        if answer is None:  # declined: nothing was stored; aiohttp answers it and the rest
+            self._hand_over(raw + self._buf)
+            return
+        if self._gone or self._transport.is_closing():
+            return
+        self._transport.write(answer)
+        self._express.served += 1
+        if close:
+            self._transport.close()
+            return
+        self._last = asyncio.get_running_loop().time()
+        if self._idle is None:
+            self._idle = asyncio.get_running_loop().call_later(
+                self._express.keepalive_s, self._idle_check
+            )
+        self._pump()
+
+    def _idle_check(self) -> None:
+        self._idle = None
+        if self._gone or self._transport.is_closing():
+            return
+        loop = asyncio.get_running_loop()
+        left = self._last + self._express.keepalive_s - loop.time()
+        if self._task is not None or self._buf or left > 0:  # busy, a head arriving, or used
+            self._idle = loop.call_later(max(left, 1.0), self._idle_check)
+            return
+        self._transport.close()
+
+    def _hand_over(self, data: bytes) -> None:
+        gone = self._gone or self._transport.is_closing()
+        self._leave()
+        self._buf = b""
+        if not gone:
+            self._express.handed += 1
+            self._handover(data)
+
+
+def _headers(block: bytes) -> Headers | None:
+    """Return a head's fields by lower-case name; None: not plain (see the module doc)."""
+    if not _FIELDS.fullmatch(block + b"\r\n"):  # every line a token, a colon, a clean value
+        return None
+    try:
+        text = block.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.split("\r\n")
+    out = {
+        name.lower(): value.strip(" \t") for name, _, value in (ln.partition(":") for ln in lines)
+    }
+    return out if len(out) == len(lines) else None  # a field given twice: aiohttp's
