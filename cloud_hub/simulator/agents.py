@@ -95,9 +95,10 @@ class AgentChooser:
 
     def _queued(self, state: FleetState, dev: int, now: float) -> float:
         total = 0.0
-        for job in state.pending[dev]:
-            charge = self._charge[job.task.index]
-            total += charge if job.start > now else remaining_s(charge, now - job.start)
+        for job in state.pending[dev]:  # running
+            total += remaining_s(self._charge[job.task.index], now - job.start)
+        for task in state.queued_tasks(dev):  # not started, input in or not
+            total += self._charge[task.index]
         return total
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:

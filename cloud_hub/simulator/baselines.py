@@ -75,6 +75,11 @@ class RoundRobinChooser(_Base):
         return self.last
 
 
+def _queue_lens(state: FleetState) -> list[float]:
+    """Return every device's unfinished task count (running, waiting and in transit)."""
+    return [float(state.queue_len(d)) for d in range(len(state.pending))]
+
+
 class LeastLoadedChooser(_Base):
     """The feasible device with the fewest unfinished tasks (shortest queue)."""
 
@@ -83,7 +88,7 @@ class LeastLoadedChooser(_Base):
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
         """Return the feasible device with the shortest queue."""
         devs = self.feasible(task, state)
-        return self.pick_min(devs, [float(len(q)) for q in state.pending]) if devs else None
+        return self.pick_min(devs, _queue_lens(state)) if devs else None
 
 
 class StaticChooser(_Base):
@@ -98,8 +103,8 @@ class StaticChooser(_Base):
         for kind in STATIC_MAP[model_info(task.model).task_type]:
             of_kind = [d for d in devs if kinds[d] == DeviceKind[kind.upper()]]
             if of_kind:
-                return self.pick_min(of_kind, [float(len(q)) for q in state.pending])
-        return self.pick_min(devs, [float(len(q)) for q in state.pending]) if devs else None
+                return self.pick_min(of_kind, _queue_lens(state))
+        return self.pick_min(devs, _queue_lens(state)) if devs else None
 
 
 class _Allocated(_Base):

@@ -1,18 +1,20 @@
 """The discrete-event engine: arrivals, one chooser's decisions, devices, completions.
 
-Each device runs one task at a time, in the order tasks were committed to it; a task
-starts when the device is free and its input has arrived (origin-to-device transfer).
-A chooser with ``queue_order = "edf"`` (a deadline policy's agent) has its devices start
-their waiting tasks earliest-deadline-first instead (``edge_agent.placement.edf``; a
-running task is never pre-empted): a task's start is then decided when its device takes
-it, and the chooser's ``job_started(job)`` is told. Such a device, like an agent's
-``JobQueue``, holds a task only once its input has arrived: a task in transit joins its
-queue then (taking it before, the device sat idle for the transfer while tasks already
-there, due sooner, waited: at 80% on edge-mixed-published that made most of slo-first's
-misses, tasks placed on a device estimated free that was held for a remote input). The
-device judges a deadline feasible on the type's true mean time there (not the task's own
-draw), as a device that has run that model knows it; ``free_at`` stays the FIFO tail
-(running finish plus waiting and in-transit work).
+Each device runs one task at a time (a running task is never pre-empted) and, like an
+agent's ``JobQueue``, holds a task only once its input has arrived (origin-to-device
+transfer): a task in transit waits for it outside the queue, and an idle device starts
+the next task already there, never waiting on a transfer while arrived work waits. A
+FIFO device starts its waiting tasks in input-arrival order; a chooser with
+``queue_order = "edf"`` (a deadline policy's agent) has its devices start them
+earliest-deadline-first instead (``edge_agent.placement.edf``), judging a deadline
+feasible on the type's true mean time there (not the task's own draw), as a device that
+has run that model knows it. A task's start is decided when its device takes it, and
+the chooser's ``job_started(job)`` (when it has one) is told. (Holding a remote task's
+slot for its transfer instead left the device idle while tasks already there waited: at
+80% on edge-mixed-published that made most of slo-first's misses under EDF.)
+``free_at`` is when a device would be free running its committed work with nothing more
+coming (the true remaining work the oracles see): in input-arrival order on a FIFO
+device, in commit order on an EDF one; ``finish_if`` puts a task behind all of it.
 Time is the event clock; choosers read the engine's state as of the event being handled.
 A task needing an FPGA configuration (``config_id``) that its device will not hold when
 the task starts first pays the device's ``reconfig_s``; the device then holds it. A
@@ -56,14 +58,15 @@ class FleetState:
     truth: GroundTruth
     feasible: dict[TaskType, list[int]]  # devices passing the kernel's hard constraints
     memory: dict[TaskType, float]  # bytes one task of a type holds on its device
-    pending: list[deque[Job]] = field(default_factory=list)
-    waiting: list[list[Waiting]] = field(default_factory=list)  # EDF devices only
-    transit: list[list[Waiting]] = field(default_factory=list)  # EDF: input not yet in
+    pending: list[deque[Job]] = field(default_factory=list)  # the running job, if any
+    waiting: list[list[Waiting]] = field(default_factory=list)  # input in, not started
+    transit: list[list[Waiting]] = field(default_factory=list)  # input not yet in
     free_at: list[float] = field(default_factory=list)
     committed_mem: list[float] = field(default_factory=list)
     config: list[int] = field(default_factory=list)  # held after the last committed job
     reconfigs: list[int] = field(default_factory=list)  # configuration switches per device
     reconfig_busy_s: list[float] = field(default_factory=list)
+    edf: bool = False  # devices start earliest-deadline-first (set by ``simulate``)
 
     def __post_init__(self) -> None:
         n = len(self.fleet.devices)
@@ -76,22 +79,40 @@ class FleetState:
         self.reconfigs = [0] * n
         self.reconfig_busy_s = [0.0] * n
 
-    def reconfig_s(self, task: Task, dev: int) -> float:
-        """Return the switch time ``task`` pays on ``dev`` after the work committed there."""
-        if task.config_id == 0 or self.config[dev] == task.config_id:
+    def reconfig_s(self, task: Task, dev: int, held: int | None = None) -> float:
+        """Return the switch time ``task`` pays on ``dev`` holding ``held`` (default: now)."""
+        held = self.config[dev] if held is None else held
+        if task.config_id == 0 or held == task.config_id:
             return 0.0
         return self.fleet.devices[dev].device.capability.reconfig_s
 
+    def queue_len(self, dev: int) -> int:
+        """Return the number of unfinished tasks committed to ``dev`` (running included)."""
+        return len(self.pending[dev]) + len(self.waiting[dev]) + len(self.transit[dev])
+
+    def queued_tasks(self, dev: int) -> list[Task]:
+        """Return the tasks committed to ``dev`` that have not started (arrived or not)."""
+        return [_payload(w)[0] for w in self.waiting[dev] + self.transit[dev]]
+
+    def ready_at(self, task: Task, dev: int, now: float) -> float:
+        """Return when ``task``'s input, sent now, reaches ``dev``."""
+        size = self.truth.input_bytes((task.model, task.precision))
+        return now + self.fleet.transfer_s(task.origin, dev, size)
+
     def finish_if(self, task: Task, dev: int, now: float) -> tuple[float, float, float]:
-        """Return (start, finish, service) the task would truly get if committed to ``dev`` now.
+        """Return (start, finish, service) the task would truly get behind all the work
+        committed to ``dev`` (``free_at``; on a FIFO device its input may arrive before
+        some of that work's and start sooner, delaying it: module doc).
 
         ``finish - start`` includes any reconfiguration; ``service`` does not.
         """
-        tt = (task.model, task.precision)
-        ready = now + self.fleet.transfer_s(task.origin, dev, self.truth.input_bytes(tt))
-        service = self.truth.service_s(task.index, tt, dev) * task.work
-        start = max(self.free_at[dev], ready)
-        return start, start + self.reconfig_s(task, dev) + service, service
+        service = self.truth.service_s(task.index, (task.model, task.precision), dev) * task.work
+        if self.edf:
+            free, held = self.free_at[dev], self.config[dev]
+        else:
+            free, held = _arrival_walk(self, dev)
+        start = max(free, self.ready_at(task, dev, now))
+        return start, start + self.reconfig_s(task, dev, held) + service, service
 
 
 def _switch(state: FleetState, task: Task, dev: int) -> float:
@@ -109,35 +130,57 @@ def _payload(w: Waiting) -> tuple[Task, float]:
     return cast(tuple[Task, float], w.item)
 
 
+def _by_arrival(w: Waiting) -> tuple[float, int]:
+    return w.ready, w.seq
+
+
+def _arrival_walk(state: FleetState, dev: int) -> tuple[float, int]:
+    """Return (free, config held) once the FIFO ``dev`` ran all its committed work, in
+    input-arrival order."""
+    end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
+    held = state.config[dev]
+    for w in sorted(state.waiting[dev] + state.transit[dev], key=_by_arrival):
+        task, service = _payload(w)
+        end = max(end, w.ready) + state.reconfig_s(task, dev, held) + service
+        held = task.config_id or held
+    return end, held
+
+
+def _tail(state: FleetState, dev: int) -> float:
+    """Return ``free_at`` for ``dev``: its committed work run in its device's order."""
+    if not state.edf:
+        return _arrival_walk(state, dev)[0]
+    end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
+    for w in sorted(state.waiting[dev] + state.transit[dev], key=lambda w: w.seq):
+        end = max(end, w.ready) + _payload(w)[1]  # commit order, as the EDF Placer counts
+    return end
+
+
 def _start(
     state: FleetState, dev: int, w: Waiting, now: float, events: list[tuple[float, int, int]]
 ) -> Job:
-    """Start the waiting task ``w`` on the EDF device ``dev`` now (or when its input is in)."""
+    """Start the arrived task ``w`` on the idle device ``dev`` now."""
     task, service = _payload(w)
-    begin = max(now, w.ready)
     switch = _switch(state, task, dev)
-    job = Job(task, dev, begin, begin + switch + service, service)
+    job = Job(task, dev, now, now + switch + service, service)
     state.pending[dev].append(job)
     heapq.heappush(events, (job.finish, _DONE, dev))
     return job
 
 
-def _fifo_tail(state: FleetState, dev: int) -> float:
-    """Return when an EDF device would be free running its work in commit order."""
-    end = state.pending[dev][-1].finish if state.pending[dev] else 0.0
-    for w in sorted(state.waiting[dev] + state.transit[dev], key=lambda w: w.seq):
-        end = max(end, w.ready) + _payload(w)[1]
-    return end
-
-
 def _take_next(
     state: FleetState, dev: int, now: float, events: list[tuple[float, int, int]]
 ) -> Job | None:
-    """Start the next task of the idle EDF device ``dev`` (None: nothing has arrived)."""
-    if state.pending[dev] or not state.waiting[dev]:
+    """Start the next arrived task of the idle device ``dev`` (None: busy, or none in)."""
+    waiting = state.waiting[dev]
+    if state.pending[dev] or not waiting:
         return None
-    job = _start(state, dev, pop_next(state.waiting[dev], now), now, events)
-    state.free_at[dev] = _fifo_tail(state, dev)
+    if state.edf:
+        w = pop_next(waiting, now)
+    else:
+        w = waiting.pop(min(range(len(waiting)), key=lambda i: _by_arrival(waiting[i])))
+    job = _start(state, dev, w, now, events)
+    state.free_at[dev] = _tail(state, dev)
     return job
 
 
@@ -150,27 +193,15 @@ def _inputs_in(state: FleetState, dev: int, now: float) -> None:
         state.waiting[dev].sort(key=lambda w: w.seq)
 
 
-def _commit_fifo(
-    state: FleetState, task: Task, dev: int, now: float, events: list[tuple[float, int, int]]
-) -> float:
-    """Queue ``task`` behind everything committed to ``dev``; return its service time."""
-    start, finish, service = state.finish_if(task, dev, now)
-    _switch(state, task, dev)
-    state.free_at[dev] = finish
-    state.pending[dev].append(Job(task, dev, start, finish, service))
-    heapq.heappush(events, (finish, _DONE, dev))
-    return service
-
-
-def _commit_edf(
+def _commit(
     state: FleetState, task: Task, dev: int, now: float, events: list[tuple[float, int, int]]
 ) -> tuple[float, Job | None]:
-    """Queue ``task`` on the EDF device ``dev``; return (service, the job if it started).
+    """Queue ``task`` on ``dev``; return (its service time, the job if it started now).
 
     A task whose input is still in transit waits for it outside the queue (module doc).
     """
     tt = (task.model, task.precision)
-    ready = now + state.fleet.transfer_s(task.origin, dev, state.truth.input_bytes(tt))
+    ready = state.ready_at(task, dev, now)
     service = state.truth.service_s(task.index, tt, dev) * task.work
     due = task.t + task.max_latency_s if task.max_latency_s > 0 else math.inf
     w = Waiting(task.index, due, state.truth.base[tt][dev] * task.work, ready, item=(task, service))
@@ -182,7 +213,7 @@ def _commit_edf(
         state.waiting[dev].append(w)
     else:
         job = _start(state, dev, w, now, events)
-    state.free_at[dev] = _fifo_tail(state, dev)
+    state.free_at[dev] = _tail(state, dev)
     return service, job
 
 
@@ -238,8 +269,8 @@ def simulate(
     step = max(1, n // 100)  # report about every 1% of the tasks
     clock = time.perf_counter
     held: set[int] = set()
-    edf = getattr(chooser, "queue_order", "fifo") == "edf"
-    on_start: Callable[[Job], None] | None = getattr(chooser, "job_started", None) if edf else None
+    state.edf = getattr(chooser, "queue_order", "fifo") == "edf"
+    on_start: Callable[[Job], None] | None = getattr(chooser, "job_started", None)
     while events:
         now, kind, key = heapq.heappop(events)
         if kind == _DONE:
@@ -253,7 +284,7 @@ def simulate(
         if kind == _READY:
             _inputs_in(state, key, now)
         if kind != _ARRIVE:
-            taken = _take_next(state, key, now, events) if edf else None
+            taken = _take_next(state, key, now, events)
             if taken is not None and on_start is not None:
                 on_start(taken)
         else:
@@ -272,12 +303,9 @@ def simulate(
                 out.finish_s[key] = now
                 done += 1
             else:
-                if edf:
-                    service, started = _commit_edf(state, task, dev, now, events)
-                    if started is not None and on_start is not None:
-                        on_start(started)
-                else:
-                    service = _commit_fifo(state, task, dev, now, events)
+                service, started = _commit(state, task, dev, now, events)
+                if started is not None and on_start is not None:
+                    on_start(started)
                 state.committed_mem[dev] += state.memory[(task.model, task.precision)]
                 out.device[key] = dev
                 out.service_s[key] = service

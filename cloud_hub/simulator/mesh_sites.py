@@ -117,8 +117,11 @@ class MeshSites:
             return None
         dev = self.local[target][decision.device_indices[0]]
         self._open[task.index] = (self.placers[target], decision)
-        self._starts.commit(state.finish_if(task, dev, now)[0], self.placers[target], decision)
         return dev
+
+    def job_started(self, job: Job) -> None:
+        """Remember when its device took ``job`` (reported at the next event from then)."""
+        self._starts.commit(job.start, *self._open[job.task.index])
 
     def asked(self, origin: int, task: Task, local: Decision) -> list[int]:
         """Return the peers ``origin`` asks for bids on ``task`` under the rule."""

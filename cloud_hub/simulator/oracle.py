@@ -2,10 +2,11 @@
 
 ``ClairvoyantOracle`` knows every device's true mean speed (hidden slowdowns included) and
 the true remaining work in every queue (``FleetState.free_at``: the real draws of the work
-already committed), but not the random draw of the task it is placing: it expects the
-mean. ``DatasheetGreedy`` believes the datasheet (the published figure without any hidden
-slowdown) for the task and for the work queued ahead of it. Both pick the earliest
-expected finish, ties to the lower device index; neither learns.
+already committed, run in the device's own order), but not the random draw of the task it
+is placing: it expects the mean, behind that work. ``DatasheetGreedy`` believes the
+datasheet (the published figure without any hidden slowdown) for the task and for the work
+queued ahead of it. Both pick the earliest expected finish, ties to the lower device
+index; neither learns.
 """
 
 from __future__ import annotations
@@ -18,11 +19,6 @@ from cloud_hub.simulator.slo_scenario import datasheet_s
 from cloud_hub.simulator.workload import Task
 
 
-def _ready(task: Task, dev: int, now: float, state: FleetState) -> float:
-    size = state.truth.input_bytes((task.model, task.precision))
-    return now + state.fleet.transfer_s(task.origin, dev, size)
-
-
 class ClairvoyantOracle(_Base):
     """Earliest expected finish from true speeds and true queues (not the task's own draw)."""
 
@@ -32,7 +28,7 @@ class ClairvoyantOracle(_Base):
         """Return when ``task`` would finish on ``dev``, expecting the mean service time."""
         tt = (task.model, task.precision)
         mean = state.truth.base[tt][dev] * math.exp(state.truth.sigma**2 / 2) * task.work
-        start = max(state.free_at[dev], _ready(task, dev, now, state))
+        start = max(state.free_at[dev], state.ready_at(task, dev, now))
         return start + state.reconfig_s(task, dev) + mean
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
@@ -54,7 +50,9 @@ class DatasheetGreedy(_Base):
         for job in state.pending[dev]:
             promised = datasheet_s(state.truth, (job.task.model, job.task.precision), dev)
             promised *= job.task.work
-            total += promised if job.start > now else max(0.0, promised - (now - job.start))
+            total += max(0.0, promised - (now - job.start))  # running
+        for task in state.queued_tasks(dev):  # not started, input in or not
+            total += datasheet_s(state.truth, (task.model, task.precision), dev) * task.work
         return total
 
     def choose(self, task: Task, now: float, state: FleetState) -> int | None:
@@ -65,7 +63,7 @@ class DatasheetGreedy(_Base):
         tt = (task.model, task.precision)
 
         def finish(d: int) -> float:
-            start = max(now + self.queued_s(d, now, state), _ready(task, d, now, state))
+            start = max(now + self.queued_s(d, now, state), state.ready_at(task, d, now))
             return start + datasheet_s(state.truth, tt, d) * task.work
 
         return min(devs, key=lambda d: (finish(d), d))

@@ -18,8 +18,8 @@ Nothing outside the API is pushed into it. On top of that this chooser
 - counts the learned (task class, device) corrections sitting at a clamp;
 - with ``queue_order="edf"`` its devices run waiting work earliest-deadline-first (as an
   agent's do under a deadline policy; ``engine``) and its Placer estimates that order
-  (``Placer(deadline_order=True)``; with "fifo", every queue in full); each start is then
-  reported when the device takes it.
+  (``Placer(deadline_order=True)``; with "fifo", every queue in full); on either, each
+  start is reported when the device takes it (its input in: ``engine``).
 
 Every optional API is detected once from the signatures; nothing assumes a version.
 """
@@ -227,12 +227,10 @@ class SloAgentChooser:
                 "the Placer ignored the restriction"
             )
         self._open[task.index] = decision
-        if self.queue_order != "edf":  # FIFO: the start is known now
-            self._starts.commit(state.finish_if(task, dev, now)[0], self.placer, decision)
         return dev
 
     def job_started(self, job: Job) -> None:
-        """Remember when an EDF device took ``job`` (reported at the next event from then)."""
+        """Remember when its device took ``job`` (reported at the next event from then)."""
         self._starts.commit(job.start, self.placer, self._open[job.task.index])
 
     def finished(self, job: Job, now: float) -> None:
