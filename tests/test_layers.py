@@ -35,7 +35,7 @@ LAYERS: tuple[tuple[str, str, str], ...] = (
     (
         SHARED,
         "service kit",
-        "edge_agent.http_errors+edge_agent.http_limits+edge_agent.http_logging"
+        "edge_agent.http_errors+edge_agent.http_express+edge_agent.http_limits+edge_agent.http_logging"
         "+edge_agent.http_page+edge_agent.id_prefix edge_agent.loops edge_agent.config_file"
         " edge_agent.clikit edge_agent.api_token",
     ),
