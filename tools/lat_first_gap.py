@@ -8,6 +8,9 @@ Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and 
 - the same with the Placer's corrections set to the truth before the run ("perfect
   learning"), and with the true remaining work pushed into its queues before every
   decision as well ("perfect learning and queues": the oracle's own information);
+- the same with only the cold start set to the truth, each pair then learning as usual
+  from its first measurement ("true cold start"), and with only the cold estimates that
+  were optimistic (or only the pessimistic ones) set to the truth;
 - per (task type, device) pair the Placer's final estimate over the true mean.
 
 It reads the simulator's ground truth to *measure* the Placer; the Placer never sees it
@@ -58,16 +61,29 @@ def true_mean(sc: Scenario, task: Task, dev: int) -> float:
 
 def set_true_corrections(a: Agent, sc: Scenario) -> None:
     """Give the Placer each pair's true factor (as if learned perfectly), no exploration."""
+    set_true_cold_start(a, sc)
+    a.placer.exploration.enabled = False
+    for pair in a.placer._samples:
+        a.placer._samples[pair] = 1_000_000  # a long average
+
+
+def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
+    """Start the pairs' corrections at the truth and let them learn as usual.
+
+    ``which``: "all", "optimistic" (only the pairs whose cold estimate is below the true
+    mean) or "pessimistic" (only those above it). A pair so set counts as measured once.
+    """
     p = a.placer
-    p.exploration.enabled = False
     for tt in sc.truth.types:
         first = next(t for t in sc.tasks if (t.model, t.precision) == tt)
         prepared = a._contract(first, False)
         for dev in sc.feasible[tt]:
             d = p.preview(prepared, candidates=(p.device_ids[dev],))
-            row = p._ws.corrections[d.task_class_index]
-            row[dev] *= true_mean(sc, first, dev) * first.work / d.service_s
-            p._samples[(d.task_class_index, dev)] = 1_000_000  # a long average
+            ratio = true_mean(sc, first, dev) * first.work / d.service_s  # > 1: optimistic
+            if which == "all" or (ratio > 1.0) == (which == "optimistic"):
+                p._ws.corrections[d.task_class_index][dev] *= ratio
+                p._samples[(d.task_class_index, dev)] = 1
+                p.exploration.tried(d.task_class_index, dev)
 
 
 def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:
@@ -98,6 +114,13 @@ def main() -> None:
     both = runs["perfect learning and queues"] = agent(sc)
     set_true_corrections(both, sc)
     both.true_queues = True
+    for which, name in (
+        ("all", "true cold start"),
+        ("optimistic", "optimistic cold fixed"),
+        ("pessimistic", "pessimistic cold fixed"),
+    ):
+        runs[name] = agent(sc)
+        set_true_cold_start(runs[name], sc, which)
     for name, a in runs.items():
         total, tenths = ratio_by_tenth(sc, a, oracle)
         print(f"{name:<28} {total:.4f}  by tenth: " + " ".join(f"{r:.3f}" for r in tenths))
