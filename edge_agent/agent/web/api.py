@@ -185,7 +185,7 @@ async def _submit(request: web.Request) -> web.Response:
     task = await _single(app[AGENT], body, key)
     row, created = await app[SUBMITS].submit(task)
     text = _accepted_text(app, task, row, created)
-    return _accepted(text, {"Location": f"/v1/tasks/{row['id']}"})
+    return _accepted(text, _location(row))
 
 
 def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
@@ -209,15 +209,17 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
         except (InvalidInput, StoreError):  # the group's transaction rolled back
             return None
         text = _accepted_text(app, task, row, created)
-        location = {"Location": f"/v1/tasks/{_path_safe(row['id'])}"}
-        return express.answer(202, "Accepted", text.encode(), location)
+        return express.answer(202, "Accepted", text.encode(), _location(row))
 
     return submit
 
 
-def _path_safe(task_id: str) -> str:
-    """Return an id as a URL path segment (new ids are hex and pass unchanged)."""
-    return task_id if task_id.isascii() and task_id.isalnum() else quote(task_id, safe="")
+def _location(row: dict[str, Any]) -> dict[str, str]:
+    """Return a 202's Location header for the stored task ``row``, the same on both request
+    paths (the id as a URL path segment: new ids are hex and pass unchanged)."""
+    task_id = row["id"]
+    safe = task_id if task_id.isascii() and task_id.isalnum() else quote(task_id, safe="")
+    return {"Location": f"/v1/tasks/{safe}"}
 
 
 async def _submit_batch(request: web.Request) -> web.Response:
