@@ -15,6 +15,7 @@ A missing program: ``missing_tools``.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import re
 import shutil
 import signal
@@ -101,6 +102,13 @@ class Resolved:
 def _unescape(field: str) -> str:
     """Undo avahi-browse's ``\\DDD`` escapes (decimal byte values) in a parsable field."""
     return re.sub(r"\\(\d{3})", lambda m: chr(int(m.group(1))), field)
+
+
+def _is_ipv4(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).version == 4
+    except ValueError:
+        return False
 
 
 def parse_browse(output: str) -> list[Resolved]:
@@ -212,7 +220,11 @@ class AvahiHost:
         proc = self._run("avahi-browse", "-rpt", "-k", service_type)
         if proc.returncode != 0:
             raise RuntimeError(f"avahi-browse failed: {proc.stderr.decode(errors='replace')}")
-        return parse_browse(proc.stdout.decode(errors="replace"))
+        resolved = parse_browse(proc.stdout.decode(errors="replace"))
+        # CI once saw avahi resolve a service at a link-local IPv6 address (fe80::...) even
+        # with use-ipv6=no; the tests compare IPv4 addresses, so only those count here and
+        # browse_until browses again until the IPv4 resolution shows.
+        return [r for r in resolved if _is_ipv4(r.address)]
 
     def browse_until(
         self, service_type: str, match: str | Callable[[Resolved], bool], timeout_s: float = 30.0
