@@ -14,6 +14,10 @@ Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and 
   were optimistic (or only the pessimistic ones) set to the truth;
 - per (task type, device) pair the Placer's final estimate over the true mean.
 
+With ``--burst N``, whether a backlog stays: the first N tasks arrive at once, and the
+oracle and the perfectly learned Placer are each compared per tenth with the oracle on the
+unchanged arrivals (a rule that keeps a backlog stays above 1 after the first tenth).
+
 With ``--seeds``, only latency-first / oracle as learned, one figure per seed, with
 their mean and worst: at 80% load the figure of one seed swings by tenths with any change
 that moves a few early decisions (a backlog built in the first hundreds of tasks may stay
@@ -26,6 +30,8 @@ in the benchmarks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -95,12 +101,25 @@ def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
 def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:
     out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc)), a)
     lat = np.array(out.latency_s)
-    n = len(lat)
-    tenths = [
-        lat[i * n // 10 : (i + 1) * n // 10].mean() / oracle[i * n // 10 : (i + 1) * n // 10].mean()
-        for i in range(10)
-    ]
-    return float(lat.mean() / oracle.mean()), tenths
+    return float(lat.mean() / oracle.mean()), by_tenth(lat, oracle)
+
+
+def by_tenth(lat: np.ndarray, oracle: np.ndarray) -> list[float]:
+    """Return the ratio of mean latencies over each tenth of the run."""
+    cuts = [i * len(lat) // 10 for i in range(11)]
+    return [float(lat[a:b].mean() / oracle[a:b].mean()) for a, b in itertools.pairwise(cuts)]
+
+
+def burst(sc: Scenario, seed: int, n: int, oracle: np.ndarray) -> None:
+    """Print, per tenth, the oracle and the perfect Placer with the first ``n`` tasks at once."""
+    t0 = sc.tasks[0].t
+    tasks = [dataclasses.replace(t, t=t0) if t.index < n else t for t in sc.tasks]
+    perfect = agent(sc)
+    set_true_corrections(perfect, sc)
+    for name, chooser in (("oracle", ClairvoyantOracle(seed)), ("perfect learning", perfect)):
+        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+        tenths = by_tenth(np.array(simulate(tasks, state, chooser).latency_s), oracle)
+        print(f"burst {n}, {name:<18} by tenth: " + " ".join(f"{r:.3f}" for r in tenths))
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -135,6 +154,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tasks", type=int, default=6000)
     parser.add_argument("--seeds", help="sweep these seeds (1-10, 1,3,8): ratios only")
+    parser.add_argument("--burst", type=int, help="only: the first N tasks arrive at once")
     args = parser.parse_args()
     if args.seeds:
         ratios = sweep(args.scenario, args.load, args.tasks, parse_seeds(args.seeds))
@@ -144,6 +164,9 @@ def main() -> None:
     sc = bench.SCENARIOS[args.scenario](args.load, args.tasks, args.seed)
     state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
     oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
+    if args.burst:
+        burst(sc, args.seed, args.burst, oracle)
+        return
     plain = agent(sc)
     runs = {"as learned": plain}
     perfect = runs["perfect learning"] = agent(sc)
