@@ -53,7 +53,11 @@ STEPS: dict[str, list[tuple[Any, str]]] = {
     "accept_rows": [(store_batch, "existing_keys"), (store_batch, "new_rows")],
     "accept_op": [],  # the Store.submit op on the writer thread (probed through write)
     "accept_commit": [],  # its transaction: the op, savepoints and the commit (fsync)
-    "queue_for_placement": [(service, "waiting_from_row"), (scheduler.Scheduler, "add")],
+    "queue_for_placement": [
+        (service, "waiting_from_row"),
+        (scheduler.Scheduler, "add_many"),
+        (scheduler.Scheduler, "add"),
+    ],
     "next_batch": [(scheduler.Scheduler, "_next_batch")],
     "kernel": [(tiers, "place")],
     "decision_rows": [(scheduler, "decision_row"), (scheduler, "decision_rows")],
@@ -62,6 +66,10 @@ STEPS: dict[str, list[tuple[Any, str]]] = {
     "placed_commit": [],  # the placements' transaction, commit included
     "docs_202": [(api, "_task_json")],
 }
+
+#: (owner, name) -> the callable that supersedes it where the tree has both (it calls that
+#: one: probing both would count its time twice)
+SUPERSEDED = {(scheduler.Scheduler, "add"): "add_many"}
 
 Event = tuple[str, float, float, float]  # step, wall start, wall end, thread CPU seconds
 
@@ -94,6 +102,8 @@ def instrument(events: list[Event]) -> None:
 
     for step, targets in STEPS.items():
         for owner, name in targets:
+            if hasattr(owner, SUPERSEDED.get((owner, name), "")):
+                continue
             fn = getattr(owner, name, None)
             if fn is not None:
                 setattr(owner, name, wrap(step, fn))
@@ -101,12 +111,12 @@ def instrument(events: list[Event]) -> None:
     write, commit = Database.write, Database._commit
     ops = {"Store.submit.<locals>.op": "accept_op"}
 
-    def probed_write(self: Database, op: Callable[..., Any]) -> Any:
+    def probed_write(self: Database, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         step = ops.get(getattr(op, "__qualname__", ""))
-        return write(self, op if step is None else wrap(step, op))
+        return write(self, op if step is None else wrap(step, op), *args, **kwargs)
 
     def probed_commit(self: Database, db: Any, group: list[Any]) -> None:
-        names = {getattr(op, "__qualname__", "") for op, _, _ in group}
+        names = {getattr(op, "__qualname__", "") for op, *_ in group}
         if "Store.submit.<locals>.op" in names:
             step = "accept_commit"
         elif "Store.placed.<locals>.op" in names:
