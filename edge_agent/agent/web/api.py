@@ -62,7 +62,7 @@ async def _json(request: web.Request) -> Any:
     JSON has one number type: ``640.0`` is the integer 640 (as JSON Schema says too), so
     whole floats are read as ints and an integer field given as ``640.0`` is accepted.
     """
-    return whole_numbers(parse_json_body(await request.read()))
+    return parse_json_body(await request.read(), whole=True)
 
 
 def _key(request: web.Request) -> str | None:
