@@ -247,7 +247,8 @@ async def _submit_batch(request: web.Request) -> web.Response:
     # write, then let the writer thread start that write (HANDOFF_S), before this loop
     # spends its time on the 1,000 documents
     await asyncio.sleep(0)
-    await asyncio.sleep(HANDOFF_S)
+    if any(created for _, created in stored):  # (a retry of a whole batch queues nothing)
+        await asyncio.sleep(HANDOFF_S)
     shapes: dict[Any, str] = {}
     docs = ", ".join(
         f'{{"created": {"true" if c else "false"}, {_task_json(r, t, c, shapes)[1:]}'
