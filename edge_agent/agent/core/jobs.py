@@ -110,11 +110,10 @@ class Jobs:
         """Feed the outcome back to the placer and record it (durably) with its telemetry."""
         agent = self.agent
         self._jobs.pop(job.task_id, None)
-        if job.started is not None and not await job.started:  # never expected: cancel and
-            # preemption take a job back before their commit; whoever moved the task owns it
-            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
-            agent.placer.release(job.decision)
-            return
+        started = job.started  # its start may still wait for the writer: the finish takes it
+        if started is not None and started.done() and not started.result():
+            self._dropped(job)  # never expected: cancel and preemption take a job back
+            return  # before their commit; whoever moved the task owns it
         agent.overrun.finished(job)
         d = job.decision
         energy = None
@@ -137,7 +136,11 @@ class Jobs:
             self.slo_misses += 1
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
-        await agent.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
+        if not await agent.store.finished(
+            job.task_id, state, outcome.result, outcome.error, telemetry
+        ):
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            return
         agent.metrics.move("running", state)
         waiter = self.finish_waiters.pop(job.task_id, None)
         if waiter is not None and not waiter.done():
@@ -148,6 +151,10 @@ class Jobs:
             agent.metrics.over_estimate.inc()
         agent.scheduler.pools.release(job.task_id)
         agent.scheduler.poke()
+
+    def _dropped(self, job: Job) -> None:
+        _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+        self.agent.placer.release(job.decision)
 
     def _telemetry(self, job: Job, outcome: Outcome, energy: float | None) -> dict[str, Any]:
         d = job.decision

@@ -165,12 +165,15 @@ class Store(TaskMoves):
         result: dict[str, Any] | None,
         error: str | None,
         telemetry: dict[str, Any] | None,
-    ) -> None:
+    ) -> bool:
         """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
-        Group-committed with the other finishes of the moment; returns once durable.
+        Group-committed with the other finishes of the moment; returns once durable. False:
+        the task was no longer running (nor placed, with its start not yet written):
+        nothing was written.
         """
-        await self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
+        finish = store_runs.Finish(task_id, state, result, error, telemetry)
+        return await self.runs.finished(finish)
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
