@@ -41,6 +41,7 @@ _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
 _ROWS_AT_ONCE = 200  # finishes per statement (4 variables each at most)
 #: the longest a start waits to share a finish's transaction before it is written alone
 START_LAG_S = 0.01
+FINISH_LAG_S = 0.005
 # the moves, checked against the lifecycle once. A start or finish names its group's rows
 # by id (``id IN (...)``, a join on ``id``), for which SQLite might rather search the state
 # index: every placed task, thousands in a backlog, per group; by id it is O(1) a row.
@@ -360,7 +361,10 @@ class RunLog:
             db, write_started, key=lambda start: start[0], lag_s=START_LAG_S
         )
         self._finishes = _Finishes(
-            db, lambda conn, items: write_finished(conn, items, outbox_limit), rider=self._starts
+            db,
+            lambda conn, items: write_finished(conn, items, outbox_limit),
+            rider=self._starts,
+            lag_s=FINISH_LAG_S,
         )
 
     def started(self, task_id: str) -> asyncio.Future[bool]:
