@@ -69,29 +69,12 @@ def append_encoded(
     """Add (kind, payload as ``encode`` writes it) records in order; trim once."""
     if not records:
         return
-    rows = [(kind, text, now) for kind, text in records]
-    newest = insert_rows(db, "outbox", ("kind", "payload", "created_at"), rows)
+    db.conn.executemany(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        [(kind, text, now) for kind, text in records],
+    )
+    (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
     _trim(db, newest, limit)
-
-
-#: most variables in one statement (SQLite's limit where it was built with the old default)
-_VARIABLES = 999
-
-
-def insert_rows(
-    db: sqlite_utils.Database, table: str, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
-) -> int | None:
-    """Insert ``rows`` in order with multi-row ``VALUES`` (a statement step per statement,
-    not per row: the writer gives the GIL back around each step); return the last rowid."""
-    per = max(1, _VARIABLES // len(columns))
-    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-    one = "(" + ", ".join("?" * len(columns)) + ")"
-    last = None
-    for i in range(0, len(rows), per):
-        part = rows[i : i + per]
-        cur = db.conn.execute(head + ", ".join([one] * len(part)), [v for row in part for v in row])
-        last = cur.lastrowid
-    return last
 
 
 def _trim(db: sqlite_utils.Database, newest: int | None, limit: int) -> None:

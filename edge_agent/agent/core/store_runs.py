@@ -19,7 +19,6 @@ never ``running``: consistent, as the task's run had ended before its start was 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import threading
@@ -38,17 +37,16 @@ I = TypeVar("I")  # an item to write
 R = TypeVar("R")  # what its caller gets back
 
 _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
-_ROWS_AT_ONCE = 200  # finishes per statement (4 variables each at most)
 #: the longest a start waits to share a finish's transaction before it is written alone
 START_LAG_S = 0.01
 FINISH_LAG_S = 0.005
-# the moves, checked against the lifecycle once. A start or finish names its group's rows
-# by id (``id IN (...)``, a join on ``id``), for which SQLite might rather search the state
-# index: every placed task, thousands in a backlog, per group; by id it is O(1) a row.
+# the moves, checked against the lifecycle once. A start names its group's rows by id
+# (``id IN (...)``), for which SQLite would rather search the state index: every placed
+# task, thousands in a backlog, for each group (O(backlog) per start); by id it is O(1).
 _START = where(("placed",), "running", by_state=False)
-_FINISH = {state: where(("running",), state, by_state=False) for state in ("done", "failed")}
+_FINISH = {state: where(("running",), state) for state in ("done", "failed")}
 # a finish that took its start along (``RunLog.finished``): placed -> done/failed at once
-_FOLDED = {state: where(("placed",), state, by_state=False) for state in ("done", "failed")}
+_FOLDED = {state: where(("placed",), state) for state in ("done", "failed")}
 _RECORD_KEYS = frozenset({"id", "state", "result", "error"})
 _log = logging.getLogger(__name__)
 
@@ -214,49 +212,23 @@ class _Finishes(Gather[Finish, bool]):
 
 
 def write_started(db: sqlite_utils.Database, starts: Sequence[tuple[str, float]]) -> list[bool]:
-    """Mark placed tasks (id, asked at) running; per task, False where it is no longer placed.
-
-    One statement per 500 tasks, without ``RETURNING`` (each row returned is a step of its
-    own, and the writer gives the GIL back to the event loop around every step): which
-    rows moved is read back only when not all of them did (never expected).
-    """
+    """Mark placed tasks (id, asked at) running; per task, False where it is no longer placed."""
     now = time.time()
     task_ids = [task_id for task_id, _ in starts]
-    moved = 0
+    moved: set[str] = set()
     for i in range(0, len(task_ids), _IDS_AT_ONCE):
         part = task_ids[i : i + _IDS_AT_ONCE]
-        moved += max(db.conn.execute(start_statement(len(part)), [now, *part]).rowcount, 0)
-    if moved == len(task_ids):
-        return [True] * len(task_ids)
-    found = _stamped(db, "started_at", task_ids, now)
-    return [task_id in found for task_id in task_ids]
+        cur = db.execute(start_statement(len(part)), [now, *part])
+        moved.update(row[0] for row in cur.fetchall())
+    return [task_id in moved for task_id in task_ids]
 
 
-@functools.lru_cache(maxsize=64)
 def start_statement(n: int) -> str:
     """Return the statement that marks ``n`` placed tasks (by id) running (started_at: ?)."""
     marks = ", ".join("?" for _ in range(n))
     return (
-        f"UPDATE tasks SET state = 'running', started_at = ? WHERE {_START} AND id IN ({marks})"
-    )
-
-
-@functools.lru_cache(maxsize=256)
-def finish_statement(state: str, n: int, *, folded: bool) -> str:
-    """Return the statement that moves ``n`` tasks to ``state`` (done or failed), one step.
-
-    Parameters: finished_at, then per task (id, result, error) and, ``folded`` (a finish
-    that took its start along: from placed), its started_at. The rows are joined by id
-    (``UPDATE ... FROM (VALUES ...)``), so SQLite writes them all in one statement step.
-    """
-    width = 4 if folded else 3
-    values = ", ".join(["(" + ", ".join("?" * width) + ")"] * n)
-    moves = _FOLDED[state] if folded else _FINISH[state]
-    started = "started_at = v.column4, " if folded else ""
-    return (
-        f"UPDATE tasks SET state = '{state}', {started}finished_at = ?, "
-        f"result = v.column2, error = v.column3 FROM (VALUES {values}) AS v "
-        f"WHERE tasks.id = v.column1 AND {moves}"
+        f"UPDATE tasks SET state = 'running', started_at = ? WHERE {_START} "
+        f"AND id IN ({marks}) RETURNING id"
     )
 
 
@@ -266,32 +238,43 @@ def write_finished(
     """Record outcomes, their telemetry rows and one outbox record each (one op).
 
     Per finish, False where its task was no longer running (placed, for a finish that took
-    its start along): never expected, its row is left as it was and nothing is recorded.
-    Each kind of row is written by multi-row statements (one step each, not one per row).
+    its start along): never expected, its row is left as it was.
     """
     now = time.time()
     asked = finishes
     encoded = [_encoded(f) for f in finishes]
     moved = 0
-    groups: dict[tuple[str, bool], list[Any]] = {}
-    for f, (result, _) in zip(finishes, encoded, strict=True):
-        folded = f.started_at is not None
-        values = groups.setdefault((f.state, folded), [])
-        values += (f.task_id, result, f.error, f.started_at) if folded else (f.task_id, result, f.error)
-    for (state, folded), values in groups.items():
-        if state not in _FINISH:
-            continue  # not a final state of a run: never moved (logged below)
-        width = 4 if folded else 3
-        step = _ROWS_AT_ONCE * width
-        for i in range(0, len(values), step):
-            part = values[i : i + step]
-            sql = finish_statement(state, len(part) // width, folded=folded)
-            moved += max(db.conn.execute(sql, [now, *part]).rowcount, 0)
+    for state in ("done", "failed"):
+        rows = [
+            (f, result) for f, (result, _) in zip(finishes, encoded, strict=True) if f.state == state
+        ]
+        if not rows:
+            continue
+        plain = [(state, now, result, f.error, f.task_id) for f, result in rows if f.started_at is None]
+        folded = [
+            (state, f.started_at, now, result, f.error, f.task_id)
+            for f, result in rows
+            if f.started_at is not None
+        ]
+        if plain:
+            cur = db.conn.executemany(
+                "UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? "
+                f"WHERE id = ? AND {_FINISH[state]}",
+                plain,
+            )
+            moved += max(cur.rowcount, 0)
+        if folded:
+            cur = db.conn.executemany(
+                "UPDATE tasks SET state = ?, started_at = ?, finished_at = ?, result = ?, "
+                f"error = ? WHERE id = ? AND {_FOLDED[state]}",
+                folded,
+            )
+            moved += max(cur.rowcount, 0)
     if moved != len(finishes):  # never expected: a task finishes only once it is running
         _log.error(
             "%s of %s finished tasks were no longer running", len(finishes) - moved, len(finishes)
         )
-        written = _stamped(db, "finished_at", [f.task_id for f in finishes], now)
+        written = _finished_now(db, [f.task_id for f in finishes], now)
         kept = [(f, e) for f, e in zip(finishes, encoded, strict=True) if f.task_id in written]
         finishes, encoded = [f for f, _ in kept], [e for _, e in kept]
     else:
@@ -302,23 +285,22 @@ def write_finished(
             row = {"ts": now, "task_id": f.task_id, **f.telemetry}
             shapes.setdefault(tuple(row), []).append(tuple(row.values()))
     for columns, rows in shapes.items():
-        outbox.insert_rows(db, "telemetry", columns, rows)
+        marks = ", ".join("?" for _ in columns)
+        db.conn.executemany(f"INSERT INTO telemetry ({', '.join(columns)}) VALUES ({marks})", rows)
     outbox.append_encoded(db, [("task", record) for _, record in encoded], now, outbox_limit)
     if written is None:
         return [True] * len(finishes)
     return [f.task_id in written for f in asked]
 
 
-def _stamped(
-    db: sqlite_utils.Database, column: str, task_ids: Sequence[str], now: float
-) -> set[str]:
-    """Return which of ``task_ids`` this op moved (their ``column`` holds its ``now``)."""
+def _finished_now(db: sqlite_utils.Database, task_ids: Sequence[str], now: float) -> set[str]:
+    """Return which of ``task_ids`` this op moved (their ``finished_at`` is its ``now``)."""
     moved: set[str] = set()
     for i in range(0, len(task_ids), _IDS_AT_ONCE):
         part = task_ids[i : i + _IDS_AT_ONCE]
         marks = ", ".join("?" for _ in part)
         cur = db.execute(
-            f"SELECT id FROM tasks WHERE {column} = ? AND id IN ({marks})", [now, *part]
+            f"SELECT id FROM tasks WHERE finished_at = ? AND id IN ({marks})", [now, *part]
         )
         moved.update(row[0] for row in cur.fetchall())
     return moved
