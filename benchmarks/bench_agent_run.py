@@ -11,7 +11,8 @@ until every outcome is committed. What that covers per task: the device queue's 
 start (its group-committed row, the placer's start), the emulated run, the finish (placer
 feedback, telemetry, the group-committed result row, its telemetry row and outbox record,
 the metrics). ``run_loop_cpu_us_per_task`` is the event loop's thread's share of it,
-``run_writer_cpu_us_per_task`` the rest (the SQLite writer thread, mostly). Intake and placement are not in it (``bench_agent_burst.py`` measures the whole
+``run_writer_cpu_us_per_task`` the rest (the SQLite writer thread, mostly). Intake and
+placement are not in it (``bench_agent_burst.py`` measures the whole
 path over HTTP). The figure is ``run_cpu_us_per_task``: the median of ``--repeat`` runs, each
 with its own agent; CPU time, not wall time, so a loaded machine disturbs it little.
 """

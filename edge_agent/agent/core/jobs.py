@@ -112,8 +112,11 @@ class Jobs:
         self._jobs.pop(job.task_id, None)
         started = job.started  # its start may still wait for the writer: the finish takes it
         if started is not None and started.done() and not started.result():
-            self._dropped(job)  # never expected: cancel and preemption take a job back
-            return  # before their commit; whoever moved the task owns it
+            # never expected: cancel and preemption take a job back before their commit;
+            # whoever moved the task owns it
+            _dropped(job)
+            agent.placer.release(job.decision)
+            return
         agent.overrun.finished(job)
         d = job.decision
         energy = None
@@ -139,7 +142,7 @@ class Jobs:
         if not await agent.store.finished(
             job.task_id, state, outcome.result, outcome.error, telemetry
         ):
-            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            _dropped(job)  # its start was taken along, or not yet committed: as above
             return
         agent.metrics.move("running", state)
         waiter = self.finish_waiters.pop(job.task_id, None)
@@ -151,10 +154,6 @@ class Jobs:
             agent.metrics.over_estimate.inc()
         agent.scheduler.pools.release(job.task_id)
         agent.scheduler.poke()
-
-    def _dropped(self, job: Job) -> None:
-        _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
-        self.agent.placer.release(job.decision)
 
     def _telemetry(self, job: Job, outcome: Outcome, energy: float | None) -> dict[str, Any]:
         d = job.decision
@@ -169,3 +168,7 @@ class Jobs:
             "emulated": int(outcome.emulated),
             **task_carbon(self.agent.carbon, device, energy, d.energy_j),
         }
+
+
+def _dropped(job: Job) -> None:
+    _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)

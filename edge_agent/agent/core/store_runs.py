@@ -88,10 +88,12 @@ class Gather(Generic[I, R]):
         """Queue ``item``; the future resolves with its result once its group has committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[R] = loop.create_future()
-        key = id(future) if self._key is None else self._key(item)
+        key: Hashable = id(future)
         with self._lock:
-            if key in self._pending:  # never expected (a key twice): not withdrawable
-                key = id(future)
+            if self._key is not None:
+                key = self._key(item)
+                if key in self._pending:  # never expected (a key twice): not withdrawable
+                    key = id(future)
             self._pending[key] = (item, future)
             if self._queued:
                 return future
@@ -142,7 +144,9 @@ class Gather(Generic[I, R]):
             if group is None:  # the first attempt; a retry writes the same groups again
                 group = self._take()
                 riding = [] if rider is None else rider._take()
-            carried = rider._write(db, [item for item, _ in riding]) if riding else []
+            carried: list[Any] = []
+            if rider is not None and riding:
+                carried = rider._write(db, [item for item, _ in riding])
             return carried, self._write(db, [item for item, _ in group])
 
         try:
@@ -246,11 +250,15 @@ def write_finished(
     moved = 0
     for state in ("done", "failed"):
         rows = [
-            (f, result) for f, (result, _) in zip(finishes, encoded, strict=True) if f.state == state
+            (f, result)
+            for f, (result, _) in zip(finishes, encoded, strict=True)
+            if f.state == state
         ]
         if not rows:
             continue
-        plain = [(state, now, result, f.error, f.task_id) for f, result in rows if f.started_at is None]
+        plain = [
+            (state, now, result, f.error, f.task_id) for f, result in rows if f.started_at is None
+        ]
         folded = [
             (state, f.started_at, now, result, f.error, f.task_id)
             for f, result in rows
