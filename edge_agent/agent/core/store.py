@@ -158,22 +158,21 @@ class Store(TaskMoves):
         """Mark a placed task running (group-committed); False if it is no longer placed."""
         return self.runs.started(task_id)
 
-    async def finished(
+    def finished(
         self,
         task_id: str,
         state: str,
         result: dict[str, Any] | None,
         error: str | None,
         telemetry: dict[str, Any] | None,
-    ) -> bool:
+    ) -> asyncio.Future[bool]:
         """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
-        Group-committed with the other finishes of the moment; returns once durable. False:
-        the task was no longer running (nor placed, with its start not yet written):
-        nothing was written.
+        Group-committed with the other finishes of the moment; the future resolves once
+        durable. False: the task was no longer running (nor placed, with its start not yet
+        written): nothing was written.
         """
-        finish = store_runs.Finish(task_id, state, result, error, telemetry)
-        return await self.runs.finished(finish)
+        return self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
