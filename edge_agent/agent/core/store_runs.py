@@ -39,7 +39,6 @@ R = TypeVar("R")  # what its caller gets back
 _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
 #: the longest a start waits to share a finish's transaction before it is written alone
 START_LAG_S = 0.01
-FINISH_LAG_S = 0.005
 # the moves, checked against the lifecycle once. A start names its group's rows by id
 # (``id IN (...)``), for which SQLite would rather search the state index: every placed
 # task, thousands in a backlog, for each group (O(backlog) per start); by id it is O(1).
@@ -354,7 +353,6 @@ class RunLog:
             db,
             lambda conn, items: write_finished(conn, items, outbox_limit),
             rider=self._starts,
-            lag_s=FINISH_LAG_S,
         )
 
     def started(self, task_id: str) -> asyncio.Future[bool]:
