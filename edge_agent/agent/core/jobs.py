@@ -110,11 +110,9 @@ class Jobs:
         """Feed the outcome back to the placer and record it (durably) with its telemetry."""
         agent = self.agent
         self._jobs.pop(job.task_id, None)
-        started = job.started  # its start may still wait for the writer: the finish takes it
-        if started is not None and started.done() and not started.result():
-            # never expected: cancel and preemption take a job back before their commit;
-            # whoever moved the task owns it
-            _dropped(job)
+        if job.started is not None and not await job.started:  # never expected: cancel and
+            # preemption take a job back before their commit; whoever moved the task owns it
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
             agent.placer.release(job.decision)
             return
         agent.overrun.finished(job)
@@ -139,11 +137,7 @@ class Jobs:
             self.slo_misses += 1
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
-        if not await agent.store.finished(
-            job.task_id, state, outcome.result, outcome.error, telemetry
-        ):
-            _dropped(job)  # its start was taken along, or not yet committed: as above
-            return
+        await agent.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
         agent.metrics.move("running", state)
         waiter = self.finish_waiters.pop(job.task_id, None)
         if waiter is not None and not waiter.done():
@@ -168,7 +162,3 @@ class Jobs:
             "emulated": int(outcome.emulated),
             **task_carbon(self.agent.carbon, device, energy, d.energy_j),
         }
-
-
-def _dropped(job: Job) -> None:
-    _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)

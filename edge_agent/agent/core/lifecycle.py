@@ -48,10 +48,8 @@ MOVES: dict[tuple[str | None, str], str] = {
     ("placed", "queued"): "preempted before it started (Store.placed requeued)",
     ("placed", "running"): "took its device slot (Store.started)",
     ("placed", "cancelled"): "cancelled before it started (Store.cancel)",
-    ("placed", "done"): "ran, its start written with its finish (Store.finished)",
     ("placed", "failed"): "a peer's task refused by its pool here (Store.refuse_forwarded); "
-    "a peer's task cut by a restart (Store.recover); ran and failed, its start written "
-    "with its finish (Store.finished)",
+    "a peer's task cut by a restart (Store.recover)",
     ("placed", "interrupted"): "cut by a restart (Store.recover)",
     ("running", "done"): "ran (Store.finished)",
     ("running", "failed"): "ran and failed (Store.finished); a peer's task cut by a restart",

@@ -49,8 +49,7 @@ class Job:
     cancelled: bool = False
     energy_start: Any = None  # power.Reading at start, where a meter covers the device
     # the store's record of the start (True once committed; False: the task was no longer
-    # placed); None until started. Its finish is recorded after it, or with it when the
-    # start still waits for the writer as the finish is asked for (``RunLog.finished``).
+    # placed); None until started. Its finish is recorded only after it.
     started: asyncio.Future[bool] | None = None
     seq: int = field(default_factory=itertools.count().__next__)
     #: the (first) chosen device; read on every step of the run, so taken from the

@@ -165,12 +165,11 @@ class Store(TaskMoves):
         result: dict[str, Any] | None,
         error: str | None,
         telemetry: dict[str, Any] | None,
-    ) -> asyncio.Future[bool]:
+    ) -> asyncio.Future[None]:
         """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
         Group-committed with the other finishes of the moment; the future resolves once
-        durable. False: the task was no longer running (nor placed, with its start not yet
-        written): nothing was written.
+        durable (a future, not a coroutine: no frame per task around the wait).
         """
         return self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
 
