@@ -27,7 +27,11 @@ p99 lands among the exploration passes, so that ratio sets the tail.
 What the harness adds to a timed call: one ``perf_counter_ns`` pair (about 0.1 us); the
 null workload run after each call costs the next decision about 5% at the median (measured
 in alternating blocks with and without it), as a caller's own work between decisions would.
-On a loaded machine the figures move with the load: compare the ratios within one run.
+On a loaded machine the figures move with the load: compare the ratios within one run
+(``load_avg_1_5_15``: the load average when the run ended). On the 2-vCPU development VM
+the same code's per-call time also switches between two levels about 2x apart, within one
+process and at equal instruction counts (docs/performance.md, "place_one's ordinary call"):
+a p50 near one level or the other says which the run got, not what the code costs.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import random
 import statistics
 import time
@@ -314,6 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                 "speedup_n": {"python": 1, "native": c_reps},
                 "backend": native.backend,
                 "quick": args.quick,
+                # other work on the box moves every figure: compare runs at like loads
+                "load_avg_1_5_15": [round(x, 2) for x in os.getloadavg()],
             }
         )
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from edge_agent.placement import layout as L
@@ -49,6 +50,9 @@ class NativeCall:
         self._c = _bind(ws, False)
         self._r = _bind(ws, True)
         self._place = lib.hm_place_bound
+        # place_one's calls, bound whole: one C call each, no Python frame in between
+        self.task0 = partial(lib.hm_place_bound, self._c, 1)
+        self.task0_restricted = partial(lib.hm_place_bound, self._r, 1)
         self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
         self._rows: dict[int, tuple[Any, Any]] = {}  # id -> (divisor row, its pointer)
 
@@ -66,6 +70,10 @@ class NativeCall:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         status = self._place(self._r, n_task)
         return status, self._r.bad_index
+
+    def bad_index(self, restricted: bool) -> int:
+        """Return the offending row of the last failed call (``task0`` or restricted)."""
+        return int((self._r if restricted else self._c).bad_index)
 
     def explore(self, divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
         """Decide task 0 in ``HM_MODE_EXPLORE``; return (status, bad index, outcome).

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import numpy.typing as npt
-
 from edge_agent.errors import ContractError
 from edge_agent.placement import layout as L
 from edge_agent.resources.device import Device
@@ -49,13 +46,13 @@ def device_row(dev: Device) -> list[float]:
 class PreparedTask:
     """A contract encoded once (at submit time) into its kernel row.
 
-    ``row`` has class 0; ``Placer.prepare`` also sets ``bound``: the row as an array with
-    that Placer's class index, so placing it again copies one array and nothing else.
+    ``row`` has class 0; ``Placer.prepare`` also sets ``bound``: the row's float64 bytes
+    with that Placer's class index, so placing it again copies those bytes and nothing else.
     """
 
     contract: TaskContract
     row: tuple[float, ...]
-    bound: tuple[object, npt.NDArray[np.float64], int] | None = None  # (placer, row, class)
+    bound: tuple[object, bytes, int] | None = None  # (placer, row's bytes, class)
 
 
 def prepare(contract: TaskContract) -> PreparedTask:

@@ -50,10 +50,13 @@ both kernel backends (it runs above the kernel).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+
+from edge_agent.placement import layout as L
 
 EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
 HOPELESS_EVERY = 4  # the interval while a class's last decision was pressed, at most
@@ -70,6 +73,10 @@ POOLED = "roofline x factor learned on other models"
 #: device's profile publishes (``pooling``): the same spread as ``POOLED``
 CALIBRATED = "roofline calibrated on"
 _ROOFLINE = "roofline"
+_FLAGS = L.OUT_FLAGS
+_ASSIGNED = L.OUT_ASSIGNED
+_LATENCY = L.OUT_EST + L.EST_LATENCY_S
+_SERVICE = L.OUT_EST + L.EST_SERVICE_S
 _OTHER_PRECISION = "published, other precision"
 
 
@@ -119,6 +126,9 @@ class Explorer:
     def __init__(self, n_devices: int, *, enabled: bool = True) -> None:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
+        #: per class, each device's divisor as Python floats (``_optimism``'s twin, read on
+        #: every usual decision by ``decided``; None once every pair is tried)
+        self._untried: list[list[float] | None] = []
         self._left: list[int] = []  # per class: its untried pairs (divisor > 1)
         self._tick: list[int] = []
         self._every: list[int] = []  # per class: decisions between optimistic passes
@@ -137,6 +147,7 @@ class Explorer:
     def add_class(self) -> None:
         """Register a new class: every pair starts untried with a roofline estimate."""
         self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
+        self._untried.append([ROOFLINE_WITHIN] * self._n)
         self._left.append(self._n)
         self._tick.append(0)
         self._every.append(EXPLORE_EVERY)
@@ -148,6 +159,7 @@ class Explorer:
         if row is None:
             return
         np.minimum(row, [optimism(s) for s in sources], out=row)
+        self._untried[cls] = row.tolist()
         self._left[cls] = int((row > 1.0).sum())
         self._settle(cls)
 
@@ -160,7 +172,9 @@ class Explorer:
             return False
         tick = self._tick[cls] + 1
         every = self._every[cls]
-        if tick < (min(every, HOPELESS_EVERY) if self.pressed[cls] else every):
+        if self.pressed[cls] and every > HOPELESS_EVERY:  # min(every, HOPELESS_EVERY)
+            every = HOPELESS_EVERY
+        if tick < every:
             self._tick[cls] = tick
             return False
         self._tick[cls] = 0
@@ -197,12 +211,19 @@ class Explorer:
         self._hold(key, device)
         self.tried(cls, device)
 
-    def placed(self, cls: int, key: object, device: int) -> None:
-        """A usual decision of ``cls`` on ``device`` (-1: none): an untried pair's first
-        task measures the device, as a probe does (one at a time, see ``optimism_row``)."""
-        row = self._optimism[cls]
-        if row is not None and device >= 0 and row[device] > 1.0:
-            self._hold(key, device)
+    def decided(self, cls: int, key: object, row: Sequence[float]) -> None:
+        """A usual decision ``key`` of ``cls`` with output ``row`` (layout.OUT_*).
+
+        Sets ``pressed``: late (``OF_LATE``) or congested (see ``CONGESTED``). When it
+        placed the task on an untried pair, that first task measures the device, as a
+        probe does (one at a time, see ``optimism_row``).
+        """
+        self.pressed[cls] = row[_FLAGS] != 0.0 or row[_LATENCY] > CONGESTED * row[_SERVICE]
+        untried = self._untried[cls]
+        if untried is not None:
+            device = int(row[_ASSIGNED])
+            if device >= 0 and untried[device] > 1.0:
+                self._hold(key, device)
 
     def _hold(self, key: object, device: int) -> None:
         """Mark ``device`` busy while decision ``key`` measures it."""
@@ -231,6 +252,9 @@ class Explorer:
         row = self._optimism[cls]
         if row is not None and row[device] != 1.0:
             row[device] = 1.0
+            untried = self._untried[cls]
+            if untried is not None:
+                untried[device] = 1.0
             self._left[cls] -= 1
             self._settle(cls)
 
@@ -247,3 +271,4 @@ class Explorer:
         """Forget a class's row once every pair is tried (counted, so no pass over the row)."""
         if not self._left[cls]:
             self._optimism[cls] = None
+            self._untried[cls] = None

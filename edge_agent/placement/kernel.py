@@ -25,6 +25,14 @@ class KernelCall(Protocol):
 
     def restricted(self, n_task: int) -> tuple[int, int]: ...
 
+    # ``place_one``'s call: task row 0 alone, over every device or the ``allowed`` ones;
+    # returns the status only (``bad_index`` reads the offending row when it is not OK)
+    def task0(self) -> int: ...
+
+    def task0_restricted(self) -> int: ...
+
+    def bad_index(self, restricted: bool) -> int: ...
+
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]: ...
@@ -52,6 +60,7 @@ class PythonCall:
 
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
+        self._bad = -1  # the last call's bad index
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""
@@ -63,6 +72,18 @@ class PythonCall:
     def restricted(self, n_task: int) -> tuple[int, int]:
         """Place like ``__call__`` on the devices flagged in ``ws.allowed`` only."""
         return self._place(n_task, self.ws.allowed.tolist())
+
+    def task0(self) -> int:
+        """Place task row 0 over every device; return the status (``bad_index``: the row)."""
+        return self._place(1, None)[0]
+
+    def task0_restricted(self) -> int:
+        """Place task row 0 on the devices flagged in ``ws.allowed``; return the status."""
+        return self._place(1, self.ws.allowed.tolist())[0]
+
+    def bad_index(self, restricted: bool) -> int:
+        """Return the offending row of the last call that failed (-1: none)."""
+        return self._bad
 
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
@@ -128,6 +149,7 @@ class PythonCall:
             ws.out[:n_task] = np.asarray(out).reshape(n_task, L.OUT_FIELDS)
             if reasons is not None and ws.n_dev:
                 ws.reasons[:n_task] = np.asarray(reasons).reshape(n_task, ws.n_dev)
+        self._bad = bad
         return status, bad
 
 

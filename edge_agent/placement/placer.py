@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
@@ -18,7 +19,7 @@ from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
-from edge_agent.placement.explore import CONGESTED, Explorer
+from edge_agent.placement.explore import Explorer
 from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
@@ -32,8 +33,7 @@ from edge_agent.tasks.contract import TaskContract
 
 __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
-_LATENCY = L.OUT_EST + L.EST_LATENCY_S
-_SERVICE = L.OUT_EST + L.EST_SERVICE_S
+_OUT = L.OUT_FIELDS  # an output row's length in ``Workspace.out_flat``
 _MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
 
 
@@ -104,8 +104,7 @@ class Placer(
         self._ws = Workspace(
             rows.reshape(len(ids), L.DEV_FIELDS), np.ones((4, len(ids))), 64, keep_reasons
         )
-        self._call = kernel.bind(self._ws, self.backend)
-        self._allowed = self._ws.allowed.data  # a kept mask's bytes copy in cheaply
+        self._bind()
         self.policy = policy or Policy.template("balanced")
 
     # --- configuration ---------------------------------------------------------------
@@ -128,10 +127,10 @@ class Placer(
     def prepare(self, contract: TaskContract) -> PreparedTask:
         """Encode a contract once, bound to this Placer, so later placements skip the parsing."""
         plain = prepare(contract)
-        row = np.array(plain.row, dtype=np.float64)
+        row = array("d", plain.row)
         cls = self._class_of(plain)
         row[L.TASK_CLASS] = cls
-        return PreparedTask(contract, plain.row, (self._token, row, cls))
+        return PreparedTask(contract, plain.row, (self._token, row.tobytes(), cls))
 
     def _class_of(self, prepared: PreparedTask) -> int:
         """Return the task's class row; a new class named after a model starts from priors."""
@@ -176,10 +175,20 @@ class Placer(
         )
         ws.weights[:] = old.weights
         self._ws = ws
-        self._call = kernel.bind(ws, self.backend)
-        self._allowed = ws.allowed.data
+        self._bind()
         self._restricted_to = None
         self._masks.clear()
+
+    def _bind(self) -> None:
+        """Bind the kernel and the hot path's views to the workspace (again after a rebuild)."""
+        ws = self._ws
+        self._call = kernel.bind(ws, self.backend)
+        self._task0 = self._call.task0  # place_one's calls, bound once
+        self._task0_restricted = self._call.task0_restricted
+        self._allowed = ws.allowed.data  # a kept mask's bytes copy in cheaply
+        self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
+        self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
+        self._reasons_row = ws.reasons0 if ws.keep_reasons else None
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
@@ -210,43 +219,49 @@ class Placer(
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
-            ws = self._ws
-            ws.task0[:] = bound[1]
+            self._task0_bytes[:] = bound[1]
             cls = bound[2]
         else:
             cls = self._class_of(prepared)  # may grow the workspace
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
-        if explore and self.exploration.due(cls):
+        explorer = self.exploration
+        if explore and explorer.due(cls):
             return self._explore(prepared.contract, cls, candidates)
         self._probe_tick += explore
-        probed = False
-        # the hot path, inlined (``_decide``)
+        # the hot path, inlined (``_decide``, ``_restrict``'s kept mask)
         if self._probe_tick >= learning.PROBE_EVERY:  # also probes clamped factors, if any
             self._probe_tick = 0
             status, bad, probed = self._probe(candidates)
+            if status:
+                kernel.check(status, bad)
+            if probed:
+                reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
+                row = self._out_flat[:_OUT]  # a copy: the slot is reused
+                return Decision(
+                    prepared.contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
+                )
         elif candidates is None:
-            status, bad = self._call(1)
+            status = self._task0()
+            if status:
+                kernel.check(status, self._call.bad_index(False))
         else:
             if candidates is not self._restricted_to:
-                self._restrict(candidates)
-            status, bad = self._call.restricted(1)
-        if status:
-            kernel.check(status, bad)
-        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-        row: Sequence[float] = memoryview(ws.out0.tobytes()).cast("d")  # a copy
-        if probed:
-            return Decision(
-                prepared.contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
-            )
+                kept = self._masks.get(id(candidates))
+                if kept is not None and kept[0] is candidates:  # a kept tuple or frozenset
+                    self._allowed[:] = kept[1]
+                    self._restricted_to = candidates
+                else:
+                    self._restrict(candidates)
+            status = self._task0_restricted()
+            if status:
+                kernel.check(status, self._call.bad_index(True))
+        reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
+        row = self._out_flat[:_OUT]  # a copy: the slot is reused
         decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
-        explorer = self.exploration
         if not explorer.paused:  # a preview leaves exploration as it was
-            explorer.pressed[cls] = row[L.OUT_FLAGS] != 0.0 or (  # OF_LATE, or congested
-                row[_LATENCY] > CONGESTED * row[_SERVICE]
-            )
-            explorer.placed(cls, decision, int(row[L.OUT_ASSIGNED]))
+            explorer.decided(cls, decision, row)
         return decision
 
     def _decide(
@@ -313,18 +328,20 @@ class Placer(
         ws = self._ws
         target = latency_s / max(decision.base_s, 1e-12)
         cls = decision.task_class_index
-        row = ws.corrections[cls]
-        for d in decision.device_indices:
-            n = self._samples.get((cls, d), 0)
-            self._samples[(cls, d)] = n + 1
+        corrections = ws.corrections
+        samples = self._samples
+        indices = decision.device_indices
+        for d in indices:
+            n = samples.get((cls, d), 0)
+            samples[(cls, d)] = n + 1
             # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
             rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
-            row[d] = learning.toward(float(row[d]), target, rate)
+            corrections[cls, d] = learning.toward(corrections.item(cls, d), target, rate)
             self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
             self._mark_learned(cls, d)
             self.exploration.tried(cls, d)
             if energy_j is not None:
-                power = energy_j / len(decision.device_indices) / latency_s
+                power = energy_j / len(indices) / latency_s
                 dev = ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
         if decision.probe:
@@ -360,13 +377,14 @@ class Placer(
         self._waiting.discard(decision)
         self._first.discard(decision)
         credited = self._running.finish(decision) if self._started else None
+        devices = self._ws.devices  # read as Python floats (``item``): no numpy scalars
         for j, (d, charge) in enumerate(
             zip(decision.device_indices, decision.charges, strict=True)
         ):
-            dev = self._ws.devices[d]
             left = charge if credited is None else charge - credited[j]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
-            dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
+            devices[d, L.DEV_QUEUE_S] = max(0.0, devices.item(d, L.DEV_QUEUE_S) - left)
+            total = devices.item(d, L.DEV_MEM_TOTAL)
+            devices[d, L.DEV_MEM_FREE] = min(total, devices.item(d, L.DEV_MEM_FREE) + mem)
 
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from array import array
+
 import numpy as np
 import numpy.typing as npt
 
@@ -26,7 +28,12 @@ class Workspace:
         self.weights: F64 = np.zeros(L.N_WEIGHTS, dtype=np.float64)  # objectives, queue guard
         self.tasks: F64 = np.zeros((capacity, L.TASK_FIELDS), dtype=np.float64)
         self.scratch: F64 = np.zeros((max(n_dev, 1), L.SCR_FIELDS), dtype=np.float64)
-        self.out: F64 = np.zeros((capacity, L.OUT_FIELDS), dtype=np.float64)
+        # the output rows live in a flat array.array (the numpy view is the kernel's): a
+        # decision copies its row as an array slice, one allocation and one memcpy
+        self.out_flat = array("d", bytes(8 * capacity * L.OUT_FIELDS))
+        self.out: F64 = np.frombuffer(self.out_flat, dtype=np.float64).reshape(
+            capacity, L.OUT_FIELDS
+        )
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
         self.allowed: U8 = np.ones(max(n_dev, 1), np.uint8)  # candidates of a restricted call
         self.task0, self.out0, self.reasons0 = self.tasks[0], self.out[0], self.reasons[0]

@@ -178,7 +178,13 @@ class Scheduler:
         self.add(job.waiting)
 
     def poke(self) -> None:
-        """Retry parked tasks: some work finished and freed a device."""
+        """Retry parked tasks: some work finished and freed a device.
+
+        With none parked there is nothing to retry (a task added wakes the scheduler
+        itself): no idle pass after every finish.
+        """
+        if not self._parked:
+            return
         parked, self._parked = self._parked, []
         for task in parked:
             if task.task_id in self._waiting:
