@@ -10,7 +10,9 @@ time (every thread: the event loop and the SQLite writer) is read from the first
 until every outcome is committed. What that covers per task: the device queue's pick, the
 start (its group-committed row, the placer's start), the emulated run, the finish (placer
 feedback, telemetry, the group-committed result row, its telemetry row and outbox record,
-the metrics). Intake and placement are not in it (``bench_agent_burst.py`` measures the whole
+the metrics). ``run_loop_cpu_us_per_task`` is the event loop's thread's share of it,
+``run_writer_cpu_us_per_task`` the rest (the SQLite writer thread, mostly). Intake and
+placement are not in it (``bench_agent_burst.py`` measures the whole
 path over HTTP). The figure is ``run_cpu_us_per_task``: the median of ``--repeat`` runs, each
 with its own agent; CPU time, not wall time, so a loaded machine disturbs it little.
 """
@@ -63,7 +65,7 @@ async def one_run(
         agent.metrics.move("queued", "placed", n)
         if on_clock is not None:
             on_clock("start")
-        cpu, wall = time.process_time(), time.perf_counter()
+        cpu, loop_cpu, wall = time.process_time(), time.thread_time(), time.perf_counter()
         for i in range(0, n, wave):
             for job in jobs[i : i + wave]:
                 agent.jobs.dispatch(job)
@@ -73,6 +75,7 @@ async def one_run(
         while done._value.get() < n and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        loop_cpu = time.thread_time() - loop_cpu  # this coroutine runs on the loop's thread
         if on_clock is not None:
             on_clock("end")
         counts = await agent.store.counts()
@@ -80,7 +83,7 @@ async def one_run(
         await agent.stop()
     if counts.get("done") != n:
         raise RuntimeError(f"not every task finished: {counts}")
-    return {"cpu_us": cpu / n * 1e6, "wall_us": wall / n * 1e6}
+    return {"cpu_us": cpu / n * 1e6, "loop_cpu_us": loop_cpu / n * 1e6, "wall_us": wall / n * 1e6}
 
 
 def main() -> None:
@@ -108,6 +111,11 @@ def main() -> None:
         "runs": args.repeat,
         "run_cpu_us_per_task": round(statistics.median(r["cpu_us"] for r in runs), 1),
         "run_cpu_us_per_task_each": [round(r["cpu_us"], 1) for r in runs],
+        # the event loop's thread alone (the rest: the SQLite writer thread, mostly)
+        "run_loop_cpu_us_per_task": round(statistics.median(r["loop_cpu_us"] for r in runs), 1),
+        "run_writer_cpu_us_per_task": round(
+            statistics.median(r["cpu_us"] - r["loop_cpu_us"] for r in runs), 1
+        ),
         "run_wall_us_per_task": round(statistics.median(r["wall_us"] for r in runs), 1),
     }
     for key, value in result.items():

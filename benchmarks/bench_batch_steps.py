@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import functools
+import gc
 import inspect
 import json
 import statistics
@@ -53,15 +54,25 @@ STEPS: dict[str, list[tuple[Any, str]]] = {
     "accept_rows": [(store_batch, "existing_keys"), (store_batch, "new_rows")],
     "accept_op": [],  # the Store.submit op on the writer thread (probed through write)
     "accept_commit": [],  # its transaction: the op, savepoints and the commit (fsync)
-    "queue_for_placement": [(service, "waiting_from_row"), (scheduler.Scheduler, "add")],
+    "queue_for_placement": [
+        (service, "waiting_from_row"),
+        (scheduler.Scheduler, "add_many"),
+        (scheduler.Scheduler, "add"),
+    ],
     "next_batch": [(scheduler.Scheduler, "_next_batch")],
     "kernel": [(tiers, "place")],
     "decision_rows": [(scheduler, "decision_row"), (scheduler, "decision_rows")],
+    "placed_queued": [],  # the scheduler queues the placements' write (a moment: wall only)
     "record_placed": [(store_batch, "record_placed")],
     "outbox_rows": [(outbox, "append_many")],
     "placed_commit": [],  # the placements' transaction, commit included
     "docs_202": [(api, "_task_json")],
+    "gc": [],  # the garbage collector's pauses, any thread (gc.callbacks)
 }
+
+#: (owner, name) -> the callable that supersedes it where the tree has both (it calls that
+#: one: probing both would count its time twice)
+SUPERSEDED = {(scheduler.Scheduler, "add"): "add_many"}
 
 Event = tuple[str, float, float, float]  # step, wall start, wall end, thread CPU seconds
 
@@ -94,19 +105,35 @@ def instrument(events: list[Event]) -> None:
 
     for step, targets in STEPS.items():
         for owner, name in targets:
+            if hasattr(owner, SUPERSEDED.get((owner, name), "")):
+                continue
             fn = getattr(owner, name, None)
             if fn is not None:
                 setattr(owner, name, wrap(step, fn))
 
+    started: list[tuple[float, float]] = []
+
+    def collecting(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append((time.time(), time.thread_time()))
+        elif started:
+            start, cpu = started.pop()
+            events.append(("gc", start, time.time(), time.thread_time() - cpu))
+
+    gc.callbacks.append(collecting)
     write, commit = Database.write, Database._commit
     ops = {"Store.submit.<locals>.op": "accept_op"}
 
-    def probed_write(self: Database, op: Callable[..., Any]) -> Any:
-        step = ops.get(getattr(op, "__qualname__", ""))
-        return write(self, op if step is None else wrap(step, op))
+    def probed_write(self: Database, op: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        name = getattr(op, "__qualname__", "")
+        if name == "Store.placed.<locals>.op":
+            now = time.time()
+            events.append(("placed_queued", now, now, 0.0))
+        step = ops.get(name)
+        return write(self, op if step is None else wrap(step, op), *args, **kwargs)
 
     def probed_commit(self: Database, db: Any, group: list[Any]) -> None:
-        names = {getattr(op, "__qualname__", "") for op, _, _ in group}
+        names = {getattr(op, "__qualname__", "") for op, *_ in group}
         if "Store.submit.<locals>.op" in names:
             step = "accept_commit"
         elif "Store.placed.<locals>.op" in names:
@@ -156,8 +183,16 @@ async def one_batch(
             continue
         span = steps.setdefault(step, [start, stop, 0.0])
         span[0], span[1], span[2] = min(span[0], start), max(span[1], stop), span[2] + used
+    pauses = [(stop - start) for step, start, stop, _ in list(events) if step == "gc"]
+    before = [
+        min(stop, end) - start
+        for step, start, stop, _ in list(events)
+        if step == "gc" and sent <= start < end
+    ]
     return {
         "e2e_ms": (end - sent) * 1e3,
+        "gc_ms": sum(pauses) * 1e3,  # the collector's pauses from the send on
+        "gc_before_placed_ms": sum(before) * 1e3,  # of which before the last placed_at
         "process_cpu_us": cpu / n * 1e6,
         "cpu_us": {k: v[2] / n * 1e6 for k, v in steps.items() if v[2] > 0},
         "at_ms": {k: ((v[0] - sent) * 1e3, (v[1] - sent) * 1e3) for k, v in steps.items()},
@@ -171,6 +206,8 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
         "e2e_ms": round(statistics.median(r["e2e_ms"] for r in runs), 1),
         "e2e_ms_each": [round(r["e2e_ms"], 1) for r in runs],
         "process_cpu_us": round(statistics.median(r["process_cpu_us"] for r in runs), 1),
+        "gc_ms": round(statistics.median(r["gc_ms"] for r in runs), 1),
+        "gc_before_placed_ms": round(statistics.median(r["gc_before_placed_ms"] for r in runs), 1),
         "cpu_us": {
             s: round(statistics.median(r["cpu_us"].get(s, 0.0) for r in runs), 1)
             for s in steps
@@ -190,6 +227,9 @@ async def run(data_dir: Path, n: int, repeat: int, events: list[Event]) -> dict[
     """Start the daemon here, warm it, and measure ``repeat`` batches of each mode."""
     config = AgentConfig(data_dir=data_dir, port=0, profile="rk3588", host="127.0.0.1")
     stop = asyncio.Event()
+    settle = getattr(daemon, "settle_gc", None)  # what ``daemon.run`` does first (if it does)
+    if settle is not None:
+        settle()
     server = asyncio.create_task(daemon.serve(config, stop))
     while not config.state_path.exists():
         await asyncio.sleep(0.02)

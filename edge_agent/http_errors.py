@@ -49,16 +49,18 @@ class ApiError(Exception):
 MAX_DIGITS = 300
 
 
-def parse_json_body(body: bytes) -> Any:
+def parse_json_body(body: bytes, *, whole: bool = False) -> Any:
     """Return a request body as JSON; ApiError 400 saying what to fix when it is not.
 
     Strict JSON (RFC 8259): no NaN or Infinity, integers of at most ``MAX_DIGITS`` digits, and
-    nesting that Python can parse; an empty body is refused.
+    nesting that Python can parse; an empty body is refused. ``whole``: what
+    ``whole_numbers`` returns, read so by the parser (no second walk over the document).
     """
     if not body.strip():
         raise ApiError(400, "request body is empty: expected a JSON object")
+    decoder = _WHOLE_DECODER if whole else _DECODER
     try:
-        return _DECODER.decode(body.decode("utf-8-sig"))  # json.loads(..., kw) builds a decoder
+        return decoder.decode(body.decode("utf-8-sig"))  # json.loads(..., kw) builds a decoder
     except UnicodeDecodeError as err:
         raise ApiError(400, f"malformed JSON: body is not UTF-8 ({err.reason})") from None
     except json.JSONDecodeError as err:
@@ -97,8 +99,17 @@ def _int_literal(text: str) -> int:
     return int(text)
 
 
+def _whole_float(text: str) -> float | int:
+    """Return a JSON number with a fraction or exponent as a float, or an int when whole."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
 #: Built once: json.loads with parse_* arguments builds a new decoder on every call.
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_int=_int_literal)
+_WHOLE_DECODER = json.JSONDecoder(
+    parse_constant=_no_constant, parse_int=_int_literal, parse_float=_whole_float
+)
 
 
 def error_response(status: int, message: str, **fields: Any) -> web.Response:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -57,6 +58,39 @@ def test_fair_queue_weights_priority_and_no_banked_credit() -> None:
     q.push("c1", "c", 0, math.inf)
     assert q.served()["c"] == q.served()["a"] < q.served()["b"]
     assert q.share("zero") > 0 and q.share("unnamed") == 1.0
+
+
+def test_batch_push_and_pop_take_the_order_single_pushes_and_pops_take() -> None:
+    """``push_many`` and ``pop_many`` (a batch's one queue update and one take) give the same
+    order and the same weighted service as a push and a pop per task, whether one tenant or
+    several wait, with cancelled entries, re-activated tenants and batches short and long."""
+    rng = random.Random(7)
+    alive: set[str] = set()
+    one = FairQueue(alive.__contains__, {"a": 3, "b": 1})
+    many = FairQueue(alive.__contains__, {"a": 3, "b": 1})
+    taken_one: list[str] = []
+    taken_many: list[str] = []
+    n = 0
+    for tenants in (("a",), ("a", "b", "c"), ("b",), ("c", "a"), ("a",)):
+        for size in (1, 40, 700):
+            entries = []
+            for _ in range(size):
+                n += 1
+                deadline = rng.choice([math.inf, rng.uniform(0, 10)])
+                entries.append((f"t{n}", rng.choice(tenants), rng.randint(0, 2), deadline))
+                alive.add(f"t{n}")
+            for entry in entries:
+                one.push(*entry)
+            many.push_many(entries)
+            for task_id, *_ in entries[::7]:  # cancelled while waiting
+                alive.discard(task_id)
+            want = rng.randint(1, size + 5)
+            got = [one.pop() for _ in range(want)]
+            taken_one += [t for t in got if t is not None]
+            taken_many += many.pop_many(want)
+            assert taken_many == taken_one
+            assert many.served() == one.served()
+    assert len(set(taken_one)) == len(taken_one) > 1000
 
 
 @pytest.mark.asyncio

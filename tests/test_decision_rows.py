@@ -1,4 +1,5 @@
 """Decision rows keep the kernel's reason codes; the why-not text is composed when read.
+A placed decision's summary is composed from a template kept per kind of decision.
 
 The text a stored row gives back is the one the decision itself composes (chosen, runner-up,
 rejected, excluded by tier rules, not placed at all), and a row written before schema v6
@@ -20,6 +21,16 @@ from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.scheduler import decision_row
 from edge_agent.agent.core.store import Store
 from edge_agent.placement import Decision, Placer, Policy, devices_from_profiles, tiers
+from edge_agent.placement.decision import DecisionContext
+from edge_agent.placement.layout import (
+    EST_LATENCY_S,
+    OBJECTIVE_NAMES,
+    OUT_ASSIGNED,
+    OUT_COMP,
+    OUT_EST,
+    OUT_FIELDS,
+    OUT_RUNNER_UP,
+)
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import migrate
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
@@ -99,3 +110,43 @@ async def test_a_row_written_before_v6_reads_back_its_stored_text(tmp_path: Path
     got = await store.decision("t-old")
     assert got is not None and got["why_not"] == why_not and got["summary"] == "old"
     await asyncio.to_thread(store.close)
+
+
+def full_summary(d: Decision) -> str:
+    """A placed, on-time decision's summary as composed in full, figure by figure."""
+    terms = d.components
+    main = OBJECTIVE_NAMES[max(range(len(terms)), key=terms.__getitem__)]
+    extra = f"; runner-up {d.runner_up}" if d.runner_up else ""
+    if d.tier is not None:
+        spill = f", spilled from {'/'.join(d.spilled_from)}" if d.spilled_from else ""
+        extra += f"; tier {d.tier}{spill}"
+    return (
+        f"{', '.join(d.device_ids)}: est {d.latency_s * 1e3:.3f} ms ({d.estimate_source}), "
+        f"{d.energy_j * 1e3:.3f} mJ, score {d.score:.3f} (largest term {main}){extra}"
+    )
+
+
+async def test_summaries_from_templates_read_as_composed_in_full() -> None:
+    """A batch's summaries share a few templates (one per device, source, runner-up, largest
+    term and tier): each still carries its own estimate, energy and score, and reads as the
+    summary composed figure by figure; a '%' in a device id is text, not a format field."""
+    policy = Policy.from_dict({"template": "latency-first"})
+    placer = Placer(devices_from_profiles(["rk3588", "generic_x86_server"]), policy)
+    contract = TaskContract(Semantics(0.01, precision="int8"))
+    batch = placer.place([contract] * 200)
+    assert len({d.latency_s for d in batch}) > 100  # the queue grows: figures differ
+    assert len({d.summary() for d in batch}) > 100
+    for d in [*batch, *decisions()]:
+        if d.placed and not d.late:
+            assert d.summary() == full_summary(d)
+    assert 0 < len(placer.place_one(contract)._ctx.templates) < 10
+    row = [0.0] * OUT_FIELDS  # on the first device, no runner-up, not late
+    row[OUT_ASSIGNED + 1 : OUT_RUNNER_UP + 1] = [-1.0] * (OUT_RUNNER_UP - OUT_ASSIGNED)
+    row[OUT_EST + EST_LATENCY_S], row[OUT_COMP + 1] = 0.0125, 1.0
+    ctx = DecisionContext(("gpu%d 100%",), "p@1", "python")
+    odd = Decision(contract, row, ctx, sources=("published (50% sure)",))
+    assert odd.summary() == full_summary(odd)
+    assert odd.summary() == (
+        "gpu%d 100%: est 12.500 ms (published (50% sure)), 0.000 mJ, score 0.000 "
+        "(largest term energy)"
+    )

@@ -3,7 +3,8 @@
 A single body seen before is not parsed again (a body that was refused, or names a model or
 a command, is never remembered); the 202 documents, whose contract text is spliced in rather
 than re-encoded, read exactly as the stored tasks; a batch encodes a repeated contract
-object once; task ids stay random UUID4s. (Each coalesced group of single submissions is one
+object once; task ids stay random UUID4s; a batch's body is parsed with its whole numbers
+read as ints by the parser. (Each coalesced group of single submissions is one
 transaction: ``test_agent_intake_batch.py``.)
 """
 
@@ -25,6 +26,7 @@ from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
+from edge_agent.http_errors import ApiError, parse_json_body, whole_numbers
 from edge_agent.placement import batch as batch_module
 from edge_agent.placement import tiers as tiers_module
 from edge_agent.placement.batch import prepare_all
@@ -246,3 +248,29 @@ def test_task_ids_are_random_uuid4s() -> None:
         parsed = uuid.UUID(hex=task_id)
         assert parsed.hex == task_id and parsed.version == 4
         assert parsed.variant == uuid.RFC_4122
+
+
+def test_the_parser_reads_whole_numbers_as_the_walk_after_it_does() -> None:
+    """A batch's body is read with its whole floats as ints by the parser itself (no walk
+    over the 1,000 items after it): the same document ``whole_numbers`` makes of it, with
+    the same errors for NaN and overlong integers."""
+    body = (
+        json.dumps(
+            {
+                "tasks": [TASK, {"semantics": {"gflops": 640.0, "bytes_in": 1e6}, "priority": 2.0}],
+                "odd": [0.5, -3.0, "BIG", -0.0, 1e-7, 12345678901234567890.0, [7.0, {"x": 2.5}]],
+            }
+        )
+        .replace('"BIG"', "1e400")
+        .encode()
+    )  # a literal past a float: inf, as json reads it
+    want = whole_numbers(parse_json_body(body))
+    got = parse_json_body(body, whole=True)
+    assert got == want and repr(got) == repr(want)  # ints where whole, the same types
+    assert type(got["tasks"][1]["semantics"]["gflops"]) is int
+    for bad in (b'{"x": NaN}', b'{"x": 1' + b"0" * 400 + b"}", b"{"):
+        with pytest.raises(ApiError) as plain:
+            parse_json_body(bad)
+        with pytest.raises(ApiError) as whole:
+            parse_json_body(bad, whole=True)
+        assert str(whole.value) == str(plain.value)

@@ -224,6 +224,28 @@ def test_batch_larger_than_the_workspace(backend: str) -> None:
     assert [d.task.task_class for d in decisions] == [f"c{i % 9}" for i in range(150)]
 
 
+@BACKENDS
+def test_a_batch_of_one_contract_object_is_decided_as_the_same_batch_of_copies(
+    backend: str,
+) -> None:
+    """``place`` handles a task kind once per batch (its order key, class and row): a batch
+    of one contract object repeated decides exactly as the same batch of equal copies (each
+    its own object, handled task by task), reason codes included, in priority order."""
+    fleet = [dev("a", int8=1000, mem=1e15), dev("b", int8=300, mem=1e15), dev("c", fp32=50)]
+    kinds = [task(1.0, cls="x"), task(3.0, cls="y", priority=2), task(0.5, "fp32", cls="z")]
+    shared = [kinds[i % 3] for i in range(60)]
+    copies = [TaskContract.from_dict(c.to_dict()) for c in shared]
+    assert all(a is not b and a == b for a, b in zip(shared, copies, strict=True))
+    got = placer(fleet, backend).place(shared)
+    want = placer(fleet, backend).place(copies)
+    for g, w in zip(got, want, strict=True):
+        assert g.to_dict() == w.to_dict()
+        assert (g.reasons, g.charges) == (w.reasons, w.charges)
+        assert g.task_class_index == w.task_class_index
+    assert len({d.reasons for d in got}) > 1  # the reason codes differ from task to task
+    assert len({d.device_id for d in got}) > 1
+
+
 # --- explanation ---------------------------------------------------------------------
 
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 import os
 import signal
+import sys
 
 from aiohttp import web
 
@@ -25,6 +27,18 @@ _log = logging.getLogger(__name__)
 
 #: Pending connections the kernel holds for us (a burst of clients must not see SYN drops).
 LISTEN_BACKLOG = 2048
+#: The collector's thresholds once started (Python's: 700, 10, 10). A batch of 1,000 tasks
+#: makes tens of thousands of objects that live until the tasks have run; with Python's
+#: thresholds the collector paused the agent for about a tenth of a batch's time to its last
+#: ``placed_at``, mostly re-scanning survivors (docs/performance.md, "Eighth round").
+GC_THRESHOLDS = (50_000, 20, 100)
+
+#: How long the event loop's thread may hold the GIL while another thread waits for it
+#: (Python's default is 5 ms). The SQLite writer thread gives the GIL up around every step of
+#: every statement and must take it back to go on; behind a busy loop each of those waits
+#: could last the whole interval, so a commit (and the 202s and ``placed_at`` behind it)
+#: waited for the loop rather than for the disk. Measured in docs/performance.md.
+SWITCH_INTERVAL_S = 0.0005
 
 
 async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
@@ -80,8 +94,19 @@ def _write_state(config: AgentConfig, port: int) -> None:
     os.replace(tmp, config.state_path)
 
 
+def settle_gc() -> None:
+    """Collect once, freeze what start-up built out of the collector's scans (the imports
+    and module state live as long as the process), and collect young objects less often
+    (``GC_THRESHOLDS``)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
+
+
 def run(config: AgentConfig) -> int:
     """Run the daemon in a fresh event loop; 0 after a graceful stop."""
+    settle_gc()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         import uvloop  # optional: a faster event loop where installed
     except ImportError:

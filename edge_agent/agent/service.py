@@ -204,7 +204,7 @@ class Agent:
         """Persist ``tasks`` (committed on return) and queue (or, deferrable, hold) the new ones."""
         tasks = [deferred_submission(self.deferrer, t) if t.deferrable else t for t in tasks]
         stored = await self.store.submit(tasks)
-        queued = 0
+        queued = []
         for task, (row, created) in zip(tasks, stored, strict=True):
             if task.deferral is not None:
                 self.deferrer.stored(row, created, task.deferral)
@@ -212,10 +212,10 @@ class Agent:
                     self.metrics.move(None, "deferred")
                 continue
             if created:
-                queued += 1
-                self.scheduler.add(waiting_from_row(row, task.contract, task.prepared))
-        if queued:  # one gauge update for the group, not one per task
-            self.metrics.move(None, "queued", queued)
+                queued.append(waiting_from_row(row, task.contract, task.prepared))
+        if queued:  # one queue update, wake-up and gauge update for the group
+            self.scheduler.add_many(queued)
+            self.metrics.move(None, "queued", len(queued))
         return stored
 
     async def cancel(self, task_id: str) -> tuple[dict[str, Any], str] | None:

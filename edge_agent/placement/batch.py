@@ -53,10 +53,15 @@ class BatchPlacing:
         if self._started:
             self._running.credit(self._ws.devices, self._overrun)
         prepared = prepare_all(tasks)
-        order = sorted(range(len(prepared)), key=lambda i: urgency(prepared[i].contract))
+        # per distinct prepared task, not per task: a batch is mostly a few kinds, repeated
+        kinds: dict[int, tuple[tuple[int, float], int]] = {}
+        for p in prepared:
+            if id(p) not in kinds:
+                kinds[id(p)] = (urgency(p.contract), self._class_of(p))
+        order = sorted(range(len(prepared)), key=lambda i: kinds[id(prepared[i])][0])
+        classes = [kinds[id(p)][1] for p in prepared]
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
-        classes = [self._class_of(p) for p in prepared]
         ws = self._ws  # a new class may have grown the workspace
         before = ws.devices.copy()
         self._decide_batch(order, prepared, classes, candidates)
@@ -67,15 +72,15 @@ class BatchPlacing:
         if late:
             order = self._hopeless_last(order, late, before, prepared, classes, candidates)
             rows = ws.out[: len(order)].tolist()
-        out: list[Decision | None] = [None] * len(order)
-        keep = ws.keep_reasons
+        out: list[Decision] = [None] * len(order)  # type: ignore[list-item]  # all set below
+        ctx, sources, width = self._ctx, self._sources, ws.reasons.shape[1]
+        # every task's reason codes in one copy, then a slice each
+        reasons = ws.reasons[: len(order)].tobytes() if ws.keep_reasons else None
         for slot, i in enumerate(order):
-            reasons = ws.reasons[slot].tobytes() if keep else None
             cls = classes[i]
-            out[i] = Decision(
-                prepared[i].contract, rows[slot], self._ctx, reasons, cls, self._sources[cls]
-            )
-        return [d for d in out if d is not None]
+            kept = None if reasons is None else reasons[slot * width : (slot + 1) * width]
+            out[i] = Decision(prepared[i].contract, rows[slot], ctx, kept, cls, sources[cls])
+        return out
 
     def _decide_batch(
         self,
@@ -86,7 +91,15 @@ class BatchPlacing:
     ) -> None:
         ws = self._ws
         if order:
-            ws.tasks[: len(order)] = [prepared[i].row for i in order]
+            rows = [prepared[i].row for i in order]
+            distinct = {id(row): row for row in rows}
+            if len(distinct) * 4 <= len(rows):  # mostly copies: convert each row once
+                at = {key: k for k, key in enumerate(distinct)}
+                ws.tasks[: len(order)] = np.array(list(distinct.values()))[
+                    [at[id(row)] for row in rows]
+                ]
+            else:
+                ws.tasks[: len(order)] = rows
             ws.tasks[: len(order), L.TASK_CLASS] = [classes[i] for i in order]
         self._decide(len(order), candidates)
 

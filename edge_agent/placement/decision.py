@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -11,6 +11,10 @@ from edge_agent.placement import layout as L
 from edge_agent.tasks.contract import TaskContract
 
 _NOTHING_EXCLUDED: Mapping[int, str] = MappingProxyType({})
+_TEMPLATES_KEPT = 4096  # summary templates per context (cleared when full)
+_LATENCY = L.OUT_EST + L.EST_LATENCY_S
+_ENERGY = L.OUT_EST + L.EST_ENERGY_J
+_SCORE = L.OUT_EST + L.EST_SCORE
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,6 +24,11 @@ class DecisionContext:
     device_order: tuple[str, ...]
     policy: str  # "name@version"
     backend: str
+    #: a placed decision's summary with its three figures left as ``%`` fields, by what
+    #: the rest of the text depends on (``Decision._template``): the same few, over and over
+    templates: dict[tuple[Any, ...], str] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
 
 
 class Decision:
@@ -215,28 +224,49 @@ class Decision:
         )
 
     def summary(self) -> str:
-        """Return a one-line human explanation ("why here")."""
+        """Return a one-line human explanation ("why here").
+
+        A placed, on-time decision's text is one of a few templates (by device, estimate
+        source, runner-up, largest term and tier: ``DecisionContext.templates``) with its
+        estimate, energy and score written in: a batch's thousand summaries compose a few."""
         if not self.placed:
             why = ", ".join(f"{n} {r}" for r, n in self.rejections().items()) or "no devices"
             return f"not placed: no feasible device ({why})"
-        runner_up = self.runner_up
-        extra = f"; runner-up {runner_up}" if runner_up else ""
         if self.late:
+            runner_up = self.runner_up
+            extra = f"; runner-up {runner_up}" if runner_up else ""
             return (
                 f"{', '.join(self.device_ids)}: deadline cannot be met "
                 f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
                 f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
             )
-        main = max(range(L.N_OBJECTIVES), key=self.components.__getitem__)
+        row = self._row
+        comps = row[L.OUT_COMP : L.OUT_COMP + L.N_OBJECTIVES]
+        if not isinstance(comps, list):  # a memoryview (place_one's row)
+            comps = list(comps)
+        main = comps.index(max(comps))  # the first largest term, as max(range, key) gives
+        ru = row[L.OUT_RUNNER_UP]
+        key = (self.device_indices, self.estimate_source, ru, main, self.tier, self.spilled_from)
+        templates = self._ctx.templates
+        template = templates.get(key)
+        if template is None:
+            if len(templates) >= _TEMPLATES_KEPT:
+                templates.clear()
+            template = templates[key] = self._template(main)
+        return template % (row[_LATENCY] * 1e3, row[_ENERGY] * 1e3, row[_SCORE])
+
+    def _template(self, main: int) -> str:
+        """Return this (placed, on-time) decision's summary with its estimate, energy and
+        score left as ``%.3f`` fields (``summary`` keeps one per key)."""
+        runner_up = self.runner_up
+        extra = f"; runner-up {runner_up}" if runner_up else ""
         if self.tier is not None:
             spill = f", spilled from {'/'.join(self.spilled_from)}" if self.spilled_from else ""
             extra += f"; tier {self.tier}{spill}"
-        return (
-            f"{', '.join(self.device_ids)}: est {self.latency_s * 1e3:.3f} ms "
-            f"({self.estimate_source}), "
-            f"{self.energy_j * 1e3:.3f} mJ, score {self.score:.3f} "
-            f"(largest term {L.OBJECTIVE_NAMES[main]}){extra}"
-        )
+        head = f"{', '.join(self.device_ids)}: est ".replace("%", "%%")
+        source = f" ms ({self.estimate_source}), ".replace("%", "%%")
+        tail = f" (largest term {L.OBJECTIVE_NAMES[main]}){extra}".replace("%", "%%")
+        return f"{head}%.3f{source}%.3f mJ, score %.3f{tail}"
 
     def to_dict(self) -> dict[str, Any]:
         """Return the decision as a JSON-ready document."""

@@ -328,18 +328,20 @@ class Placer(
         ws = self._ws
         target = latency_s / max(decision.base_s, 1e-12)
         cls = decision.task_class_index
-        row = ws.corrections[cls]
-        for d in decision.device_indices:
-            n = self._samples.get((cls, d), 0)
-            self._samples[(cls, d)] = n + 1
+        corrections = ws.corrections
+        samples = self._samples
+        indices = decision.device_indices
+        for d in indices:
+            n = samples.get((cls, d), 0)
+            samples[(cls, d)] = n + 1
             # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
             rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
-            row[d] = learning.toward(float(row[d]), target, rate)
+            corrections[cls, d] = learning.toward(corrections.item(cls, d), target, rate)
             self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
             self._mark_learned(cls, d)
             self.exploration.tried(cls, d)
             if energy_j is not None:
-                power = energy_j / len(decision.device_indices) / latency_s
+                power = energy_j / len(indices) / latency_s
                 dev = ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
         if decision.probe:
@@ -375,13 +377,14 @@ class Placer(
         self._waiting.discard(decision)
         self._first.discard(decision)
         credited = self._running.finish(decision) if self._started else None
+        devices = self._ws.devices  # read as Python floats (``item``): no numpy scalars
         for j, (d, charge) in enumerate(
             zip(decision.device_indices, decision.charges, strict=True)
         ):
-            dev = self._ws.devices[d]
             left = charge if credited is None else charge - credited[j]
-            dev[L.DEV_QUEUE_S] = max(0.0, dev[L.DEV_QUEUE_S] - left)
-            dev[L.DEV_MEM_FREE] = min(dev[L.DEV_MEM_TOTAL], dev[L.DEV_MEM_FREE] + mem)
+            devices[d, L.DEV_QUEUE_S] = max(0.0, devices.item(d, L.DEV_QUEUE_S) - left)
+            total = devices.item(d, L.DEV_MEM_TOTAL)
+            devices[d, L.DEV_MEM_FREE] = min(total, devices.item(d, L.DEV_MEM_FREE) + mem)
 
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 #: Smallest share a tenant can have (a rule of 0 or less would starve it for ever).
 MIN_SHARE = 1e-3
@@ -45,12 +45,34 @@ class FairQueue:
 
     def push(self, task_id: str, tenant: str, priority: int, deadline_at: float) -> None:
         """Make ``task_id`` wait in its tenant's queue."""
-        heap = self._heaps.setdefault(tenant, [])
-        if not heap:  # (re)activated: catch up with the busy tenants, keep no credit
-            busy = [self._served[t] for t, h in self._heaps.items() if h and t != tenant]
-            floor = min(busy, default=self._served.get(tenant, 0.0))
-            self._served[tenant] = max(self._served.get(tenant, 0.0), floor)
-        heapq.heappush(heap, (-priority, deadline_at, next(self._order), task_id))
+        self.push_many([(task_id, tenant, priority, deadline_at)])
+
+    def push_many(self, entries: Sequence[tuple[str, str, int, float]]) -> None:
+        """``push`` each (task id, tenant, priority, deadline) in turn, a tenant's heap
+        rebuilt once (``heapify``) when the batch is at least as long as what it held."""
+        added: dict[str, list[tuple[int, float, int, str]]] = {}
+        for task_id, tenant, priority, deadline_at in entries:
+            items = added.get(tenant)
+            if items is None:
+                items = added[tenant] = []
+                heap = self._heaps.setdefault(tenant, [])
+                if not heap:  # (re)activated: catch up with the busy tenants, keep no credit
+                    busy = [
+                        self._served[t]
+                        for t, h in self._heaps.items()
+                        if (h or added.get(t)) and t != tenant
+                    ]
+                    floor = min(busy, default=self._served.get(tenant, 0.0))
+                    self._served[tenant] = max(self._served.get(tenant, 0.0), floor)
+            items.append((-priority, deadline_at, next(self._order), task_id))
+        for tenant, items in added.items():
+            heap = self._heaps[tenant]
+            if len(items) >= len(heap):
+                heap += items
+                heapq.heapify(heap)
+            else:
+                for item in items:
+                    heapq.heappush(heap, item)
 
     def pop(self) -> str | None:
         """Return the next task id in fair order (charging its tenant), or None when empty."""
@@ -68,6 +90,26 @@ class FairQueue:
             return None
         self._served[chosen] += 1.0 / self.share(chosen)
         return heapq.heappop(self._heaps[chosen])[3]
+
+    def pop_many(self, n: int) -> list[str]:
+        """Return up to ``n`` task ids, as ``n`` calls of ``pop`` would (fewer when it runs
+        dry); with one tenant waiting, taken straight off its heap."""
+        live = [tenant for tenant, heap in self._heaps.items() if heap]
+        out: list[str] = []
+        if len(live) != 1:
+            while len(out) < n and (task_id := self.pop()) is not None:
+                out.append(task_id)
+            return out
+        tenant = live[0]
+        heap, alive, step = self._heaps[tenant], self._alive, 1.0 / self.share(tenant)
+        served = self._served[tenant]
+        while heap and len(out) < n:
+            task_id = heapq.heappop(heap)[3]
+            if alive(task_id):
+                out.append(task_id)
+                served += step  # as pop charges it: once per task taken
+        self._served[tenant] = served
+        return out
 
     def served(self) -> dict[str, float]:
         """Return each tenant's weighted service so far (for status and tests)."""

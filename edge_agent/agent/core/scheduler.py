@@ -16,6 +16,7 @@ import json
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job
@@ -149,9 +150,16 @@ class Scheduler:
 
     def add(self, task: Waiting) -> None:
         """Make ``task`` wait for placement."""
-        self._waiting[task.task_id] = task
-        c = task.contract
-        self.queue.push(task.task_id, c.tenant, c.priority, task.deadline_at)
+        self.add_many([task])
+
+    def add_many(self, tasks: Sequence[Waiting]) -> None:
+        """Make ``tasks`` wait for placement (a batch: one queue update, one wake-up)."""
+        waiting = self._waiting
+        for task in tasks:
+            waiting[task.task_id] = task
+        self.queue.push_many(
+            [(t.task_id, t.contract.tenant, t.contract.priority, t.deadline_at) for t in tasks]
+        )
         self._wake.set()
 
     def remove(self, task_id: str) -> bool:
@@ -170,7 +178,13 @@ class Scheduler:
         self.add(job.waiting)
 
     def poke(self) -> None:
-        """Retry parked tasks: some work finished and freed a device."""
+        """Retry parked tasks: some work finished and freed a device.
+
+        With none parked there is nothing to retry (a task added wakes the scheduler
+        itself): no idle pass after every finish.
+        """
+        if not self._parked:
+            return
         parked, self._parked = self._parked, []
         for task in parked:
             if task.task_id in self._waiting:
@@ -202,14 +216,13 @@ class Scheduler:
         """Take up to ``batch_size`` waiting tasks in fair order."""
         batch: list[Waiting] = []
         taken: set[str] = set()
-        while len(batch) < self._batch:
-            task_id = self.queue.pop()
-            if task_id is None:
-                break
-            task = self._waiting.get(task_id)
-            if task is not None and task_id not in taken and task not in self._parked:
-                batch.append(task)
-                taken.add(task_id)
+        parked = self._parked
+        while len(batch) < self._batch and (ids := self.queue.pop_many(self._batch - len(batch))):
+            for task_id in ids:
+                task = self._waiting.get(task_id)
+                if task is not None and task_id not in taken and (not parked or task not in parked):
+                    batch.append(task)
+                    taken.add(task_id)
         return batch
 
     async def _place(self, batch: list[Waiting]) -> None:

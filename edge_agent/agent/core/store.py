@@ -158,19 +158,20 @@ class Store(TaskMoves):
         """Mark a placed task running (group-committed); False if it is no longer placed."""
         return self.runs.started(task_id)
 
-    async def finished(
+    def finished(
         self,
         task_id: str,
         state: str,
         result: dict[str, Any] | None,
         error: str | None,
         telemetry: dict[str, Any] | None,
-    ) -> None:
+    ) -> asyncio.Future[None]:
         """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
-        Group-committed with the other finishes of the moment; returns once durable.
+        Group-committed with the other finishes of the moment; the future resolves once
+        durable (a future, not a coroutine: no frame per task around the wait).
         """
-        await self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
+        return self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
