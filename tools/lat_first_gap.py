@@ -14,9 +14,10 @@ Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and 
   were optimistic (or only the pessimistic ones) set to the truth;
 - per (task type, device) pair the Placer's final estimate over the true mean.
 
-With ``--burst N``, whether a backlog stays: the first N tasks arrive at once, and the
-oracle and the perfectly learned Placer are each compared per tenth with the oracle on the
-unchanged arrivals (a rule that keeps a backlog stays above 1 after the first tenth).
+With ``--burst N [--burst-at K]``, whether a backlog stays: N tasks from task K (0) on
+arrive at once, and the oracle and the perfectly learned Placer are each compared per
+tenth with the oracle on the unchanged arrivals (a rule that keeps a backlog stays above 1
+for the rest of the run).
 
 With ``--seeds``, only latency-first / oracle as learned, one figure per seed, with
 their mean and worst: at 80% load the figure of one seed swings by tenths with any change
@@ -110,16 +111,17 @@ def by_tenth(lat: np.ndarray, oracle: np.ndarray) -> list[float]:
     return [float(lat[a:b].mean() / oracle[a:b].mean()) for a, b in itertools.pairwise(cuts)]
 
 
-def burst(sc: Scenario, seed: int, n: int, oracle: np.ndarray) -> None:
-    """Print, per tenth, the oracle and the perfect Placer with the first ``n`` tasks at once."""
-    t0 = sc.tasks[0].t
-    tasks = [dataclasses.replace(t, t=t0) if t.index < n else t for t in sc.tasks]
+def burst(sc: Scenario, seed: int, n: int, oracle: np.ndarray, at: int = 0) -> None:
+    """Print, per tenth, the oracle and the perfect Placer with tasks ``at``..``at+n`` at once."""
+    t0 = sc.tasks[at].t
+    tasks = [dataclasses.replace(t, t=t0) if at <= t.index < at + n else t for t in sc.tasks]
     perfect = agent(sc)
     set_true_corrections(perfect, sc)
     for name, chooser in (("oracle", ClairvoyantOracle(seed)), ("perfect learning", perfect)):
         state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
         tenths = by_tenth(np.array(simulate(tasks, state, chooser).latency_s), oracle)
-        print(f"burst {n}, {name:<18} by tenth: " + " ".join(f"{r:.3f}" for r in tenths))
+        shown = " ".join(f"{r:.3f}" for r in tenths)
+        print(f"burst {n} at task {at}, {name:<18} by tenth: {shown}")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -154,7 +156,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tasks", type=int, default=6000)
     parser.add_argument("--seeds", help="sweep these seeds (1-10, 1,3,8): ratios only")
-    parser.add_argument("--burst", type=int, help="only: the first N tasks arrive at once")
+    parser.add_argument("--burst", type=int, help="only: N tasks arrive at once (see --burst-at)")
+    parser.add_argument("--burst-at", type=int, default=0, help="the burst's first task (0)")
     args = parser.parse_args()
     if args.seeds:
         ratios = sweep(args.scenario, args.load, args.tasks, parse_seeds(args.seeds))
@@ -165,7 +168,7 @@ def main() -> None:
     state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
     oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
     if args.burst:
-        burst(sc, args.seed, args.burst, oracle)
+        burst(sc, args.seed, args.burst, oracle, args.burst_at)
         return
     plain = agent(sc)
     runs = {"as learned": plain}
