@@ -14,6 +14,15 @@ Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and 
   were optimistic (or only the pessimistic ones) set to the truth;
 - per (task type, device) pair the Placer's final estimate over the true mean.
 
+With ``--burst N [--burst-at K]``, whether a backlog stays: N tasks from task K (0) on
+arrive at once, and the oracle and the perfectly learned Placer are each compared per
+tenth with the oracle on the unchanged arrivals (a rule that keeps a backlog stays above 1
+for the rest of the run).
+
+With ``--handover K``, whether the state the learned run reaches is kept: latency-first
+as learned places tasks 0..K-1, then a fresh Placer told the truth (factors and queues),
+or the oracle, places the rest; per tenth against the oracle.
+
 With ``--seeds``, only latency-first / oracle as learned, one figure per seed, with
 their mean and worst: at 80% load the figure of one seed swings by tenths with any change
 that moves a few early decisions (a backlog built in the first hundreds of tasks may stay
@@ -26,6 +35,8 @@ in the benchmarks.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import math
 import sys
 from pathlib import Path
@@ -36,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_sim_slo as bench
 
 from cloud_hub.simulator import slo_agents
-from cloud_hub.simulator.engine import FleetState, simulate
+from cloud_hub.simulator.engine import FleetState, Job, simulate
 from cloud_hub.simulator.oracle import ClairvoyantOracle
 from cloud_hub.simulator.slo_scenario import Scenario
 from cloud_hub.simulator.workload import Task
@@ -95,12 +106,61 @@ def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
 def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:
     out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc)), a)
     lat = np.array(out.latency_s)
-    n = len(lat)
-    tenths = [
-        lat[i * n // 10 : (i + 1) * n // 10].mean() / oracle[i * n // 10 : (i + 1) * n // 10].mean()
-        for i in range(10)
-    ]
-    return float(lat.mean() / oracle.mean()), tenths
+    return float(lat.mean() / oracle.mean()), by_tenth(lat, oracle)
+
+
+def by_tenth(lat: np.ndarray, oracle: np.ndarray) -> list[float]:
+    """Return the ratio of mean latencies over each tenth of the run."""
+    cuts = [i * len(lat) // 10 for i in range(11)]
+    return [float(lat[a:b].mean() / oracle[a:b].mean()) for a, b in itertools.pairwise(cuts)]
+
+
+def burst(sc: Scenario, seed: int, n: int, oracle: np.ndarray, at: int = 0) -> None:
+    """Print, per tenth, the oracle and the perfect Placer with tasks ``at``..``at+n`` at once."""
+    t0 = sc.tasks[at].t
+    tasks = [dataclasses.replace(t, t=t0) if at <= t.index < at + n else t for t in sc.tasks]
+    perfect = agent(sc)
+    set_true_corrections(perfect, sc)
+    for name, chooser in (("oracle", ClairvoyantOracle(seed)), ("perfect learning", perfect)):
+        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+        tenths = by_tenth(np.array(simulate(tasks, state, chooser).latency_s), oracle)
+        shown = " ".join(f"{r:.3f}" for r in tenths)
+        print(f"burst {n} at task {at}, {name:<18} by tenth: {shown}")
+
+
+class Handover:
+    """Latency-first as learned until task ``at``, then ``after`` (each job fed back to its own)."""
+
+    name = "handover"
+
+    def __init__(self, first: Agent, after: Agent | ClairvoyantOracle, at: int) -> None:
+        self.first, self.after, self.at = first, after, at
+        self.by: dict[int, Agent | ClairvoyantOracle] = {}
+
+    def choose(self, task: Task, now: float, state: FleetState) -> int | None:
+        chooser = self.first if task.index < self.at else self.after
+        self.by[task.index] = chooser
+        return chooser.choose(task, now, state)
+
+    def job_started(self, job: Job) -> None:
+        chooser = self.by[job.task.index]
+        if isinstance(chooser, Agent):
+            chooser.job_started(job)
+
+    def finished(self, job: Job, now: float) -> None:
+        self.by.pop(job.task.index).finished(job, now)
+
+
+def handover(sc: Scenario, seed: int, at: int, oracle: np.ndarray) -> None:
+    """Print, per tenth, the learned run handed at task ``at`` to a fresh true Placer / oracle."""
+    fresh = agent(sc)
+    set_true_corrections(fresh, sc)
+    fresh.true_queues = True
+    for name, after in (("a fresh true Placer", fresh), ("the oracle", ClairvoyantOracle(seed))):
+        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+        lat = np.array(simulate(sc.tasks, state, Handover(agent(sc), after, at)).latency_s)
+        shown = " ".join(f"{r:.3f}" for r in by_tenth(lat, oracle))
+        print(f"from task {at} {name:<20} {lat.mean() / oracle.mean():.4f}  by tenth: {shown}")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -135,6 +195,9 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--tasks", type=int, default=6000)
     parser.add_argument("--seeds", help="sweep these seeds (1-10, 1,3,8): ratios only")
+    parser.add_argument("--burst", type=int, help="only: N tasks arrive at once (see --burst-at)")
+    parser.add_argument("--burst-at", type=int, default=0, help="the burst's first task (0)")
+    parser.add_argument("--handover", type=int, help="only: from task K on, a true chooser")
     args = parser.parse_args()
     if args.seeds:
         ratios = sweep(args.scenario, args.load, args.tasks, parse_seeds(args.seeds))
@@ -144,6 +207,12 @@ def main() -> None:
     sc = bench.SCENARIOS[args.scenario](args.load, args.tasks, args.seed)
     state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
     oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
+    if args.burst:
+        burst(sc, args.seed, args.burst, oracle, args.burst_at)
+        return
+    if args.handover is not None:
+        handover(sc, args.seed, args.handover, oracle)
+        return
     plain = agent(sc)
     runs = {"as learned": plain}
     perfect = runs["perfect learning"] = agent(sc)
