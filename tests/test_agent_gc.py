@@ -1,4 +1,4 @@
-"""``edge-agent run`` sets the collector and the GIL switch interval up before it serves.
+"""``edge-agent run`` sets the collector up for batches before it serves.
 
 Start-up objects (imports, module state) are frozen out of the collector's scans and young
 objects are collected every ``GC_THRESHOLDS[0]`` allocations, not Python's 700: a batch of
@@ -13,24 +13,20 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from edge_agent.agent.daemon import GC_THRESHOLDS, SWITCH_INTERVAL_S
+from edge_agent.agent.daemon import GC_THRESHOLDS
 
 PROBE = r"""
 import gc, json, sys
 from pathlib import Path
-from typing import Any
 from edge_agent.agent import daemon
 from edge_agent.agent.config import AgentConfig
 
-before = {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(),
-          "switch": sys.getswitchinterval()}
+before = {"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count()}
 seen = {}
 
 async def serve(config, stop=None):  # what the daemon finds when it starts serving
-    seen.update(threshold=gc.get_threshold(), frozen=gc.get_freeze_count(),
-                switch=sys.getswitchinterval())
+    seen.update(threshold=gc.get_threshold(), frozen=gc.get_freeze_count())
 
 daemon.serve = serve
 assert daemon.run(AgentConfig(data_dir=Path(sys.argv[1]))) == 0
@@ -38,32 +34,17 @@ print(json.dumps({"before": before, "serving": seen}))
 """
 
 
-def _probe(data_dir: Path) -> dict[str, dict[str, Any]]:
-    """Run ``daemon.run`` in a child process; return the runtime's settings before and as it
-    starts serving."""
+def test_the_daemon_freezes_start_up_objects_and_collects_young_ones_less_often(
+    tmp_path: Path,
+) -> None:
     out = subprocess.run(
-        [sys.executable, "-c", PROBE, str(data_dir)],
+        [sys.executable, "-c", PROBE, str(tmp_path)],
         capture_output=True,
         text=True,
         timeout=60,
         check=True,
     )
-    got: dict[str, dict[str, Any]] = json.loads(out.stdout.strip().splitlines()[-1])
-    return got
-
-
-def test_the_daemon_freezes_start_up_objects_and_collects_young_ones_less_often(
-    tmp_path: Path,
-) -> None:
-    got = _probe(tmp_path)
-    assert got["before"] == {"threshold": [700, 10, 10], "frozen": 0, "switch": 0.005}
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"] == {"threshold": [700, 10, 10], "frozen": 0}  # Python's own
     assert got["serving"]["threshold"] == list(GC_THRESHOLDS)
     assert got["serving"]["frozen"] > 10_000  # the imports: aiohttp, numpy, sqlite_utils, ...
-
-
-def test_the_daemon_lets_its_writer_thread_take_the_gil_back_sooner(tmp_path: Path) -> None:
-    """The loop's thread holds the GIL at most ``SWITCH_INTERVAL_S`` (not Python's 5 ms) while
-    the SQLite writer waits for it between the steps of a statement."""
-    got = _probe(tmp_path)
-    assert got["before"]["switch"] == 0.005  # Python's own
-    assert got["serving"]["switch"] == SWITCH_INTERVAL_S < 0.005

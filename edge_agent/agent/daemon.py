@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import signal
-import sys
 
 from aiohttp import web
 
@@ -32,13 +31,6 @@ LISTEN_BACKLOG = 2048
 #: thresholds the collector paused the agent for about a tenth of a batch's time to its last
 #: ``placed_at``, mostly re-scanning survivors (docs/performance.md, "Eighth round").
 GC_THRESHOLDS = (50_000, 20, 100)
-
-#: How long the event loop's thread may hold the GIL while another thread waits for it
-#: (Python's default is 5 ms). The SQLite writer thread gives the GIL up around every step of
-#: every statement and must take it back to go on; behind a busy loop each of those waits
-#: could last the whole interval, so a commit (and the 202s and ``placed_at`` behind it)
-#: waited for the loop rather than for the disk. Measured in docs/performance.md.
-SWITCH_INTERVAL_S = 0.0005
 
 
 async def serve(config: AgentConfig, stop: asyncio.Event | None = None) -> None:
@@ -106,7 +98,6 @@ def settle_gc() -> None:
 def run(config: AgentConfig) -> int:
     """Run the daemon in a fresh event loop; 0 after a graceful stop."""
     settle_gc()
-    sys.setswitchinterval(SWITCH_INTERVAL_S)
     try:
         import uvloop  # optional: a faster event loop where installed
     except ImportError:
