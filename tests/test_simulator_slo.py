@@ -69,6 +69,31 @@ def test_oracle_counts_the_true_queue_and_not_the_tasks_own_draw() -> None:
     assert oracle.choose(task, 0.0, state) == 0
 
 
+def test_oracle_sees_the_true_remaining_time_of_a_job_another_chooser_placed() -> None:
+    """After a handover the oracle's queue view is the engine's truth, whoever placed the
+    work: a long-running job on the fast device (a 20x draw, placed by a first chooser)
+    counts with its true remaining time, so the next task goes to the free slow one."""
+    state, _ = _two_pis(slow_first=3.0)
+    state.truth._noise[0, 1] = 20.0  # task 0 runs 20x its mean on the fast device
+    tasks = [Task(0, 0.0, *TT, 1.0, 0, "default", 0), Task(1, 0.5, *TT, 1.0, 0, "default", 0)]
+    mean_fast = state.truth.base[TT][1] * math.exp(0.1**2 / 2)
+    # at 0.5 s task 0 still runs, and truly ends after task 1 would on the slow device
+    assert 0.5 + 3.0 * mean_fast < 20.0 * state.truth.base[TT][1] + mean_fast
+
+    class First(ClairvoyantOracle):
+        def choose(self, task: Task, now: float, state: FleetState) -> int | None:
+            if task.index == 0:
+                return 1  # placed by someone else, on the fast device
+            seen.append(self.expected_finish(task, 1, now, state))
+            return super().choose(task, now, state)
+
+    seen: list[float] = []
+    out = simulate(tasks, state, First(1))
+    assert out.device == [1, 0]
+    # the fast device's view: task 0's true finish (not an estimate), then task 1's mean
+    assert seen == [pytest.approx(out.finish_s[0] + mean_fast)]
+
+
 def test_attainment_per_class_on_a_hand_built_trace() -> None:
     deadlines = [0.010, 0.010, 0.020, 0.020, 0.050, 0.050, 0.050]
     classes = ["tight", "tight", "medium", "medium", "loose", "loose", "loose"]

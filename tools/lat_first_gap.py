@@ -14,10 +14,13 @@ Runs ``bench_sim_slo``'s latency-first agent and its oracle on one scenario and 
   were optimistic (or only the pessimistic ones) set to the truth;
 - per (task type, device) pair the Placer's final estimate over the true mean.
 
-With ``--burst N [--burst-at K]``, whether a backlog stays: N tasks from task K (0) on
-arrive at once, and the oracle and the perfectly learned Placer are each compared per
-tenth with the oracle on the unchanged arrivals (a rule that keeps a backlog stays above 1
-for the rest of the run).
+With ``--burst N [--burst-at K]``: N tasks from task K (0) on arrive at once, and the
+oracle and the perfectly learned Placer are each compared per tenth with the oracle on
+the unchanged arrivals. This moves work earlier and adds none: by task K+N's own arrival
+the same work has been offered as in the unchanged run, so it does not test whether an
+excess backlog stays. ``--extra N [--burst-at K]`` does: N more tasks (copies of tasks
+K..K+N-1, each with its own noise draw) arrive with task K, every other arrival
+unchanged, and the same two are compared per tenth over the original tasks.
 
 With ``--handover K``, whether the state the learned run reaches is kept: latency-first
 as learned places tasks 0..K-1, then a fresh Placer told the truth (factors and queues),
@@ -50,6 +53,7 @@ from cloud_hub.simulator import slo_agents
 from cloud_hub.simulator.engine import FleetState, Job, simulate
 from cloud_hub.simulator.oracle import ClairvoyantOracle
 from cloud_hub.simulator.slo_scenario import Scenario
+from cloud_hub.simulator.truth import GroundTruth
 from cloud_hub.simulator.workload import Task
 from edge_agent.placement import Policy
 
@@ -119,13 +123,37 @@ def burst(sc: Scenario, seed: int, n: int, oracle: np.ndarray, at: int = 0) -> N
     """Print, per tenth, the oracle and the perfect Placer with tasks ``at``..``at+n`` at once."""
     t0 = sc.tasks[at].t
     tasks = [dataclasses.replace(t, t=t0) if at <= t.index < at + n else t for t in sc.tasks]
+    _compare(sc, seed, tasks, sc.truth, oracle, f"burst {n} at task {at}")
+
+
+def extra(sc: Scenario, seed: int, n: int, oracle: np.ndarray, at: int = 0) -> None:
+    """Print, per tenth, the oracle and the perfect Placer given ``n`` more tasks at task ``at``.
+
+    The added tasks are copies of tasks ``at``..``at+n-1`` (indices after the run's), each
+    with its own noise draw: the truth is rebuilt for the longer run from the same seed,
+    which leaves every original task's draws as they were (checked).
+    """
+    t0, count = sc.tasks[at].t, len(sc.tasks)
+    truth = GroundTruth(sc.fleet, sc.truth.types, count + n, sc.truth.sigma, seed)
+    if not np.array_equal(truth._noise[:count], sc.truth._noise) or truth.base != sc.truth.base:
+        raise SystemExit("--extra: the scenario's truth is not GroundTruth(seed); cannot extend")
+    added = [
+        dataclasses.replace(t, t=t0, index=count + i) for i, t in enumerate(sc.tasks[at : at + n])
+    ]
+    _compare(sc, seed, sc.tasks + added, truth, oracle, f"{n} extra at task {at}")
+
+
+def _compare(
+    sc: Scenario, seed: int, tasks: list[Task], truth: GroundTruth, oracle: np.ndarray, what: str
+) -> None:
+    """Print, per tenth of the original tasks, the oracle and the perfect Placer on ``tasks``."""
     perfect = agent(sc)
     set_true_corrections(perfect, sc)
     for name, chooser in (("oracle", ClairvoyantOracle(seed)), ("perfect learning", perfect)):
-        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
-        tenths = by_tenth(np.array(simulate(tasks, state, chooser).latency_s), oracle)
-        shown = " ".join(f"{r:.3f}" for r in tenths)
-        print(f"burst {n} at task {at}, {name:<18} by tenth: {shown}")
+        state = FleetState(sc.fleet, truth, sc.feasible, bench._memory(sc))
+        lat = np.array(simulate(tasks, state, chooser).latency_s)[: len(oracle)]
+        shown = " ".join(f"{r:.3f}" for r in by_tenth(lat, oracle))
+        print(f"{what}, {name:<18} {lat.mean() / oracle.mean():.4f}  by tenth: {shown}")
 
 
 class Handover:
@@ -196,6 +224,7 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=6000)
     parser.add_argument("--seeds", help="sweep these seeds (1-10, 1,3,8): ratios only")
     parser.add_argument("--burst", type=int, help="only: N tasks arrive at once (see --burst-at)")
+    parser.add_argument("--extra", type=int, help="only: N more tasks arrive at once (--burst-at)")
     parser.add_argument("--burst-at", type=int, default=0, help="the burst's first task (0)")
     parser.add_argument("--handover", type=int, help="only: from task K on, a true chooser")
     args = parser.parse_args()
@@ -209,6 +238,9 @@ def main() -> None:
     oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
     if args.burst:
         burst(sc, args.seed, args.burst, oracle, args.burst_at)
+        return
+    if args.extra:
+        extra(sc, args.seed, args.extra, oracle, args.burst_at)
         return
     if args.handover is not None:
         handover(sc, args.seed, args.handover, oracle)
