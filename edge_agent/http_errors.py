@@ -53,8 +53,9 @@ def parse_json_body(body: bytes, *, whole: bool = False) -> Any:
     """Return a request body as JSON; ApiError 400 saying what to fix when it is not.
 
     Strict JSON (RFC 8259): no NaN or Infinity, integers of at most ``MAX_DIGITS`` digits, and
-    nesting that Python can parse; an empty body is refused. ``whole``: what
-    ``whole_numbers`` returns, read so by the parser (no second walk over the document).
+    nesting that Python can parse; an empty body is refused. ``whole``: every float that is
+    a whole number read as an int (JSON has one number type: ``640.0`` is the integer 640, as
+    JSON Schema says too, so a handler that wants an integer accepts it written either way).
     """
     if not body.strip():
         raise ApiError(400, "request body is empty: expected a JSON object")
@@ -67,21 +68,6 @@ def parse_json_body(body: bytes, *, whole: bool = False) -> Any:
         raise ApiError(400, f"malformed JSON: {err}") from None
     except RecursionError:
         raise ApiError(400, "malformed JSON: body is nested too deeply") from None
-
-
-def whole_numbers(value: Any) -> Any:
-    """Return ``value`` with every float that is a whole number as an int.
-
-    JSON has one number type: ``640.0`` is the integer 640 (JSON Schema says so too), so a
-    handler that wants an integer accepts it written either way.
-    """
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: whole_numbers(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [whole_numbers(v) for v in value]
-    return value
 
 
 def _no_constant(name: str) -> Any:

@@ -26,7 +26,7 @@ from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
 from edge_agent.agent.core.store_batch import new_ids
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
-from edge_agent.http_errors import ApiError, parse_json_body, whole_numbers
+from edge_agent.http_errors import ApiError, parse_json_body
 from edge_agent.placement import batch as batch_module
 from edge_agent.placement import tiers as tiers_module
 from edge_agent.placement.batch import prepare_all
@@ -250,9 +250,21 @@ def test_task_ids_are_random_uuid4s() -> None:
         assert parsed.variant == uuid.RFC_4122
 
 
+def whole_numbers(value: Any) -> Any:
+    """The walk the API ran after parsing before the parser read whole floats itself: every
+    float that is a whole number made an int (the reference for the test below)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: whole_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [whole_numbers(v) for v in value]
+    return value
+
+
 def test_the_parser_reads_whole_numbers_as_the_walk_after_it_does() -> None:
-    """A batch's body is read with its whole floats as ints by the parser itself (no walk
-    over the 1,000 items after it): the same document ``whole_numbers`` makes of it, with
+    """A body is read with its whole floats as ints by the parser itself (no walk over a
+    batch's 1,000 items after it): the same document ``whole_numbers`` makes of it, with
     the same errors for NaN and overlong integers."""
     body = (
         json.dumps(

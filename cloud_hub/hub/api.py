@@ -28,7 +28,6 @@ from edge_agent.http_errors import (
     json_errors,
     missing_files,
     parse_json_body,
-    whole_numbers,
 )
 from edge_agent.http_limits import BODY_CAP, GUARD, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
@@ -196,7 +195,7 @@ async def _history(request: web.Request) -> web.Response:
 
 async def _start_rollout(request: web.Request) -> web.Response:
     require_admin(request)
-    doc = whole_numbers(parse_json_body(await request.read()))  # version 3.0 is 3
+    doc = parse_json_body(await request.read(), whole=True)  # version 3.0 is 3
     if not isinstance(doc, dict) or not isinstance(doc.get("name"), str):
         raise ApiError(400, "body.name: expected the policy's name")
     version, selector = doc.get("version"), doc.get("selector", {})

@@ -33,7 +33,6 @@ from edge_agent.http_errors import (
     json_errors,
     missing_files,
     parse_json_body,
-    whole_numbers,
 )
 from edge_agent.http_express import Express, Headers, Route
 from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
@@ -167,7 +166,7 @@ async def _single(agent: Agent, body: bytes, key: str | None) -> NewTask:
     """Return one submission's task (raises what the API answers 400)."""
     task = agent.intake.known_body(body, key)  # a repeat of a plain contract: no parsing
     if task is None:
-        doc = whole_numbers(parse_json_body(body))
+        doc = parse_json_body(body, whole=True)
         if isinstance(doc, dict) and "model" not in doc:
             task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
             agent.intake.remember_body(body, doc, task)
