@@ -32,9 +32,7 @@ class BatchPlacing:
     def _rebuild(self, *, corrections: np.ndarray | None = None, capacity: int = 0) -> None:
         raise NotImplementedError  # Placer's
 
-    def _decide(
-        self, n_task: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None]:
+    def _decide(self, n_task: int, candidates: Collection[str] | None) -> None:
         raise NotImplementedError  # Placer's
 
     def place(

@@ -242,7 +242,7 @@ class Decision:
             )
         row = self._row
         comps = row[L.OUT_COMP : L.OUT_COMP + L.N_OBJECTIVES]
-        if not isinstance(comps, list):  # a memoryview (place_one's row)
+        if not isinstance(comps, list):  # a memoryview (an exploration pass's row)
             comps = list(comps)
         main = comps.index(max(comps))  # the first largest term, as max(range, key) gives
         ru = row[L.OUT_RUNNER_UP]

@@ -230,7 +230,7 @@ class Placer(
         if explore and explorer.due(cls):
             return self._explore(prepared.contract, cls, candidates)
         self._probe_tick += explore
-        # the hot path, inlined (``_decide``, ``_restrict``'s kept mask)
+        # the hot path, inlined (``_decide``)
         if self._probe_tick >= learning.PROBE_EVERY:  # also probes clamped factors, if any
             self._probe_tick = 0
             status, bad, probed = self._probe(candidates)
@@ -248,12 +248,7 @@ class Placer(
                 kernel.check(status, self._call.bad_index(False))
         else:
             if candidates is not self._restricted_to:
-                kept = self._masks.get(id(candidates))
-                if kept is not None and kept[0] is candidates:  # a kept tuple or frozenset
-                    self._allowed[:] = kept[1]
-                    self._restricted_to = candidates
-                else:
-                    self._restrict(candidates)
+                self._restrict(candidates)
             status = self._task0_restricted()
             if status:
                 kernel.check(status, self._call.bad_index(True))
@@ -264,11 +259,8 @@ class Placer(
             explorer.decided(cls, decision, row)
         return decision
 
-    def _decide(
-        self, n_task: int, candidates: Collection[str] | None
-    ) -> tuple[Sequence[float], bytes | None]:
-        """Run the kernel on the first ``n_task`` task rows; return task 0's row and reasons."""
-        ws = self._ws
+    def _decide(self, n_task: int, candidates: Collection[str] | None) -> None:
+        """Run the kernel on the first ``n_task`` task rows (their rows in ``ws.out``)."""
         if candidates is None:
             status, bad = self._call(n_task)
         else:
@@ -276,8 +268,6 @@ class Placer(
             status, bad = self._call.restricted(n_task)
         if status:
             kernel.check(status, bad)
-        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-        return memoryview(ws.out0.tobytes()).cast("d"), reasons  # a copy: the slot is reused
 
     def _restrict(self, candidates: Collection[str]) -> None:
         """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown).

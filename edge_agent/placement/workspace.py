@@ -36,7 +36,7 @@ class Workspace:
         )
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
         self.allowed: U8 = np.ones(max(n_dev, 1), np.uint8)  # candidates of a restricted call
-        self.task0, self.out0, self.reasons0 = self.tasks[0], self.out[0], self.reasons[0]
+        self.task0, self.reasons0 = self.tasks[0], self.reasons[0]
 
     @property
     def n_classes(self) -> int:
