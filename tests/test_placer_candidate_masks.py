@@ -50,8 +50,8 @@ def test_kept_sets_decide_as_fresh_lists(backend: str) -> None:
         if i % 3 == 0:  # some finish, the others stay queued
             kept.release(a)
             fresh.release(b)
-    assert all(kept._masks[id(s)][0] is s for s in sets)  # every set kept
-    assert not any(isinstance(m[0], list) for m in fresh._masks.values())  # lists never
+    assert all(kept._slots[id(s)][0] is s for s in sets)  # every set kept
+    assert not any(isinstance(m[0], list) for m in fresh._slots.values())  # lists never
 
 
 def test_a_new_set_at_a_dead_sets_address_is_not_mistaken(backend: str) -> None:
@@ -63,7 +63,7 @@ def test_a_new_set_at_a_dead_sets_address_is_not_mistaken(backend: str) -> None:
         d = p.place_one(tasks()[0], candidates=only)
         assert d.device_ids == only
         p.release(d)
-    assert len(p._masks) <= _MASKS_KEPT
+    assert len(p._slots) <= _MASKS_KEPT
 
 
 def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:

@@ -52,7 +52,7 @@ class ExplorationPasses:
         out = ws.out
         usual: Sequence[float] = memoryview(out[L.EX_ROW_USUAL].tobytes()).cast("d")  # a copy
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        explorer.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
+        explorer.set_pressed(cls, hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE]))
         if outcome == L.EX_PROBE:
             row: Sequence[float] = memoryview(out[L.EX_ROW_PROBE].tobytes()).cast("d")
             reasons = ws.reasons[1].tobytes() if ws.keep_reasons else None

@@ -11,7 +11,7 @@ from typing import Literal, Protocol
 import numpy as np
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import _native, reference, reference_explore
+from edge_agent.placement import _native, reference, reference_explore, reference_one
 from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
@@ -32,6 +32,13 @@ class KernelCall(Protocol):
     def task0_restricted(self) -> int: ...
 
     def bad_index(self, restricted: bool) -> int: ...
+
+    # ``place_one``'s ordinary call: task row 0 among the flags in ``ws.sets[set]`` (-1:
+    # every device), with the exploration book's ticks (``reference_one``); returns a
+    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
+    def one(self, set: int) -> int: ...
+
+    def bind_book(self, book: np.ndarray, congested: float) -> None: ...
 
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
@@ -61,6 +68,30 @@ class PythonCall:
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self._bad = -1  # the last call's bad index
+        self._book: np.ndarray = np.zeros(L.BK_GLOBALS, np.int64)
+        self._congested = 0.0
+
+    def bind_book(self, book: np.ndarray, congested: float) -> None:
+        """Bind ``one``'s exploration book (int64, ``layout.BK_*``)."""
+        self._book = book
+        self._congested = congested
+
+    def one(self, set: int) -> int:
+        """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
+        ws = self.ws
+        if not -1 <= set < ws.sets.shape[0]:
+            self._bad = -1
+            return L.ST_BAD_SHAPE
+        book = self._book
+        n_book = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
+        row = reference_one.class_row(float(ws.tasks[0, L.TASK_CLASS]), n_book)
+        due = reference_one.tick(book, row)
+        if due:
+            return due
+        status = self._place(1, None if set < 0 else ws.sets[set].tolist())[0]
+        if status == L.ST_OK:
+            reference_one.record(book, row, ws.out[0].tolist(), self._congested)
+        return status
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""
