@@ -97,11 +97,12 @@ class NativeCall:
         if self._busy is not busy:  # the Explorer's flags: one array for its lifetime
             self._busy = busy
             self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
-        if self._rows.get(id(divisors), (None,))[0] is not divisors:  # a class's row, kept
+        kept = self._rows.get(id(divisors))
+        if kept is None or kept[0] is not divisors:  # a class's row, kept
             if len(self._rows) >= 256:
                 self._rows.clear()
-            self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
-        c.divisors = self._rows[id(divisors)][1]
+            kept = self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
+        c.divisors = kept[1]
         c.mode = L.MODE_EXPLORE
         status = self._place(c, 1)
         c.mode = L.MODE_PLACE

@@ -193,6 +193,9 @@ class Placer(
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
+        # the candidate rows as one flat byte view: a kept row copies into row 0 cheaply
+        self._sets_flat = memoryview(ws.sets).cast("B")
+        self._row_len = ws.sets.shape[1]
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         self._reasons_row = ws.reasons0 if ws.keep_reasons else None
 
@@ -310,8 +313,9 @@ class Placer(
         if candidates is self._restricted_to:  # the same set as the last call: in place
             return
         slot = self._slot(candidates)
-        if slot:  # kept: its row copied in
-            self._ws.allowed[:] = self._ws.sets[slot]
+        if slot:  # kept: its row copied into row 0
+            n = self._row_len
+            self._sets_flat[:n] = self._sets_flat[slot * n : (slot + 1) * n]
             self._restricted_to = candidates
 
     def _slot(self, candidates: Collection[str]) -> int:
