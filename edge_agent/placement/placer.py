@@ -194,7 +194,7 @@ class Placer(
         self._task0_restricted = self._call.task0_restricted
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
         # the candidate rows as one flat byte view: a kept row copies into row 0 cheaply
-        self._sets_flat = memoryview(ws.sets).cast("B")
+        self._sets_flat = ws.sets.data.cast("B")
         self._row_len = ws.sets.shape[1]
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         self._reasons_row = ws.reasons0 if ws.keep_reasons else None
