@@ -77,6 +77,9 @@ CALIBRATED = "roofline calibrated on"
 _ROOFLINE = "roofline"
 _ASSIGNED = L.OUT_ASSIGNED
 _CLASSES_FIRST = 8  # classes the first book has rows for (it doubles as they come)
+_FIELDS = L.BK_CLASS_FIELDS
+_PRESSED = L.BK_GLOBALS + L.BK_PRESSED  # class 0's cells in the book; class c: + c * _FIELDS
+_EVERY = L.BK_GLOBALS + L.BK_EVERY
 _OTHER_PRECISION = "published, other precision"
 
 
@@ -140,6 +143,7 @@ class Explorer:
         self.book[L.BK_PROBE_EVERY] = PROBE_EVERY
         self.book[L.BK_HOPELESS_EVERY] = HOPELESS_EVERY
         self._rows = self.book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
+        self._cells = self.book.data  # the book as Python ints (cheaper than numpy's items)
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
@@ -152,25 +156,25 @@ class Explorer:
     @property
     def enabled(self) -> bool:
         """False: never explore (``Placer(explore=False)``); decisions are still counted."""
-        return bool(self.book[L.BK_EXPLORING])
+        return bool(self._cells[L.BK_EXPLORING])
 
     @enabled.setter
     def enabled(self, on: bool) -> None:
-        self.book[L.BK_EXPLORING] = bool(on)
+        self._cells[L.BK_EXPLORING] = bool(on)
 
     @property
     def paused(self) -> bool:
         """True while the Placer previews: nothing is counted, probed or pressed."""
-        return not self.book[L.BK_COUNTING]
+        return not self._cells[L.BK_COUNTING]
 
     @paused.setter
     def paused(self, on: bool) -> None:
-        self.book[L.BK_COUNTING] = not on
+        self._cells[L.BK_COUNTING] = not on
 
     @property
     def stats(self) -> ExplorationStats:
         """Return the counters (decisions as the book counted them)."""
-        self._stats.decisions = int(self.book[L.BK_DECISIONS])
+        self._stats.decisions = self._cells[L.BK_DECISIONS]
         return self._stats
 
     @property
@@ -181,7 +185,7 @@ class Explorer:
 
     def set_pressed(self, cls: int, pressed: bool) -> None:
         """Record whether ``cls``'s last decision was pressed (an exploration decision's)."""
-        self._rows[cls, L.BK_PRESSED] = pressed
+        self._cells[_PRESSED + cls * _FIELDS] = pressed
 
     @property
     def _every(self) -> npt.NDArray[np.int64]:
@@ -196,6 +200,7 @@ class Explorer:
             book[: len(self.book)] = self.book
             self.book = book
             self._rows = book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
+            self._cells = book.data
         self._rows[cls, L.BK_EVERY] = EXPLORE_EVERY
         self._rows[cls, L.BK_UNTRIED] = 1
         self._classes += 1
@@ -254,7 +259,7 @@ class Explorer:
         placed the task on an untried pair, that first task measures the device, as a
         probe does (one at a time, see ``optimism_row``).
         """
-        self._rows[cls, L.BK_PRESSED] = pressed(row, CONGESTED)
+        self._cells[_PRESSED + cls * _FIELDS] = pressed(row, CONGESTED)
         untried = self.untried[cls]
         if untried is not None:
             device = int(row[_ASSIGNED])
@@ -281,8 +286,8 @@ class Explorer:
 
     def fruitless(self, cls: int) -> None:
         """An optimistic pass picked no untried device: wait twice as long next time."""
-        every = self._rows[cls, L.BK_EVERY]
-        self._rows[cls, L.BK_EVERY] = min(2 * int(every), EXPLORE_MAX_EVERY)
+        at = _EVERY + cls * _FIELDS
+        self._cells[at] = min(2 * self._cells[at], EXPLORE_MAX_EVERY)
 
     def tried(self, cls: int, device: int) -> None:
         """Mark a pair measured (or imported, or probed): it is not explored again."""
@@ -309,4 +314,4 @@ class Explorer:
         if not self._left[cls]:
             self._optimism[cls] = None
             self.untried[cls] = None
-            self._rows[cls, L.BK_UNTRIED] = 0
+            self._cells[L.BK_GLOBALS + cls * _FIELDS + L.BK_UNTRIED] = 0
