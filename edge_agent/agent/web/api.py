@@ -100,11 +100,26 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
 
 # a task's own fields in its document (a deadline differs from task to task too)
 _OWN = ("id", "idempotency_key", "links", "contract", "deadline_at")
+#: A new task's fields in its document apart from its own (``_OWN``) and ``submitted_at``,
+#: which every group of single submissions stores at another time: the rest of a group's
+#: documents, and of the next group's, is the same text around that time.
+_SHARED_SKIP = frozenset({*_OWN, "request_hash", "submitted_at"})
+#: A shape's text: the fields before ``submitted_at`` and those after it, as JSON members.
+Shape = tuple[str, str]
 #: How long a batch's handler leaves the loop idle once the scheduler has queued the batch's
 #: decisions for the writer thread: long enough for that thread to take the GIL and start
 #: the transaction, which it would otherwise wait for behind the 202's encoding (Python's
 #: 5 ms switch interval). The 202 goes out that much later; placement starts that much sooner.
 HANDOFF_S = 0.001
+
+
+def _number(value: Any) -> str:
+    """Return a number (or None) as ``json`` writes it; a finite float is its ``repr``."""
+    if value is None:
+        return "null"
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    return json.dumps(value)
 
 
 def _own_json(doc: dict[str, Any]) -> list[str]:
@@ -113,49 +128,70 @@ def _own_json(doc: dict[str, Any]) -> list[str]:
     A new task's id is hex (``store_batch.new_ids``), so it and its links need no escaping;
     a float deadline is its ``repr``, as ``json`` writes it. Anything else is encoded.
     """
-    task_id, deadline = doc["id"], doc["deadline_at"]
+    task_id = doc["id"]
     if isinstance(task_id, str) and task_id.isascii() and task_id.isalnum():
         ident = f'"{task_id}"'
         links = f'{{"self": "/v1/tasks/{task_id}", "explain": "/v1/tasks/{task_id}/explain"}}'
     else:
-        ident, links = json.dumps(task_id), json.dumps(doc["links"])
+        ident = json.dumps(task_id)
+        links = json.dumps(
+            {"self": f"/v1/tasks/{task_id}", "explain": f"/v1/tasks/{task_id}/explain"}
+        )
     key = doc["idempotency_key"]
-    due = repr(deadline) if type(deadline) is float and math.isfinite(deadline) else None
     return [
         f'"id": {ident}',
         f'"idempotency_key": {"null" if key is None else json.dumps(key)}',
         f'"links": {links}',
-        f'"deadline_at": {json.dumps(deadline) if due is None else due}',
+        f'"deadline_at": {_number(doc["deadline_at"])}',
     ]
 
 
 def _task_json(
-    row: dict[str, Any], task: NewTask, created: bool, shapes: dict[Any, str] | None = None
+    row: dict[str, Any], task: NewTask, created: bool, shapes: dict[Any, Shape] | None = None
 ) -> str:
-    """Return a stored task's API document as JSON text, its contract not encoded again.
+    """Return a stored task's API document (``task_doc``) as JSON text, its contract not
+    encoded again.
 
     A new row's ``contract`` was parsed from the task's own ``stored_contract()`` text, so
     that text is spliced in; a retry's row is encoded as read. ``shapes`` keeps the JSON of
     the other fields by their typed values (a batch's, or the app's recent single
-    submissions'): the tasks stored together differ only in their id and key, so the rest
-    of their documents is encoded once.
+    submissions'), in two parts around ``submitted_at``: new tasks differ in their id, key,
+    deadline and submission time only, so the rest is encoded once.
     """
-    doc = task_doc(row)
     if not created:
-        return json.dumps(doc)
-    others = {k: v for k, v in doc.items() if k not in _OWN}
+        return json.dumps(task_doc(row))
+    skip = _SHARED_SKIP
+    others = {k: v for k, v in row.items() if k not in skip}
+    others["held_until"] = held_until(row)
     try:  # typed: False, 0 and 0.0 are equal keys but not the same JSON
-        shape: Any = tuple((k, type(v), v) for k, v in others.items())
-        rest = None if shapes is None else shapes.get(shape)
+        shape: Any = tuple([(k, type(v), v) for k, v in others.items()])
+        parts = None if shapes is None else shapes.get(shape)
     except TypeError:  # an unhashable value (a command, a plan): encoded every time
-        shape, rest = None, None
-    if rest is None:
-        rest = json.dumps(others)[1:-1]
+        shape, parts = None, None
+    if parts is None:
+        parts = _shape_json(row, others)
         if shapes is not None and shape is not None:
-            shapes[shape] = rest
-    own = _own_json(doc)
+            shapes[shape] = parts
+    own = _own_json(row)
     own.append(f'"contract": {task.stored_contract()}')
-    return "{" + ", ".join([*own, rest] if rest else own) + "}"
+    before, after = parts
+    if "submitted_at" in row:
+        own.append(f'{before}"submitted_at": {_number(row["submitted_at"])}{after}')
+    elif before:
+        own.append(before)
+    return "{" + ", ".join(own) + "}"
+
+
+def _shape_json(row: dict[str, Any], others: dict[str, Any]) -> Shape:
+    """Return ``others`` as JSON members in the row's order, split where ``submitted_at``
+    stands: (members before it with a trailing ", ", ", " and the members after it)."""
+    names = [k for k in row if k in others or k == "submitted_at"] + ["held_until"]
+    cut = names.index("submitted_at") if "submitted_at" in names else len(names)
+    head = json.dumps({k: others[k] for k in names[:cut]})[1:-1]
+    tail = json.dumps({k: others[k] for k in names[cut + 1 :]})[1:-1]
+    if cut == len(names):
+        return head, ""
+    return (f"{head}, " if head else ""), (f", {tail}" if tail else "")
 
 
 def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -181,7 +217,7 @@ def _accepted_text(app: web.Application, task: NewTask, row: dict[str, Any], cre
     if len(shapes) >= SHAPES_LIMIT:
         shapes.clear()
     doc = _task_json(row, task, created, shapes)  # a group's tasks share their other fields
-    return f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
+    return f'{{"ok": true, "created": {"true" if created else "false"}, "task": {doc}}}'
 
 
 async def _submit(request: web.Request) -> web.Response:
@@ -248,7 +284,7 @@ async def _submit_batch(request: web.Request) -> web.Response:
     await asyncio.sleep(0)
     if any(created for _, created in stored):  # (a retry of a whole batch queues nothing)
         await asyncio.sleep(HANDOFF_S)
-    shapes: dict[Any, str] = {}
+    shapes: dict[Any, Shape] = {}
     docs = ", ".join(
         f'{{"created": {"true" if c else "false"}, {_task_json(r, t, c, shapes)[1:]}'
         for t, (r, c) in zip(tasks, stored, strict=True)
