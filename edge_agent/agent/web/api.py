@@ -10,6 +10,7 @@ import asyncio
 import json
 import logging
 import math
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import quote
@@ -104,6 +105,8 @@ _OWN = ("id", "idempotency_key", "links", "contract", "deadline_at")
 #: which every group of single submissions stores at another time: the rest of a group's
 #: documents, and of the next group's, is the same text around that time.
 _SHARED_SKIP = frozenset({*_OWN, "request_hash", "submitted_at"})
+#: A row's keys -> the fields new tasks share and a getter of their values (``_shared_names``).
+_SHARED_NAMES: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
 #: A shape's text: the fields before ``submitted_at`` and those after it, as JSON members.
 Shape = tuple[str, str]
 #: How long a batch's handler leaves the loop idle once the scheduler has queued the batch's
@@ -160,15 +163,17 @@ def _task_json(
     """
     if not created:
         return json.dumps(task_doc(row))
-    skip = _SHARED_SKIP
-    others = {k: v for k, v in row.items() if k not in skip}
-    others["held_until"] = held_until(row)
+    names, pick = _shared_names(tuple(row))
+    values = pick(row)
+    held = None if row.get("deferral") is None else held_until(row)
     try:  # typed: False, 0 and 0.0 are equal keys but not the same JSON
-        shape: Any = tuple([(k, type(v), v) for k, v in others.items()])
+        shape: Any = (names, values, tuple(map(type, values)), held)
         parts = None if shapes is None else shapes.get(shape)
     except TypeError:  # an unhashable value (a command, a plan): encoded every time
         shape, parts = None, None
     if parts is None:
+        others = dict(zip(names, values, strict=True))
+        others["held_until"] = held
         parts = _shape_json(row, others)
         if shapes is not None and shape is not None:
             shapes[shape] = parts
@@ -180,6 +185,22 @@ def _task_json(
     elif before:
         own.append(before)
     return "{" + ", ".join(own) + "}"
+
+
+def _shared_names(
+    keys: tuple[str, ...],
+) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """Return a row's fields (by its keys) that new tasks share, and a getter of their values."""
+    found = _SHARED_NAMES.get(keys)
+    if found is None:
+        if len(_SHARED_NAMES) >= SHAPES_LIMIT:
+            _SHARED_NAMES.clear()
+        names = tuple(k for k in keys if k not in _SHARED_SKIP)
+        pick: Callable[[Any], tuple[Any, ...]] = (
+            operator.itemgetter(*names) if len(names) > 1 else lambda r: tuple(r[k] for k in names)
+        )
+        found = _SHARED_NAMES[keys] = (names, pick)
+    return found
 
 
 def _shape_json(row: dict[str, Any], others: dict[str, Any]) -> Shape:
