@@ -201,7 +201,7 @@ class ExpressLane:
             return None if len(buf) < HEAD_MAX else False
         if end > HEAD_MAX:
             return False
-        headers = _headers(buf[line_end + 2 : end]) if end > line_end else {}
+        headers = _head_fields(buf[line_end + 2 : end]) if end > line_end else {}
         if headers is None or not _NOT_PLAIN.isdisjoint(headers):
             return False
         if headers.get("connection", "keep-alive").lower() != "keep-alive":
@@ -262,6 +262,25 @@ class ExpressLane:
         if not gone:
             self._express.handed += 1
             self._handover(data)
+
+
+#: Head blocks seen lately -> their fields (None: not plain). A client sends the same head
+#: again and again (its host, content type, a body of the same length): read once. Bounded:
+#: cleared when full. The fields are shared: routes read them, never change them.
+_HEADS: dict[bytes, Headers | None] = {}
+HEADS_LIMIT = 256
+
+
+def _head_fields(block: bytes) -> Headers | None:
+    """Return ``_headers(block)``, read once per block seen lately."""
+    try:
+        return _HEADS[block]
+    except KeyError:
+        pass
+    if len(_HEADS) >= HEADS_LIMIT:
+        _HEADS.clear()
+    found = _HEADS[block] = _headers(block)
+    return found
 
 
 def _headers(block: bytes) -> Headers | None:

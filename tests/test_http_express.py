@@ -344,3 +344,29 @@ async def test_nothing_the_lane_acknowledged_is_lost_to_kill_9(tmp_path: Path) -
     stored = {row[0] for row in db.execute("SELECT id FROM tasks")}
     db.close()
     assert len(acked) >= 200 and set(acked) <= stored
+
+
+async def test_a_head_seen_before_is_read_once_and_each_other_head_as_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lane reads a head block it has seen lately from its cache: the same fields (or
+    the same refusal) as reading it again, a block differing in one byte read on its own,
+    and the cache bounded."""
+    from edge_agent import http_express
+
+    monkeypatch.setattr(http_express, "_HEADS", {})
+    monkeypatch.setattr(http_express, "HEADS_LIMIT", 4)
+    read: list[bytes] = []
+    real = http_express._headers
+    monkeypatch.setattr(http_express, "_headers", lambda b: read.append(b) or real(b))
+    plain = b"Host: a\r\nContent-Length: 12\r\nIdempotency-Key: k1"
+    other = plain.replace(b"k1", b"k2")
+    twice = b"Host: a\r\nHost: b"
+    fields = [http_express._head_fields(b) for b in (plain, plain, other, twice, twice, plain)]
+    assert fields[0] == {"host": "a", "content-length": "12", "idempotency-key": "k1"}
+    assert fields[1] == fields[5] == fields[0] and fields[2]["idempotency-key"] == "k2"
+    assert fields[3] is None and fields[4] is None  # a field twice: aiohttp's, every time
+    assert read == [plain, other, twice]
+    for i in range(10):
+        http_express._head_fields(b"Host: h%d" % i)
+    assert len(http_express._HEADS) <= 4
