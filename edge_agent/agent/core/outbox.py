@@ -15,7 +15,6 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.storage.db import Database
-from edge_agent.storage.rows import insert_rows
 
 
 def plain(value: Any) -> Any:
@@ -70,8 +69,10 @@ def append_encoded(
     """Add (kind, payload as ``encode`` writes it) records in order; trim once."""
     if not records:
         return
-    rows = [(kind, text, now) for kind, text in records]
-    insert_rows(db.conn, "outbox", ("kind", "payload", "created_at"), rows)
+    db.conn.executemany(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        [(kind, text, now) for kind, text in records],
+    )
     (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
     _trim(db, newest, limit)
 

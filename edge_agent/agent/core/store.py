@@ -24,7 +24,6 @@ from edge_agent.agent.core.store_moves import TaskMoves, decode_row
 from edge_agent.errors import InvalidInput
 from edge_agent.storage.agent_schema import MIGRATIONS
 from edge_agent.storage.db import Database, StoreError, decode_each
-from edge_agent.storage.rows import insert_rows
 
 if TYPE_CHECKING:
     from edge_agent.agent.core.intake import NewTask
@@ -57,6 +56,10 @@ _TASK_COLUMNS = (
     "emulated",
     "not_before",
     "deferral",
+)
+_INSERT_TASK = (
+    f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
+    f"VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})"
 )
 
 
@@ -111,7 +114,7 @@ class Store(TaskMoves):
             planned = store_batch.new_rows(tasks, time.time(), known)
             fresh = [row for _, row in planned if row is not None]
             if fresh:
-                insert_rows(db.conn, "tasks", _TASK_COLUMNS, [tuple(r.values()) for r in fresh])
+                db.conn.executemany(_INSERT_TASK, [tuple(row.values()) for row in fresh])
             out: list[tuple[dict[str, Any], bool]] = []
             parsed: dict[str, Any] = {}  # equal contracts are parsed once (read-only)
             for i, row in planned:

@@ -20,7 +20,6 @@ import sqlite_utils
 from edge_agent.agent.core import outbox
 from edge_agent.agent.core.lifecycle import WAITING, check, where
 from edge_agent.placement.decision import why_not_text
-from edge_agent.storage.rows import insert_rows, update_rows
 
 if TYPE_CHECKING:
     from edge_agent.agent.core.intake import NewTask
@@ -30,14 +29,8 @@ _KEYS_AT_ONCE = 500  # idempotency keys looked up per SELECT (SQLite's variable 
 check("(new)", None, "queued")
 check("(new)", None, "deferred")
 _REQUEUE = where(("placed",), "queued")
+_PLACE = where(WAITING, "placed")
 _FAIL = where(WAITING, "failed")
-#: The placed tasks' move, chunk by chunk (``rows.update_rows``): (id, device, emulated,
-#: placed_at) per task; each found by its id (``+state``: not through the state index).
-_PLACED = (
-    "UPDATE tasks SET state = 'placed', placed_at = v.column4, device = v.column2, "
-    "emulated = v.column3, attempts = attempts + 1 FROM ({values}) AS v "
-    f"WHERE tasks.id = v.column1 AND {where(WAITING, 'placed', by_state=False)}"
-)
 
 
 def existing_keys(db: sqlite_utils.Database, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -125,21 +118,27 @@ def record_placed(
         values = (task_id, now, *decision.values())
         groups.setdefault(tuple(decision), []).append(values)
     for columns, rows in groups.items():
-        insert_rows(db.conn, "decisions", ("task_id", "decided_at", *columns), rows)
+        names = ", ".join(("task_id", "decided_at", *columns))
+        marks = ", ".join("?" for _ in range(len(columns) + 2))
+        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
     records: list[tuple[str, dict[str, Any]]] = []
     placed, failed = [], []
     for task_id, decision, emulated in entries:
         records.append(("decision", decision_record(task_id, decision)))
         if decision["placed"]:
-            placed.append((task_id, decision["device"], int(emulated), now))
+            placed.append((now, decision["device"], int(emulated), task_id))
         else:
             failed.append((now, decision["summary"], task_id))
             records.append(("task", {"id": task_id, "state": "failed"}))
-    if placed:
-        update_rows(db.conn, _PLACED, 4, placed)
-    if failed:
-        sql = "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND "
-        db.conn.executemany(sql + _FAIL, failed)
+    db.conn.executemany(
+        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
+        f"attempts = attempts + 1 WHERE id = ? AND {_PLACE}",
+        placed,
+    )
+    db.conn.executemany(
+        f"UPDATE tasks SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND {_FAIL}",
+        failed,
+    )
     outbox.append_many(db, records, now, outbox_limit)
 
 
