@@ -12,6 +12,7 @@ import logging
 import math
 import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.deferral import held_until
 from edge_agent.agent.core.intake import NewTask
-from edge_agent.agent.core.intake_queue import SubmitCoalescer
+from edge_agent.agent.core.intake_queue import Stored, SubmitCoalescer
 from edge_agent.agent.core.store import STATES, IdempotencyConflict
 from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
 from edge_agent.agent.service import Agent
@@ -35,7 +36,7 @@ from edge_agent.http_errors import (
     missing_files,
     parse_json_body,
 )
-from edge_agent.http_express import Express, Headers, Route
+from edge_agent.http_express import Answer, Express, Headers, Route
 from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.id_prefix import MAX_SHOWN, resolve_id
@@ -221,15 +222,24 @@ def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
 
 async def _single(agent: Agent, body: bytes, key: str | None) -> NewTask:
     """Return one submission's task (raises what the API answers 400)."""
+    found = _single_now(agent, body, key)
+    if isinstance(found, NewTask):
+        return found
+    return await asyncio.to_thread(agent.intake.task, found, key)
+
+
+def _single_now(agent: Agent, body: bytes, key: str | None) -> NewTask | Any:
+    """Return one submission's task when it needs no file or model read, else its parsed
+    document for ``Intake.task`` in a thread (raises what the API answers 400)."""
     task = agent.intake.known_body(body, key)  # a repeat of a plain contract: no parsing
-    if task is None:
-        doc = parse_json_body(body, whole=True)
-        if isinstance(doc, dict) and "model" not in doc:
-            task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
-            agent.intake.remember_body(body, doc, task)
-        else:
-            task = await asyncio.to_thread(agent.intake.task, doc, key)
-    return task
+    if task is not None:
+        return task
+    doc = parse_json_body(body, whole=True)
+    if isinstance(doc, dict) and "model" not in doc:
+        task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
+        agent.intake.remember_body(body, doc, task)
+        return task
+    return doc
 
 
 def _accepted_text(app: web.Application, task: NewTask, row: dict[str, Any], created: bool) -> str:
@@ -251,26 +261,53 @@ async def _submit(request: web.Request) -> web.Response:
 
 def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
     """Return ``POST /v1/tasks`` for the express lane (``http_express``): ``_submit`` without
-    aiohttp's request and response objects. It declines (None: aiohttp answers the request
-    as always) a request without the API token, with a bad Idempotency-Key or body, or whose
-    store write failed (rolled back: nothing stored); the 202 is the same document."""
+    aiohttp's request and response objects, nor a task or coroutine per request: the answer
+    is a future that the group commit's future resolves. It declines (None: aiohttp answers
+    the request as always) a request without the API token, with a bad Idempotency-Key or
+    body, or whose store write failed (rolled back: nothing stored); the 202 is the same
+    document."""
 
-    async def submit(headers: Headers, body: bytes) -> bytes | None:
+    def answer(task: NewTask, stored: asyncio.Future[Stored]) -> bytes | None:
+        try:
+            row, created = stored.result()
+        except (InvalidInput, StoreError):  # the group's transaction rolled back
+            return None
+        text = _accepted_text(app, task, row, created)
+        return express.answer(202, "Accepted", text.encode(), _location(row))
+
+    def resolve(out: asyncio.Future[Answer], task: NewTask, stored: asyncio.Future[Stored]) -> None:
+        if out.done():
+            return
+        try:
+            out.set_result(answer(task, stored))
+        except BaseException as err:
+            out.set_exception(err)
+
+    async def slow(doc: Any, key: str | None) -> Answer:  # a model to read: in a thread
+        try:
+            task = await asyncio.to_thread(app[AGENT].intake.task, doc, key)
+        except Exception:  # nothing stored yet: aiohttp's answer names the problem
+            return None
+        stored = app[SUBMITS].enqueue(task)
+        await asyncio.wait([stored])
+        return answer(task, stored)
+
+    def submit(headers: Headers, body: bytes) -> Answer | asyncio.Future[Answer]:
         if check is not None and not check.allows(headers.get("authorization", "")):
             return None
         key = headers.get("idempotency-key")
         if not _key_ok(key):
             return None
         try:
-            task = await _single(app[AGENT], body, key)
+            found = _single_now(app[AGENT], body, key)
         except Exception:  # nothing stored yet: aiohttp's answer names the problem
             return None
-        try:
-            row, created = await app[SUBMITS].submit(task)
-        except (InvalidInput, StoreError):  # the group's transaction rolled back
-            return None
-        text = _accepted_text(app, task, row, created)
-        return express.answer(202, "Accepted", text.encode(), _location(row))
+        if not isinstance(found, NewTask):
+            return asyncio.ensure_future(slow(found, key))
+        stored = app[SUBMITS].enqueue(found)
+        out: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        stored.add_done_callback(partial(resolve, out, found))
+        return out
 
     return submit
 
