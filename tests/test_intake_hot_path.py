@@ -306,7 +306,7 @@ def test_new_tasks_202_text_is_their_document_whatever_their_submission_time(
     monkeypatch.setattr(api, "_shape_json", lambda row, o: encoded.append(o) or real(row, o))
     texts = []
     for now, task in [(1e9 + 0.1, plain), (1e9 + 2 / 3, keyed), (1e9 + 5.0, plain)]:
-        for i, row in new_rows([task], now, {}):
+        for _, row in new_rows([task], now, {}):
             assert row is not None
             texts.append((api._task_json(dict(row), task, True, shapes), dict(row)))
     deferred = dict(next(r for _, r in new_rows([plain], 1e9 + 9.0, {}) if r is not None))
