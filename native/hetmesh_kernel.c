@@ -583,8 +583,16 @@ int hm_place_one(hm_call *c, int32_t set) {
             if (row[HM_BK_PRESSED] && every > bk[HM_BK_HOPELESS_EVERY])
                 every = bk[HM_BK_HOPELESS_EVERY];
             if (tick >= every) {
+                const uint8_t *allowed = c->allowed;
+                const double *divisors = c->divisors;
                 row[HM_BK_TICK] = 0;
-                return HM_ONE_EXPLORE;
+                if (c->divisor_rows == NULL) return HM_ONE_EXPLORE;
+                c->allowed = set < 0 ? NULL : c->sets + (size_t)set * c->n_dev;
+                c->divisors = c->divisor_rows + (size_t)cls * c->n_dev;
+                st = explore(c);
+                c->allowed = allowed;
+                c->divisors = divisors;
+                return st != HM_ST_OK ? st : HM_ONE_EXPLORED + c->outcome;
             }
             row[HM_BK_TICK] = tick;
         }

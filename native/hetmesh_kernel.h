@@ -118,6 +118,7 @@
 /* hm_place_one: what it returns besides a status (nothing was decided) */
 #define HM_ONE_EXPLORE 16 /* the class's exploration decision is due: run HM_MODE_EXPLORE */
 #define HM_ONE_PROBE 17 /* the clamped-factor probe is due: run HM_MODE_PROBE */
+#define HM_ONE_EXPLORED 32 /* + an HM_EX_* outcome: the exploration decision ran (rows bound) */
 /* hm_place_one's book (int64): HM_BK_GLOBALS entries, then HM_BK_CLASS_FIELDS per class */
 #define HM_BK_COUNTING 0 /* nonzero: decisions are counted and explored (0: a preview) */
 #define HM_BK_EXPLORING 1 /* nonzero: exploration is enabled */
@@ -239,6 +240,7 @@ typedef struct {
     int64_t *book;          /* hm_place_one: exploration bookkeeping (HM_BK_*) */
     int32_t book_classes;   /* classes the book has rows for */
     double congested;       /* hm_place_one: pressed when latency > congested * service */
+    const double *divisor_rows; /* hm_place_one: book_classes * n_dev divisors (or NULL) */
 } hm_call;
 
 /* Place like hm_place_batch; with call->mode (task row 0 alone, n_task is ignored):
@@ -269,8 +271,10 @@ int hm_place_bound(hm_call *call, int32_t n_task);
  *
  * 1. while book[HM_BK_COUNTING]: count the decision; when exploring and the task's class
  *    has untried pairs, tick the class and, once its tick reaches its interval (at most
- *    HM_BK_HOPELESS_EVERY while the class is pressed), reset the tick and return
- *    HM_ONE_EXPLORE without deciding;
+ *    HM_BK_HOPELESS_EVERY while the class is pressed), reset the tick and: with
+ *    divisor_rows bound, run the exploration decision (HM_MODE_EXPLORE with the class's
+ *    row of divisor_rows, call->busy and the set's flags) and return its status when not
+ *    OK, else HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
  * 2. tick the clamped-factor probe; when due, reset it and return HM_ONE_PROBE;
  * 3. decide as a plain call (mode is ignored); while counting, set the class's
  *    HM_BK_PRESSED: late (HM_OUT_FLAGS nonzero) or latency > congested * service.

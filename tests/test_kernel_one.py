@@ -44,6 +44,15 @@ def sequences(draw: st.DrawFn) -> tuple:
         )
     )
     every = draw(st.lists(st.integers(1, 6), min_size=n_classes, max_size=n_classes))
+    divisors = draw(
+        st.none()
+        | st.lists(
+            st.lists(st.sampled_from([1.0, 1.0, 2.0, 8.0]), min_size=n_dev, max_size=n_dev),
+            min_size=n_classes,
+            max_size=n_classes,
+        )
+    )
+    busy = draw(st.lists(st.sampled_from([0, 0, 1]), min_size=n_dev, max_size=n_dev))
     untried = draw(st.lists(st.integers(0, 1), min_size=n_classes, max_size=n_classes))
     calls = draw(
         st.lists(
@@ -52,33 +61,36 @@ def sequences(draw: st.DrawFn) -> tuple:
             max_size=24,
         )
     )
-    return devices, tasks, corr, weights, sets, every, untried, calls
+    return devices, tasks, corr, weights, sets, every, untried, calls, divisors, busy
 
 
 def _run(backend: kernel.Backend, case: tuple, counting: int) -> tuple[list, np.ndarray, list]:
     """Run the calls on a fresh workspace; return (statuses, the book, each decided row)."""
-    devices, tasks, corr, weights, sets, every, untried, calls = case
-    ws = Workspace(devices.copy(), corr.copy(), 1, True)
+    devices, tasks, corr, weights, sets, every, untried, calls, divisors, busy = case
+    ws = Workspace(devices.copy(), corr.copy(), L.EX_ROWS, True)
     ws.weights[:] = weights
     for k, flags in enumerate(sets):
         ws.sets[1 + k] = flags
     book = _book(len(corr), every, untried, counting=counting)
     call = kernel.bind(ws, backend)
-    call.bind_book(book, CONGESTED)
+    rows_bound = None if divisors is None else np.array(divisors, np.float64)
+    call.bind_book(book, CONGESTED, rows_bound, np.array(busy, np.uint8))
     statuses, rows = [], []
     for task, slot in calls:
         ws.tasks[0] = tasks[task]
+        ws.out[:] = 0.0  # so that rows a call leaves alone compare equal
         status = call.one(slot)
         statuses.append(status)
-        if status == L.ST_OK:
-            rows.append((ws.out[0].tolist(), ws.reasons[0].tolist(), ws.devices.tolist()))
+        if status == L.ST_OK or status >= L.ONE_EXPLORED:
+            rows.append((ws.out.tolist(), ws.reasons[:2].tolist(), ws.devices.tolist()))
     return statuses, book, rows
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=sequences(), counting=st.sampled_from([1, 1, 0]))
 def test_native_and_twin_keep_the_same_book_and_decide_alike(case: tuple, counting: int) -> None:
-    """Statuses (decided, exploration due, probe due, refused), books and rows agree."""
+    """Statuses (decided, exploration due or run with the divisor rows bound, probe due,
+    refused), books and rows agree."""
     native = _run("native", case, counting)
     twin = _run("python", case, counting)
     assert native[0] == twin[0]
@@ -108,7 +120,7 @@ def test_a_decided_call_is_a_plain_restricted_call_and_the_ticks_come_first(
         book = _book(len(corr), [3] * len(corr), [1] * len(corr))
         book[L.BK_HOPELESS_EVERY] = 3  # pressed or not, the interval stays 3
         call, reference = kernel.bind(ws, backend), kernel.bind(plain, backend)
-        call.bind_book(book, CONGESTED)
+        call.bind_book(book, CONGESTED, None, None)
         got = [call.one(1) for _ in range(7)]
         due = {3: L.ONE_EXPLORE, 6: L.ONE_EXPLORE, 7: L.ONE_PROBE}
         assert got == [due.get(k + 1, L.ST_OK) for k in range(7)]
@@ -128,8 +140,43 @@ def test_a_set_outside_the_kept_rows_is_refused(problem: tuple, backend: kernel.
     ws.tasks[0] = tasks[0]
     book = _book(len(corr), [16] * len(corr), [0] * len(corr))
     call = kernel.bind(ws, backend)
-    call.bind_book(book, CONGESTED)
+    call.bind_book(book, CONGESTED, None, None)
     before = ws.devices.copy()
     for slot in (-2, ws.sets.shape[0]):
         assert call.one(slot) == L.ST_BAD_SHAPE
     assert book[L.BK_DECISIONS] == 0 and (ws.devices == before).all()  # nothing counted
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(min_devices=1, tasks=(1, 1)), divisor=st.sampled_from([2.0, 8.0]))
+def test_a_due_exploration_run_in_the_one_call_is_the_explore_mode_call(
+    problem: tuple, divisor: float
+) -> None:
+    """With the divisor rows bound, a due class is explored in the one call exactly as the
+    separate ``explore`` call over the set's flags decides (rows, reasons, charges)."""
+    devices, tasks, corr, weights, _ = problem
+    tasks[0, L.TASK_CLASS] = 0
+    n_dev = len(devices)
+    divisors = np.ones((len(corr), n_dev))
+    divisors[0, ::2] = divisor
+    busy = np.zeros(n_dev, np.uint8)
+    flags = [1, 1, 0] * n_dev
+    for backend in ("native", "python"):
+        one = Workspace(devices.copy(), corr.copy(), L.EX_ROWS, True)
+        two = Workspace(devices.copy(), corr.copy(), L.EX_ROWS, True)
+        for ws in (one, two):
+            ws.weights[:] = weights
+            ws.tasks[0] = tasks[0]
+        one.sets[1] = flags[:n_dev]
+        two.allowed[:] = flags[:n_dev]
+        call = kernel.bind(one, backend)
+        call.bind_book(
+            _book(len(corr), [1] * len(corr), [1] * len(corr)), CONGESTED, divisors, busy
+        )
+        status = call.one(1)
+        assert status >= L.ONE_EXPLORED
+        expected = kernel.bind(two, backend).explore(divisors[0].copy(), busy, True)
+        assert expected[0] == L.ST_OK and status == L.ONE_EXPLORED + expected[2]
+        assert one.out.tolist() == two.out.tolist()
+        assert one.reasons[:2].tolist() == two.reasons[:2].tolist()
+        assert one.devices.tolist() == two.devices.tolist()

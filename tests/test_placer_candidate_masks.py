@@ -82,14 +82,13 @@ def test_no_untried_candidate_skips_the_optimistic_pass(backend: str) -> None:
     cls = first.task_class_index
     every = p.exploration._every[cls]
     outcomes: list[int] = []
-    explore = p._call.explore
+    explored = p._explored  # every exploration call's outcome passes here (one call or two)
 
-    def counted(divisors: Any, busy: Any, restricted: bool) -> tuple[int, int, int]:
-        result = explore(divisors, busy, restricted)
-        outcomes.append(result[2])
-        return result
+    def counted(contract: Any, cls: int, outcome: int) -> Any:
+        outcomes.append(outcome)
+        return explored(contract, cls, outcome)
 
-    p._call.explore = counted  # type: ignore[method-assign]
+    p._explored = counted  # type: ignore[method-assign]
     p._ws.out[L.EX_ROW_OPTIMISTIC] = 7.0  # a sentinel: the optimistic pass would write it
     for _ in range(every):
         d = p.place_one(work, candidates=only)

@@ -66,12 +66,18 @@ class NativeCall:
         self._c.devices_checked = 0
         self._r.devices_checked = 0
 
-    def bind_book(self, book: Any, congested: float) -> None:
-        """Bind ``one``'s exploration book (int64, ``layout.BK_*``; kept alive here)."""
-        self._book = book
+    def bind_book(self, book: Any, congested: float, rows: Any, busy: Any) -> None:
+        """Bind ``one``'s exploration book (int64, ``layout.BK_*``; kept alive here) and,
+        when given, each class's divisor row (float64, a row per book class) and the busy
+        flags: ``one`` then runs a due exploration decision itself (``ONE_EXPLORED``)."""
+        self._book = (book, rows)
         self._c.book = ffi.from_buffer("int64_t[]", book)
         self._c.book_classes = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
         self._c.congested = congested
+        self._c.divisor_rows = ffi.NULL if rows is None else ffi.from_buffer("double[]", rows)
+        if busy is not None and self._busy is not busy:
+            self._busy = busy
+            self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""

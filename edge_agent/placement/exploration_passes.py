@@ -43,7 +43,6 @@ class ExplorationPasses:
         passes from the state before the decision and charges only the one kept, so the
         pass costs about a decision: nothing is copied or undone here.
         """
-        ws = self._ws
         explorer = self.exploration
         restricted = candidates is not None
         if candidates is not None and candidates is not self._restricted_to:
@@ -51,6 +50,13 @@ class ExplorationPasses:
         status, bad, outcome = self._call.explore(explorer.divisors(cls), explorer.busy, restricted)
         if status:
             kernel.check(status, bad)
+        return self._explored(contract, cls, outcome)
+
+    def _explored(self, contract: TaskContract, cls: int, outcome: int) -> Decision:
+        """Return the decision of an exploration call that ended with ``outcome`` (``EX_*``;
+        its rows in the workspace) and record what it did."""
+        ws = self._ws
+        explorer = self.exploration
         out = ws.out_flat  # rows as array slices: each a copy, one allocation
         usual: Sequence[float] = out[_USUAL : _USUAL + L.OUT_FIELDS]
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0

@@ -144,6 +144,9 @@ class Explorer:
         self.book[L.BK_HOPELESS_EVERY] = HOPELESS_EVERY
         self._rows = self.book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
         self._cells = self.book.data  # the book as Python ints (cheaper than numpy's items)
+        #: per book class, each device's divisor (``_optimism``'s rows are views of it), so
+        #: the kernel's one call runs a due exploration decision itself
+        self.divisor_rows: npt.NDArray[np.float64] = np.ones((len(self._rows), n_devices))
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
@@ -201,10 +204,15 @@ class Explorer:
             self.book = book
             self._rows = book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
             self._cells = book.data
+            rows = np.ones((len(self._rows), self._n))
+            rows[:cls] = self.divisor_rows
+            self.divisor_rows = rows
+            self._optimism = [None if r is None else rows[c] for c, r in enumerate(self._optimism)]
         self._rows[cls, L.BK_EVERY] = EXPLORE_EVERY
         self._rows[cls, L.BK_UNTRIED] = 1
         self._classes += 1
-        self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
+        self.divisor_rows[cls] = ROOFLINE_WITHIN
+        self._optimism.append(self.divisor_rows[cls])
         self.untried.append([ROOFLINE_WITHIN] * self._n)
         self._left.append(self._n)
 

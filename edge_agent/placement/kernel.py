@@ -16,6 +16,7 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 Backend = Literal["native", "python"]
+Rows = np.ndarray | None  # bind_book's divisor rows and busy flags (None: not bound)
 
 
 class KernelCall(Protocol):
@@ -38,7 +39,7 @@ class KernelCall(Protocol):
     # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
     def one(self, set: int) -> int: ...
 
-    def bind_book(self, book: np.ndarray, congested: float) -> None: ...
+    def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
@@ -70,11 +71,16 @@ class PythonCall:
         self._bad = -1  # the last call's bad index
         self._book: np.ndarray = np.zeros(L.BK_GLOBALS, np.int64)
         self._congested = 0.0
+        self._divisor_rows: np.ndarray | None = None
+        self._busy: np.ndarray | None = None
 
-    def bind_book(self, book: np.ndarray, congested: float) -> None:
-        """Bind ``one``'s exploration book (int64, ``layout.BK_*``)."""
+    def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None:
+        """Bind ``one``'s exploration book (int64, ``layout.BK_*``) and, when given, each
+        class's divisor row and the busy flags (``one`` then explores itself)."""
         self._book = book
         self._congested = congested
+        self._divisor_rows = rows
+        self._busy = busy
 
     def one(self, set: int) -> int:
         """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
@@ -86,6 +92,12 @@ class PythonCall:
         n_book = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
         row = reference_one.class_row(float(ws.tasks[0, L.TASK_CLASS]), n_book)
         due = reference_one.tick(book, row)
+        if due == L.ONE_EXPLORE and self._divisor_rows is not None:
+            cls = (row - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
+            busy = None if self._busy is None else self._busy.tolist()
+            allowed = None if set < 0 else ws.sets[set].tolist()
+            status, _, outcome = self._explore(self._divisor_rows[cls].tolist(), busy, allowed)
+            return status if status != L.ST_OK else L.ONE_EXPLORED + outcome
         if due:
             return due
         status = self._place(1, None if set < 0 else ws.sets[set].tolist())[0]
@@ -120,6 +132,12 @@ class PythonCall:
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]:
         """Decide task 0 as the kernel's ``MODE_EXPLORE``; return (status, bad, outcome)."""
+        allowed = self.ws.allowed.tolist() if restricted else None
+        return self._explore(divisors.tolist(), busy.tolist(), allowed)
+
+    def _explore(
+        self, divisors: list[float], busy: list[int] | None, allowed: list[int] | None
+    ) -> tuple[int, int, int]:
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         status, bad, outcome, out, reasons = reference_explore.explore(
@@ -129,11 +147,12 @@ class PythonCall:
             ws.weights.tolist(),
             ws.corrections.ravel().tolist(),
             ws.n_classes,
-            divisors.tolist(),
-            busy.tolist(),
-            ws.allowed.tolist() if restricted else None,
+            divisors,
+            busy,
+            allowed,
             ws.keep_reasons,
         )
+        self._bad = bad
         if status == L.ST_OK:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
             for row, done in enumerate(out):

@@ -131,6 +131,7 @@ MODE_PROBE = 2  # a decision probing its class's clamped factors (outcome: any c
 # --- hm_place_one (place_one's call): its returns besides a status, and its book -----
 ONE_EXPLORE = 16  # the class's exploration decision is due (nothing decided)
 ONE_PROBE = 17  # the clamped-factor probe is due (nothing decided)
+ONE_EXPLORED = 32  # + an EX_* outcome: the exploration decision ran (divisor rows bound)
 BK_COUNTING = 0  # book globals: nonzero while decisions are counted (0: a preview)
 BK_EXPLORING = 1  # nonzero: exploration enabled
 BK_DECISIONS = 2  # decisions counted

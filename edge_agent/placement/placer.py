@@ -35,7 +35,8 @@ __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
 _OUT = L.OUT_FIELDS  # an output row's length in ``Workspace.out_flat``
 _MASKS_KEPT = SETS_KEPT  # immutable candidate sets whose device flags are kept
-_EXPLORE_DUE, _PROBE_DUE = L.ONE_EXPLORE, L.ONE_PROBE  # the kernel's one-call returns
+# the kernel's one-call returns besides a status
+_EXPLORE_DUE, _PROBE_DUE, _EXPLORED = L.ONE_EXPLORE, L.ONE_PROBE, L.ONE_EXPLORED
 _ASSIGNED = L.OUT_ASSIGNED
 
 
@@ -188,7 +189,8 @@ class Placer(
         ws = self._ws
         self._call = kernel.bind(ws, self.backend)
         self._book = self.exploration.book
-        self._call.bind_book(self._book, CONGESTED)
+        explorer = self.exploration
+        self._call.bind_book(self._book, CONGESTED, explorer.divisor_rows, explorer.busy)
         self._one = self._call.one  # place_one's ordinary call: one kernel call
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted
@@ -262,6 +264,9 @@ class Placer(
     ) -> Decision:
         """The kernel's one call decided nothing: an exploration pass or the probe of
         clamped factors is due (``layout.ONE_*``), or the status is an error."""
+        if status >= _EXPLORED:  # the kernel ran the exploration decision: its outcome
+            self.exploration.optimistic_pass()
+            return self._explored(contract, cls, status - _EXPLORED)
         if status == _EXPLORE_DUE:
             self.exploration.optimistic_pass()
             return self._explore(contract, cls, candidates)
