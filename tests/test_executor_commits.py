@@ -61,6 +61,12 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     done: list[str] = []
 
     class Hooks:  # the executor's JobHooks: the first outcome's commit is held
+        def job_begins(self, job: Job) -> bool | None:
+            return None  # these hooks await: every job takes the executor's task path
+
+        def job_ended(self, job: Job, outcome: Outcome) -> None:
+            raise AssertionError("job_begins declines: job_finished is called instead")
+
         async def job_starting(self, job: Job) -> bool:
             return True
 

@@ -49,6 +49,8 @@ __all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slot
 
 #: (device, model, precision) published latencies remembered (the profile's tables are small)
 _PUBLISHED_CACHE = 4096
+#: how often ``Executor.stop`` looks whether the runs by callbacks have ended
+STOP_POLL_S = 0.01
 
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
@@ -72,6 +74,8 @@ class _Device:
         self.next_victim = 0  # the slot a new configuration replaces when none is empty
         self.wake = asyncio.Event()
         self.runs: set[asyncio.Task[None]] = set()
+        #: emulated runs driven by loop callbacks (``Executor._begin_inline``): job -> timer
+        self.timers: dict[Job, asyncio.TimerHandle] = {}
 
 
 def profile_slots(fleet: Fleet, device_id: str) -> int:
@@ -93,6 +97,8 @@ class Executor:
     ``hooks.job_starting`` returns False when the job must not run after all (it was
     cancelled); it decides from memory (``Job.cancelled``), not from a commit.
     ``hooks.job_finished`` runs after the slot is freed.
+    An emulated job runs as loop callbacks when ``hooks.job_begins`` can start it without
+    awaiting anything; its outcome then goes to ``hooks.job_ended``.
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
@@ -178,18 +184,34 @@ class Executor:
         return sum(len(d.queue) + d.busy for d in self._devices.values())
 
     async def stop(self, grace_s: float) -> None:
-        """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest."""
+        """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest.
+
+        A cancelled run reports no outcome: its task stays running in the store and runs
+        again after the restart (``Store.recover``), as after a crash.
+        """
         self._stopping = True
         for worker in self._workers.values():
             worker.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
         runs = [run for d in self._devices.values() for run in d.runs]
         if runs:
             await asyncio.wait(runs, timeout=grace_s)
+        while self._timed() and loop.time() < deadline:  # runs by callbacks: polled
+            await asyncio.sleep(min(STOP_POLL_S, max(0.0, deadline - loop.time())))
         for run in runs:
             run.cancel()
+        for device in self._devices.values():
+            for job, timer in list(device.timers.items()):
+                timer.cancel()
+                self._end_inline(device, job)
         await asyncio.gather(*runs, return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _timed(self) -> int:
+        """Return how many runs by callbacks are in flight."""
+        return sum(len(d.timers) for d in self._devices.values())
 
     async def _dispatch(self, device_id: str) -> None:
         """Start queued jobs in free slots whenever woken, until stopped.
@@ -211,11 +233,67 @@ class Executor:
             if picked is None:
                 return
             job, k, reconfig = picked
+            if not reconfig and self._begin_inline(device_id, k, job):
+                continue
             run = asyncio.create_task(
                 self._run(device_id, k, job, reconfig), name=f"agent-run-{job.task_id}"
             )
             device.runs.add(run)
             run.add_done_callback(device.runs.discard)
+
+    # --- an emulated run as loop callbacks ---------------------------------------------
+    def _begin_inline(self, device_id: str, k: int, job: Job) -> bool:
+        """Run an emulated job in slot ``k`` by loop callbacks: its start, a timer, its end.
+
+        No task, coroutine or sleep future per job (a tiny job's run is otherwise mostly
+        that machinery). Returns False, having done nothing, when the job needs the task
+        path (``_run``): a command, a real model, or hooks that must await the start.
+        """
+        if job.command is not None:
+            return False
+        device = self.fleet.device(device_id)
+        if not (device.emulated or job.decision.task.model is None):
+            return False
+        slots = self._devices[device_id]
+        try:
+            begun = self._hooks.job_begins(job)
+            if begun is None:
+                return False
+            if begun:
+                target, source = self._emulated_target(job)
+                start = time.perf_counter()
+                slots.timers[job] = asyncio.get_running_loop().call_later(
+                    target, self._end_emulated, device_id, k, job, start, target, source
+                )
+                return True
+        except Exception:  # a hook failed: log it, keep the device serving
+            _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
+        self._free(slots, k)  # withdrawn meanwhile (cancelled), or failed: the slot is free
+        return True
+
+    def _end_emulated(
+        self, device_id: str, k: int, job: Job, start: float, target: float, source: str
+    ) -> None:
+        """An emulated run's timer: free the slot, start the next job, report the outcome."""
+        device = self._devices[device_id]
+        wall = time.perf_counter() - start
+        device.timers.pop(job, None)
+        self.busy_s[device_id] += wall / len(device.slots)
+        slot = device.slots[k]
+        self._free(device, k)
+        self._start_next(device_id)
+        try:
+            outcome = self._emulated_outcome(job, slot, target, source, wall, 0.0)
+            self._hooks.job_ended(job, outcome)
+        except Exception:
+            _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
+
+    def _end_inline(self, device: _Device, job: Job) -> None:
+        """Forget ``job``'s timer and free its slot (a run by callbacks was cancelled)."""
+        device.timers.pop(job, None)
+        for k, slot in enumerate(device.slots):
+            if slot.job is job:
+                self._free(device, k)
 
     def _pick(self, device_id: str) -> tuple[Job, int, float] | None:
         """Take the first queued job that can start now; return it, its slot, its load time.
@@ -379,8 +457,8 @@ class Executor:
             self._published[key] = figure
         return figure
 
-    async def _emulate(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
-        """Sleep the emulated service time; return it as the measured latency.
+    def _emulated_target(self, job: Job) -> tuple[float, str]:
+        """Return the emulated service time of ``job`` and where its base figure came from.
 
         In one of N slots a job has 1/N of the fabric: a published latency takes N times
         as long (the kernel's estimate already counts the slots).
@@ -388,7 +466,7 @@ class Executor:
         d = job.decision
         device_id = job.device_id
         contract = d.task
-        slots = self.slots(device_id)
+        slots = len(self._devices[device_id].slots)
         published = self._published_ms(device_id, contract)
         if published is not None:
             base, source = published / 1e3 * slots, "published latency"
@@ -398,12 +476,26 @@ class Executor:
         sigma = self._jitter  # lognormal jitter: exp of a normal draw (``gauss``, the
         # faster sampler; ``lognormvariate`` draws the same distribution more slowly)
         target = base * math.exp(self._rng.gauss(-sigma * sigma / 2, sigma)) if sigma else base
+        return target, source
+
+    async def _emulate(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
+        """Sleep the emulated service time; return it as the measured latency."""
+        target, source = self._emulated_target(job)
         if reconfig:  # an FPGA first loads the configuration; the service starts after it
             await asyncio.sleep(reconfig)
             slot.started = time.perf_counter()
         start = time.perf_counter()
         await asyncio.sleep(target)
         wall = time.perf_counter() - start
+        return self._emulated_outcome(job, slot, target, source, wall, reconfig)
+
+    def _emulated_outcome(
+        self, job: Job, slot: _Slot, target: float, source: str, wall: float, reconfig: float
+    ) -> Outcome:
+        """Return an emulated run's outcome: ``target`` as the measured latency."""
+        contract = job.decision.task
+        device_id = job.device_id
+        slots = len(self._devices[device_id].slots)
         target = max(target, 1e-9)  # the emulated device's service time, not the loop's pacing
         result: dict[str, Any] = {
             "emulated": True,
