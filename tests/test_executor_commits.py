@@ -144,6 +144,7 @@ async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:
         Finish("t1", "done", {"latency_s": 0.002, "outputs": [[1, 10]]}, None, sample),
         Finish("t2", "failed", None, "boom", None),
         Finish("t3", "done", {"estimate_s": math.inf}, None, {"kind": "task", "x": math.nan}),
+        Finish('t"4\\é', "done", {"ok": 1}, None, sample),  # an id the encoder must escape
     ]
     for finish in cases:
         row, record = store_runs._encoded(finish)
