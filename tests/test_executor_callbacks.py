@@ -11,6 +11,7 @@ get the task path, and through a real agent every finish is durable before it co
 from __future__ import annotations
 
 import asyncio
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -193,3 +194,32 @@ async def test_an_agent_counts_a_finish_run_by_callbacks_only_once_durable(
         assert samples == 40 and records == 40
     finally:
         await agent.stop()
+
+
+async def test_an_agent_stopped_mid_run_records_every_finish_it_ran(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stop waits for the timers, then the run log's drain for the finishes chained on
+    their starts' commits: no task is left running, none is recorded without its rows."""
+    config = AgentConfig(data_dir=tmp_path / "data", port=0, profile="rk3588")
+    agent = Agent(config)
+    await agent.start()
+    stopped = False
+    try:
+        await agent.submit([NewTask(TaskContract(Semantics(0.001)), "h")] * 600)
+        running = agent.metrics.tasks.labels("running")
+        done = agent.metrics.tasks.labels("done")
+        await _until(lambda: running._value.get() + done._value.get() > 0)
+        with caplog.at_level(logging.ERROR):
+            await agent.stop()
+            stopped = True
+    finally:
+        if not stopped:
+            await agent.stop()
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    with sqlite3.connect(config.db_path) as conn:
+        states = dict(conn.execute("SELECT state, count(*) FROM tasks GROUP BY state").fetchall())
+        (samples,) = conn.execute("SELECT count(*) FROM telemetry WHERE kind = 'task'").fetchone()
+        (records,) = conn.execute("SELECT count(*) FROM outbox WHERE kind = 'task'").fetchone()
+    assert set(states) <= {"done", "placed", "queued"} and states.get("done", 0) > 0
+    assert samples == records == states["done"]
