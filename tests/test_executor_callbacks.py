@@ -24,7 +24,7 @@ from edge_agent.agent.core.executor import Executor, Job, Outcome
 from edge_agent.agent.core.fleet import build_fleet
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.service import Agent
-from edge_agent.placement import Placer, Policy, Semantics, TaskContract
+from edge_agent.placement import Decision, Placer, Policy, Semantics, TaskContract
 from tests.support.jobs import placed_job
 
 pytestmark = pytest.mark.asyncio
@@ -54,15 +54,18 @@ class Hooks:
         self.ended[job.task_id] = outcome
 
 
-def _setup(hooks: object) -> tuple[Executor, Placer]:
+def _started(
+    hooks: Hooks, monkeypatch: pytest.MonkeyPatch | None = None, seconds: float = 0.0
+) -> tuple[Executor, Decision]:
+    """Return a started executor of an emulated RK3588 and a tiny task's decision; with
+    ``seconds``, every emulated run takes that long."""
+    if monkeypatch is not None:
+        monkeypatch.setattr(Emulation, "target", lambda self, job, slots: (seconds, "test"))
     fleet = build_fleet("rk3588")
     placer = Placer(fleet.devices, Policy.template("latency-first"))
-    return Executor(fleet, placer, hooks, jitter=0.0), placer  # type: ignore[arg-type]
-
-
-def _slow(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
-    """Make every emulated run take ``seconds``."""
-    monkeypatch.setattr(Emulation, "target", lambda self, job, slots: (seconds, "test"))
+    executor = Executor(fleet, placer, hooks, jitter=0.0)
+    executor.start()
+    return executor, placer.place_one(TaskContract(Semantics(0.001)))
 
 
 async def _until(check: object, timeout_s: float = 5.0) -> None:
@@ -73,9 +76,7 @@ async def _until(check: object, timeout_s: float = 5.0) -> None:
 
 async def test_emulated_jobs_run_by_callbacks_one_after_another() -> None:
     hooks = Hooks()
-    executor, placer = _setup(hooks)
-    decision = placer.place_one(TaskContract(Semantics(0.001)))
-    executor.start()
+    executor, decision = _started(hooks)
     tasks_before = len(asyncio.all_tasks())
     for task_id in ("a", "b", "c"):  # one device, one slot
         executor.submit(placed_job(task_id, decision))
@@ -92,11 +93,7 @@ async def test_emulated_jobs_run_by_callbacks_one_after_another() -> None:
 async def test_a_withdrawn_job_is_not_run_and_the_next_one_is(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _slow(monkeypatch, 0.05)
-    hooks = Hooks()
-    executor, placer = _setup(hooks)
-    decision = placer.place_one(TaskContract(Semantics(0.001)))
-    executor.start()
+    executor, decision = _started(hooks := Hooks(), monkeypatch, 0.05)
     first, withdrawn, last = (placed_job(t, decision) for t in ("first", "withdrawn", "last"))
     for job in (first, withdrawn, last):
         executor.submit(job)
@@ -109,11 +106,7 @@ async def test_a_withdrawn_job_is_not_run_and_the_next_one_is(
 async def test_a_run_by_callbacks_holds_its_slot_and_is_seen_running(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    _slow(monkeypatch, 0.3)
-    hooks = Hooks()
-    executor, placer = _setup(hooks)
-    decision = placer.place_one(TaskContract(Semantics(0.001)))
-    executor.start()
+    executor, decision = _started(hooks := Hooks(), monkeypatch, 0.3)
     running, queued = placed_job("running", decision), placed_job("queued", decision)
     executor.submit(running)
     executor.submit(queued)
@@ -129,22 +122,16 @@ async def test_a_run_by_callbacks_holds_its_slot_and_is_seen_running(
 
 
 async def test_stop_waits_for_a_run_within_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    _slow(monkeypatch, 0.1)
-    hooks = Hooks()
-    executor, placer = _setup(hooks)
-    executor.start()
-    executor.submit(placed_job("t", placer.place_one(TaskContract(Semantics(0.001)))))
+    executor, decision = _started(hooks := Hooks(), monkeypatch, 0.1)
+    executor.submit(placed_job("t", decision))
     await _until(lambda: hooks.begun)
     await executor.stop(2.0)
     assert "t" in hooks.ended and not executor.running()
 
 
 async def test_stop_cancels_a_run_past_its_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    _slow(monkeypatch, 30.0)
-    hooks = Hooks()
-    executor, placer = _setup(hooks)
-    executor.start()
-    job = placed_job("long", placer.place_one(TaskContract(Semantics(0.001))))
+    executor, decision = _started(hooks := Hooks(), monkeypatch, 30.0)
+    job = placed_job("long", decision)
     executor.submit(job)
     await _until(lambda: hooks.begun)
     async with asyncio.timeout(2.0):
@@ -164,9 +151,8 @@ async def test_hooks_that_must_await_get_the_task_path() -> None:
             return True
 
     hooks = Awaiting()
-    executor, placer = _setup(hooks)
-    executor.start()
-    executor.submit(placed_job("t", placer.place_one(TaskContract(Semantics(0.001)))))
+    executor, decision = _started(hooks)
+    executor.submit(placed_job("t", decision))
     await _until(lambda: hooks.finished)
     assert hooks.begun == ["t"] and hooks.finished == ["t"] and not hooks.ended
     await executor.stop(1.0)
