@@ -202,8 +202,9 @@ class Placer(
         self._reasons_row = ws.reasons0 if ws.keep_reasons else None
         # the device rows and corrections as flat rows of Python floats, read and written
         # in place by the run path (started / feedback / release): no numpy scalar per cell
-        self._device_cells = ws.devices.data.cast("B").cast("d")
-        self._correction_cells = ws.corrections.data.cast("B").cast("d")
+        # (cast from a 1-D view: a 2-D view with no rows cannot be cast; an empty fleet)
+        self._device_cells = ws.devices.reshape(-1).data.cast("B").cast("d")
+        self._correction_cells = ws.corrections.reshape(-1).data.cast("B").cast("d")
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
