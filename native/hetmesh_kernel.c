@@ -564,3 +564,52 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     c->devices_checked = st == HM_ST_OK;
     return st;
 }
+
+int hm_place_one(hm_call *c, int32_t set) {
+    int64_t *bk, *row = NULL;
+    const double *o;
+    double cls;
+    int st;
+    if (c == NULL || c->book == NULL || c->tasks == NULL) return HM_ST_BAD_SHAPE;
+    if (set < -1 || set >= c->n_sets || (set >= 0 && c->sets == NULL)) return HM_ST_BAD_SHAPE;
+    bk = c->book;
+    cls = c->tasks[HM_TASK_CLASS];
+    if (small_int(cls, 0, (double)c->book_classes - 1.0))
+        row = bk + HM_BK_GLOBALS + (size_t)cls * HM_BK_CLASS_FIELDS;
+    if (bk[HM_BK_COUNTING]) {
+        bk[HM_BK_DECISIONS]++;
+        if (row != NULL && bk[HM_BK_EXPLORING] && row[HM_BK_UNTRIED]) {
+            int64_t tick = row[HM_BK_TICK] + 1, every = row[HM_BK_EVERY];
+            if (row[HM_BK_PRESSED] && every > bk[HM_BK_HOPELESS_EVERY])
+                every = bk[HM_BK_HOPELESS_EVERY];
+            if (tick >= every) {
+                const uint8_t *allowed = c->allowed;
+                const double *divisors = c->divisors;
+                row[HM_BK_TICK] = 0;
+                if (c->divisor_rows == NULL) return HM_ONE_EXPLORE;
+                c->allowed = set < 0 ? NULL : c->sets + (size_t)set * c->n_dev;
+                c->divisors = c->divisor_rows + (size_t)cls * c->n_dev;
+                st = explore(c);
+                c->allowed = allowed;
+                c->divisors = divisors;
+                return st != HM_ST_OK ? st : HM_ONE_EXPLORED + c->outcome;
+            }
+            row[HM_BK_TICK] = tick;
+        }
+    }
+    if (++bk[HM_BK_PROBE_TICK] >= bk[HM_BK_PROBE_EVERY]) {
+        bk[HM_BK_PROBE_TICK] = 0;
+        return HM_ONE_PROBE;
+    }
+    st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
+               c->scratch, c->out, c->reasons, set < 0 ? NULL : c->sets + (size_t)set * c->n_dev,
+               &c->bad_index, c->devices_checked != 0, &PLAIN);
+    c->devices_checked = st == HM_ST_OK;
+    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) {
+        o = c->out;
+        row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
+                             o[HM_OUT_EST + HM_EST_LATENCY_S] >
+                                 c->congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
+    }
+    return st;
+}

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 3
+#define HM_ABI_VERSION 4
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -115,6 +115,24 @@
 #define HM_MODE_EXPLORE 1
 #define HM_MODE_PROBE 2
 
+/* hm_place_one: what it returns besides a status (nothing was decided) */
+#define HM_ONE_EXPLORE 16 /* the class's exploration decision is due: run HM_MODE_EXPLORE */
+#define HM_ONE_PROBE 17 /* the clamped-factor probe is due: run HM_MODE_PROBE */
+#define HM_ONE_EXPLORED 32 /* + an HM_EX_* outcome: the exploration decision ran (rows bound) */
+/* hm_place_one's book (int64): HM_BK_GLOBALS entries, then HM_BK_CLASS_FIELDS per class */
+#define HM_BK_COUNTING 0 /* nonzero: decisions are counted and explored (0: a preview) */
+#define HM_BK_EXPLORING 1 /* nonzero: exploration is enabled */
+#define HM_BK_DECISIONS 2 /* decisions counted */
+#define HM_BK_PROBE_TICK 3 /* decisions since the last clamped-factor probe */
+#define HM_BK_PROBE_EVERY 4 /* that probe is due every this many decisions */
+#define HM_BK_HOPELESS_EVERY 5 /* a pressed class's exploration interval, at most */
+#define HM_BK_GLOBALS 6
+#define HM_BK_TICK 0 /* per class: decisions since its last exploration decision */
+#define HM_BK_EVERY 1 /* its exploration interval */
+#define HM_BK_PRESSED 2 /* its last decision was late or congested */
+#define HM_BK_UNTRIED 3 /* nonzero while it has untried pairs */
+#define HM_BK_CLASS_FIELDS 4
+
 /* rejection reasons */
 #define HM_R_OK 0
 #define HM_R_OFFLINE 1
@@ -217,6 +235,12 @@ typedef struct {
     double clamp_lo;        /* HM_MODE_PROBE: factors <= clamp_lo or >= clamp_hi count as 1 */
     double clamp_hi;
     int32_t outcome;        /* out: HM_MODE_EXPLORE's HM_EX_*, HM_MODE_PROBE's "stuck" */
+    const uint8_t *sets;    /* hm_place_one: n_sets kept candidate masks of n_dev flags */
+    int32_t n_sets;
+    int64_t *book;          /* hm_place_one: exploration bookkeeping (HM_BK_*) */
+    int32_t book_classes;   /* classes the book has rows for */
+    double congested;       /* hm_place_one: pressed when latency > congested * service */
+    const double *divisor_rows; /* hm_place_one: book_classes * n_dev divisors (or NULL) */
 } hm_call;
 
 /* Place like hm_place_batch; with call->mode (task row 0 alone, n_task is ignored):
@@ -241,6 +265,23 @@ typedef struct {
  *
  * One entry for all modes, so that the rare ones run through the same warm call path. */
 int hm_place_bound(hm_call *call, int32_t n_task);
+
+/* place_one's ordinary call: task row 0, committed, among the devices flagged in row `set`
+ * of call->sets (set -1: every device), with the exploration bookkeeping in call->book:
+ *
+ * 1. while book[HM_BK_COUNTING]: count the decision; when exploring and the task's class
+ *    has untried pairs, tick the class and, once its tick reaches its interval (at most
+ *    HM_BK_HOPELESS_EVERY while the class is pressed), reset the tick and: with
+ *    divisor_rows bound, run the exploration decision (HM_MODE_EXPLORE with the class's
+ *    row of divisor_rows, call->busy and the set's flags) and return its status when not
+ *    OK, else HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
+ * 2. tick the clamped-factor probe; when due, reset it and return HM_ONE_PROBE;
+ * 3. decide as a plain call (mode is ignored); while counting, set the class's
+ *    HM_BK_PRESSED: late (HM_OUT_FLAGS nonzero) or latency > congested * service.
+ *
+ * A set outside [-1, n_sets) or no book: HM_ST_BAD_SHAPE. A class outside the book's
+ * rows skips the class's bookkeeping (place then refuses the task). */
+int hm_place_one(hm_call *call, int32_t set);
 
 /* cffi:end */
 

@@ -95,7 +95,7 @@ def test_a_usual_decision_holds_its_device_only_while_the_pair_is_untried() -> N
     e.decided(0, "fourth", _row(-1))
     assert e.busy.tolist() == [0, 0, 0]  # not placed
     e.tried(0, 2)
-    assert e._optimism[0] is None and e._untried[0] is None  # all tried or trusted: gone
+    assert e._optimism[0] is None and e.untried[0] is None  # all tried or trusted: gone
     e.decided(0, "fifth", _row(2))
     assert e.busy.tolist() == [0, 0, 0]
 

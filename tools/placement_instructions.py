@@ -10,7 +10,10 @@ Re-runs itself under ``valgrind --tool=callgrind --dump-before=time_sleep``: eac
 segment's total over ``N`` is its instructions a call. Rows: ``place_one`` + ``release``
 over bench_placement's 64-device fleet (latency-first, every device and 16 candidates),
 ``release`` alone (subtract it), and the simulator's decision (``update_live_many`` of
-queue and health, then ``place_one`` + ``release``) over 17 devices. The last line is JSON.
+queue and health, then ``place_one`` + ``release``) over 17 devices, and an exploration pass
+(``explore_64_candidates16``: 16 candidates, every class's interval forced to 1 before each
+call, so each call is one; subtract ``explore_forcing`` and ``release_64``: the decisions
+differ from the bench's, the pass's cost is what counts). The last line is JSON.
 Needs valgrind (``apt-get install valgrind``); about a minute.
 """
 
@@ -26,6 +29,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -34,7 +38,20 @@ from bench_placement import fleet, workload
 import edge_agent
 from edge_agent.placement import Placer, Policy
 
-ROWS = ("place_one_64", "place_one_64_candidates16", "release_64", "sim_decision_17")
+ROWS = (
+    "place_one_64",
+    "place_one_64_candidates16",
+    "release_64",
+    "sim_decision_17",
+    "explore_64_candidates16",
+    "explore_forcing",
+)
+
+
+def _force(every: Any) -> None:
+    """Make every class's exploration interval 1: its next decision is an exploration pass."""
+    for c in range(len(every)):
+        every[c] = 1
 
 
 def _segments(calls: int) -> None:
@@ -65,6 +82,14 @@ def _segments(calls: int) -> None:
     for i in range(calls):
         p17.update_live_many(queued_s=queues[i % 7], health=health)
         p17.release(p17.place_one(tasks17[i % 64]))
+    time.sleep(0)
+    every = p64.exploration._every  # per class (a list, or a view of the kernel's book)
+    for i in range(calls):
+        _force(every)
+        p64.release(p64.place_one(tasks[i % 64], candidates=sets[i % 16]))
+    time.sleep(0)
+    for _ in range(calls):
+        _force(every)  # what forcing costs (subtract it)
     time.sleep(0)
 
 

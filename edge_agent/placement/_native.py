@@ -11,7 +11,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 3
+    AVAILABLE = lib.hm_abi_version() == 4
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -33,6 +33,8 @@ def _bind(ws: Workspace, restricted: bool) -> Any:
     c.out = _ptr("double *", ws.out)
     c.reasons = _ptr("uint8_t *", ws.reasons) if ws.keep_reasons else ffi.NULL
     c.allowed = _ptr("uint8_t *", ws.allowed) if restricted else ffi.NULL
+    c.sets = _ptr("uint8_t *", ws.sets)
+    c.n_sets = ws.sets.shape[0]
     return c
 
 
@@ -53,6 +55,9 @@ class NativeCall:
         # place_one's calls, bound whole: one C call each, no Python frame in between
         self.task0 = partial(lib.hm_place_bound, self._c, 1)
         self.task0_restricted = partial(lib.hm_place_bound, self._r, 1)
+        # place_one's ordinary call (``one(set)``), once a book is bound (``bind_book``)
+        self.one = partial(lib.hm_place_one, self._c)
+        self._book: Any = None
         self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
         self._rows: dict[int, tuple[Any, Any]] = {}  # id -> (divisor row, its pointer)
 
@@ -60,6 +65,19 @@ class NativeCall:
         """Make the next call validate the device rows and recompute their constants."""
         self._c.devices_checked = 0
         self._r.devices_checked = 0
+
+    def bind_book(self, book: Any, congested: float, rows: Any, busy: Any) -> None:
+        """Bind ``one``'s exploration book (int64, ``layout.BK_*``; kept alive here) and,
+        when given, each class's divisor row (float64, a row per book class) and the busy
+        flags: ``one`` then runs a due exploration decision itself (``ONE_EXPLORED``)."""
+        self._book = (book, rows)
+        self._c.book = ffi.from_buffer("int64_t[]", book)
+        self._c.book_classes = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
+        self._c.congested = congested
+        self._c.divisor_rows = ffi.NULL if rows is None else ffi.from_buffer("double[]", rows)
+        if busy is not None and self._busy is not busy:
+            self._busy = busy
+            self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""
@@ -85,11 +103,12 @@ class NativeCall:
         if self._busy is not busy:  # the Explorer's flags: one array for its lifetime
             self._busy = busy
             self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
-        if self._rows.get(id(divisors), (None,))[0] is not divisors:  # a class's row, kept
+        kept = self._rows.get(id(divisors))
+        if kept is None or kept[0] is not divisors:  # a class's row, kept
             if len(self._rows) >= 256:
                 self._rows.clear()
-            self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
-        c.divisors = self._rows[id(divisors)][1]
+            kept = self._rows[id(divisors)] = (divisors, ffi.from_buffer("double[]", divisors))
+        c.divisors = kept[1]
         c.mode = L.MODE_EXPLORE
         status = self._place(c, 1)
         c.mode = L.MODE_PLACE

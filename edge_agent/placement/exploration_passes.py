@@ -15,6 +15,8 @@ from edge_agent.tasks.contract import TaskContract
 
 _LATENCY = L.OUT_EST + L.EST_LATENCY_S
 _SERVICE = L.OUT_EST + L.EST_SERVICE_S
+_USUAL = L.EX_ROW_USUAL * L.OUT_FIELDS  # the rows' offsets in ``Workspace.out_flat``
+_PROBE = L.EX_ROW_PROBE * L.OUT_FIELDS
 
 
 class ExplorationPasses:
@@ -41,7 +43,6 @@ class ExplorationPasses:
         passes from the state before the decision and charges only the one kept, so the
         pass costs about a decision: nothing is copied or undone here.
         """
-        ws = self._ws
         explorer = self.exploration
         restricted = candidates is not None
         if candidates is not None and candidates is not self._restricted_to:
@@ -49,12 +50,19 @@ class ExplorationPasses:
         status, bad, outcome = self._call.explore(explorer.divisors(cls), explorer.busy, restricted)
         if status:
             kernel.check(status, bad)
-        out = ws.out
-        usual: Sequence[float] = memoryview(out[L.EX_ROW_USUAL].tobytes()).cast("d")  # a copy
+        return self._explored(contract, cls, outcome)
+
+    def _explored(self, contract: TaskContract, cls: int, outcome: int) -> Decision:
+        """Return the decision of an exploration call that ended with ``outcome`` (``EX_*``;
+        its rows in the workspace) and record what it did."""
+        ws = self._ws
+        explorer = self.exploration
+        out = ws.out_flat  # rows as array slices: each a copy, one allocation
+        usual: Sequence[float] = out[_USUAL : _USUAL + L.OUT_FIELDS]
         hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        explorer.pressed[cls] = hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE])
+        explorer.set_pressed(cls, hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE]))
         if outcome == L.EX_PROBE:
-            row: Sequence[float] = memoryview(out[L.EX_ROW_PROBE].tobytes()).cast("d")
+            row: Sequence[float] = out[_PROBE : _PROBE + L.OUT_FIELDS]
             reasons = ws.reasons[1].tobytes() if ws.keep_reasons else None
             decision = Decision(
                 contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True

@@ -57,6 +57,8 @@ import numpy as np
 import numpy.typing as npt
 
 from edge_agent.placement import layout as L
+from edge_agent.placement.learning import PROBE_EVERY
+from edge_agent.placement.reference_one import pressed
 
 EXPLORE_EVERY = 16  # at most one decision in this many, per class, is an exploration probe
 HOPELESS_EVERY = 4  # the interval while a class's last decision was pressed, at most
@@ -73,10 +75,11 @@ POOLED = "roofline x factor learned on other models"
 #: device's profile publishes (``pooling``): the same spread as ``POOLED``
 CALIBRATED = "roofline calibrated on"
 _ROOFLINE = "roofline"
-_FLAGS = L.OUT_FLAGS
 _ASSIGNED = L.OUT_ASSIGNED
-_LATENCY = L.OUT_EST + L.EST_LATENCY_S
-_SERVICE = L.OUT_EST + L.EST_SERVICE_S
+_CLASSES_FIRST = 8  # classes the first book has rows for (it doubles as they come)
+_FIELDS = L.BK_CLASS_FIELDS
+_PRESSED = L.BK_GLOBALS + L.BK_PRESSED  # class 0's cells in the book; class c: + c * _FIELDS
+_EVERY = L.BK_GLOBALS + L.BK_EVERY
 _OTHER_PRECISION = "published, other precision"
 
 
@@ -127,31 +130,91 @@ class Explorer:
         self._n = n_devices
         self._optimism: list[npt.NDArray[np.float64] | None] = []
         #: per class, each device's divisor as Python floats (``_optimism``'s twin, read on
-        #: every usual decision by ``decided``; None once every pair is tried)
-        self._untried: list[list[float] | None] = []
+        #: every usual decision; None once every pair is tried)
+        self.untried: list[list[float] | None] = []
         self._left: list[int] = []  # per class: its untried pairs (divisor > 1)
-        self._tick: list[int] = []
-        self._every: list[int] = []  # per class: decisions between optimistic passes
+        self._classes = 0
+        #: the kernel's book (``hm_place_one``, twin ``reference_one``): decisions counted,
+        #: the clamped-factor probe's tick, and per class its tick, interval, pressed flag
+        #: and whether it has untried pairs (``layout.BK_*``); replaced when classes outgrow it
+        self.book: npt.NDArray[np.int64] = np.zeros(
+            L.BK_GLOBALS + _CLASSES_FIRST * L.BK_CLASS_FIELDS, np.int64
+        )
+        self.book[L.BK_PROBE_EVERY] = PROBE_EVERY
+        self.book[L.BK_HOPELESS_EVERY] = HOPELESS_EVERY
+        self._rows = self.book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
+        self._cells = self.book.data  # the book as Python ints (cheaper than numpy's items)
+        #: per book class, each device's divisor (``_optimism``'s rows are views of it), so
+        #: the kernel's one call runs a due exploration decision itself
+        self.divisor_rows: npt.NDArray[np.float64] = np.ones((len(self._rows), n_devices))
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
         #: per device, 1 while a measuring decision is in flight on it (not optimistic then)
         self.busy = np.zeros(n_devices, np.uint8)
-        # per class: the last decision was hopeless (no device met its deadline) or
-        # congested (see CONGESTED); the Placer sets it after each decision
-        self.pressed: list[bool] = []
-        self.stats = ExplorationStats()
+        self._stats = ExplorationStats()
         self.enabled = enabled  # False: never probe (decisions are still counted)
         self.paused = False  # set while the Placer previews: nothing is counted or probed
 
+    @property
+    def enabled(self) -> bool:
+        """False: never explore (``Placer(explore=False)``); decisions are still counted."""
+        return bool(self._cells[L.BK_EXPLORING])
+
+    @enabled.setter
+    def enabled(self, on: bool) -> None:
+        self._cells[L.BK_EXPLORING] = bool(on)
+
+    @property
+    def paused(self) -> bool:
+        """True while the Placer previews: nothing is counted, probed or pressed."""
+        return not self._cells[L.BK_COUNTING]
+
+    @paused.setter
+    def paused(self, on: bool) -> None:
+        self._cells[L.BK_COUNTING] = not on
+
+    @property
+    def stats(self) -> ExplorationStats:
+        """Return the counters (decisions as the book counted them)."""
+        self._stats.decisions = self._cells[L.BK_DECISIONS]
+        return self._stats
+
+    @property
+    def pressed(self) -> list[bool]:
+        """Per class: the last decision was hopeless (no device met its deadline) or
+        congested (see CONGESTED); set by each decision (a copy)."""
+        return [bool(v) for v in self._rows[: self._classes, L.BK_PRESSED]]
+
+    def set_pressed(self, cls: int, pressed: bool) -> None:
+        """Record whether ``cls``'s last decision was pressed (an exploration decision's)."""
+        self._cells[_PRESSED + cls * _FIELDS] = pressed
+
+    @property
+    def _every(self) -> npt.NDArray[np.int64]:
+        """Per class: decisions between optimistic passes (a view of the book)."""
+        return self._rows[: self._classes, L.BK_EVERY]
+
     def add_class(self) -> None:
         """Register a new class: every pair starts untried with a roofline estimate."""
-        self._optimism.append(np.full(self._n, ROOFLINE_WITHIN))
-        self._untried.append([ROOFLINE_WITHIN] * self._n)
+        cls = self._classes
+        if cls == len(self._rows):  # a larger book (the Placer binds the new one)
+            book = np.zeros(L.BK_GLOBALS + 2 * cls * L.BK_CLASS_FIELDS, np.int64)
+            book[: len(self.book)] = self.book
+            self.book = book
+            self._rows = book[L.BK_GLOBALS :].reshape(-1, L.BK_CLASS_FIELDS)
+            self._cells = book.data
+            rows = np.ones((len(self._rows), self._n))
+            rows[:cls] = self.divisor_rows
+            self.divisor_rows = rows
+            self._optimism = [None if r is None else rows[c] for c, r in enumerate(self._optimism)]
+        self._rows[cls, L.BK_EVERY] = EXPLORE_EVERY
+        self._rows[cls, L.BK_UNTRIED] = 1
+        self._classes += 1
+        self.divisor_rows[cls] = ROOFLINE_WITHIN
+        self._optimism.append(self.divisor_rows[cls])
+        self.untried.append([ROOFLINE_WITHIN] * self._n)
         self._left.append(self._n)
-        self._tick.append(0)
-        self._every.append(EXPLORE_EVERY)
-        self.pressed.append(False)
 
     def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
         """Set a class's estimate sources (after priors); tried pairs stay tried."""
@@ -159,27 +222,13 @@ class Explorer:
         if row is None:
             return
         np.minimum(row, [optimism(s) for s in sources], out=row)
-        self._untried[cls] = row.tolist()
+        self.untried[cls] = row.tolist()
         self._left[cls] = int((row > 1.0).sum())
         self._settle(cls)
 
-    def due(self, cls: int) -> bool:
-        """Count a decision of ``cls``; True when it should also be decided optimistically."""
-        if self.paused:
-            return False
-        self.stats.decisions += 1
-        if self._optimism[cls] is None or not self.enabled:
-            return False
-        tick = self._tick[cls] + 1
-        every = self._every[cls]
-        if self.pressed[cls] and every > HOPELESS_EVERY:  # min(every, HOPELESS_EVERY)
-            every = HOPELESS_EVERY
-        if tick < every:
-            self._tick[cls] = tick
-            return False
-        self._tick[cls] = 0
-        self.stats.optimistic_passes += 1
-        return True
+    def optimistic_pass(self) -> None:
+        """Count an exploration decision the kernel said was due (``ONE_EXPLORE``)."""
+        self._stats.optimistic_passes += 1
 
     def divisors(self, cls: int) -> npt.NDArray[np.float64]:
         """Return each device's divisor for ``cls`` (1: tried or trusted), not a copy.
@@ -189,7 +238,7 @@ class Explorer:
         measurement (``pooling`` may then start it from it). Call when due.
         """
         row = self._optimism[cls]
-        assert row is not None  # due() said so
+        assert row is not None  # the book said so (its class has untried pairs)
         return row
 
     def optimism_row(self, cls: int) -> npt.NDArray[np.float64]:
@@ -205,10 +254,10 @@ class Explorer:
 
         ``hopeless``: no device could meet the carrying task's deadline.
         """
-        self.stats.probes += 1
-        self.stats.hopeless_probes += hopeless
+        self._stats.probes += 1
+        self._stats.hopeless_probes += hopeless
         self._usual[key] = usual_service_s
-        self._hold(key, device)
+        self.hold(key, device)
         self.tried(cls, device)
 
     def decided(self, cls: int, key: object, row: Sequence[float]) -> None:
@@ -218,14 +267,14 @@ class Explorer:
         placed the task on an untried pair, that first task measures the device, as a
         probe does (one at a time, see ``optimism_row``).
         """
-        self.pressed[cls] = row[_FLAGS] != 0.0 or row[_LATENCY] > CONGESTED * row[_SERVICE]
-        untried = self._untried[cls]
+        self._cells[_PRESSED + cls * _FIELDS] = pressed(row, CONGESTED)
+        untried = self.untried[cls]
         if untried is not None:
             device = int(row[_ASSIGNED])
             if device >= 0 and untried[device] > 1.0:
-                self._hold(key, device)
+                self.hold(key, device)
 
-    def _hold(self, key: object, device: int) -> None:
+    def hold(self, key: object, device: int) -> None:
         """Mark ``device`` busy while decision ``key`` measures it."""
         self._unhold(key)
         self._probing[key] = device
@@ -241,18 +290,19 @@ class Explorer:
 
     def deferred(self) -> None:
         """A due probe the task could not carry (its deadline): due again later, no back-off."""
-        self.stats.deferred += 1
+        self._stats.deferred += 1
 
     def fruitless(self, cls: int) -> None:
         """An optimistic pass picked no untried device: wait twice as long next time."""
-        self._every[cls] = min(2 * self._every[cls], EXPLORE_MAX_EVERY)
+        at = _EVERY + cls * _FIELDS
+        self._cells[at] = min(2 * self._cells[at], EXPLORE_MAX_EVERY)
 
     def tried(self, cls: int, device: int) -> None:
         """Mark a pair measured (or imported, or probed): it is not explored again."""
         row = self._optimism[cls]
         if row is not None and row[device] != 1.0:
             row[device] = 1.0
-            untried = self._untried[cls]
+            untried = self.untried[cls]
             if untried is not None:
                 untried[device] = 1.0
             self._left[cls] -= 1
@@ -264,11 +314,12 @@ class Explorer:
             self._unhold(key)
         usual = self._usual.pop(key, None)
         if usual is not None and measured_s is not None and np.isfinite(usual):
-            self.stats.measured += 1
-            self.stats.extra_service_s += measured_s - usual
+            self._stats.measured += 1
+            self._stats.extra_service_s += measured_s - usual
 
     def _settle(self, cls: int) -> None:
         """Forget a class's row once every pair is tried (counted, so no pass over the row)."""
         if not self._left[cls]:
             self._optimism[cls] = None
-            self._untried[cls] = None
+            self.untried[cls] = None
+            self._cells[L.BK_GLOBALS + cls * _FIELDS + L.BK_UNTRIED] = 0

@@ -11,11 +11,12 @@ from typing import Literal, Protocol
 import numpy as np
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import _native, reference, reference_explore
+from edge_agent.placement import _native, reference, reference_explore, reference_one
 from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 Backend = Literal["native", "python"]
+Rows = np.ndarray | None  # bind_book's divisor rows and busy flags (None: not bound)
 
 
 class KernelCall(Protocol):
@@ -32,6 +33,13 @@ class KernelCall(Protocol):
     def task0_restricted(self) -> int: ...
 
     def bad_index(self, restricted: bool) -> int: ...
+
+    # ``place_one``'s ordinary call: task row 0 among the flags in ``ws.sets[set]`` (-1:
+    # every device), with the exploration book's ticks (``reference_one``); returns a
+    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
+    def one(self, set: int) -> int: ...
+
+    def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
@@ -61,6 +69,41 @@ class PythonCall:
     def __init__(self, ws: Workspace) -> None:
         self.ws = ws
         self._bad = -1  # the last call's bad index
+        self._book: np.ndarray = np.zeros(L.BK_GLOBALS, np.int64)
+        self._congested = 0.0
+        self._divisor_rows: np.ndarray | None = None
+        self._busy: np.ndarray | None = None
+
+    def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None:
+        """Bind ``one``'s exploration book (int64, ``layout.BK_*``) and, when given, each
+        class's divisor row and the busy flags (``one`` then explores itself)."""
+        self._book = book
+        self._congested = congested
+        self._divisor_rows = rows
+        self._busy = busy
+
+    def one(self, set: int) -> int:
+        """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
+        ws = self.ws
+        if not -1 <= set < ws.sets.shape[0]:
+            self._bad = -1
+            return L.ST_BAD_SHAPE
+        book = self._book
+        n_book = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
+        row = reference_one.class_row(float(ws.tasks[0, L.TASK_CLASS]), n_book)
+        due = reference_one.tick(book, row)
+        if due == L.ONE_EXPLORE and self._divisor_rows is not None:
+            cls = (row - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
+            busy = None if self._busy is None else self._busy.tolist()
+            allowed = None if set < 0 else ws.sets[set].tolist()
+            status, _, outcome = self._explore(self._divisor_rows[cls].tolist(), busy, allowed)
+            return status if status != L.ST_OK else L.ONE_EXPLORED + outcome
+        if due:
+            return due
+        status = self._place(1, None if set < 0 else ws.sets[set].tolist())[0]
+        if status == L.ST_OK:
+            reference_one.record(book, row, ws.out[0].tolist(), self._congested)
+        return status
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""
@@ -89,6 +132,12 @@ class PythonCall:
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]:
         """Decide task 0 as the kernel's ``MODE_EXPLORE``; return (status, bad, outcome)."""
+        allowed = self.ws.allowed.tolist() if restricted else None
+        return self._explore(divisors.tolist(), busy.tolist(), allowed)
+
+    def _explore(
+        self, divisors: list[float], busy: list[int] | None, allowed: list[int] | None
+    ) -> tuple[int, int, int]:
         ws = self.ws
         devices = ws.devices.ravel().tolist()
         status, bad, outcome, out, reasons = reference_explore.explore(
@@ -98,11 +147,12 @@ class PythonCall:
             ws.weights.tolist(),
             ws.corrections.ravel().tolist(),
             ws.n_classes,
-            divisors.tolist(),
-            busy.tolist(),
-            ws.allowed.tolist() if restricted else None,
+            divisors,
+            busy,
+            allowed,
             ws.keep_reasons,
         )
+        self._bad = bad
         if status == L.ST_OK:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)
             for row, done in enumerate(out):

@@ -128,6 +128,23 @@ MODE_PLACE = 0  # hm_call.mode: a plain call
 MODE_EXPLORE = 1  # an exploration decision (hm_call.divisors, busy; outcome: EX_*)
 MODE_PROBE = 2  # a decision probing its class's clamped factors (outcome: any clamped)
 
+# --- hm_place_one (place_one's call): its returns besides a status, and its book -----
+ONE_EXPLORE = 16  # the class's exploration decision is due (nothing decided)
+ONE_PROBE = 17  # the clamped-factor probe is due (nothing decided)
+ONE_EXPLORED = 32  # + an EX_* outcome: the exploration decision ran (divisor rows bound)
+BK_COUNTING = 0  # book globals: nonzero while decisions are counted (0: a preview)
+BK_EXPLORING = 1  # nonzero: exploration enabled
+BK_DECISIONS = 2  # decisions counted
+BK_PROBE_TICK = 3  # decisions since the last clamped-factor probe
+BK_PROBE_EVERY = 4  # that probe's interval
+BK_HOPELESS_EVERY = 5  # a pressed class's exploration interval, at most
+BK_GLOBALS = 6
+BK_TICK = 0  # per class (after the globals): decisions since its last exploration
+BK_EVERY = 1  # its exploration interval
+BK_PRESSED = 2  # its last decision was late or congested
+BK_UNTRIED = 3  # nonzero while it has untried pairs
+BK_CLASS_FIELDS = 4
+
 # --- rejection reasons (first failing check wins) ------------------------------------
 R_OK = 0
 R_OFFLINE = 1

@@ -19,7 +19,7 @@ from edge_agent.placement.deadline_placing import DeadlinePlacing
 from edge_agent.placement.decision import Decision, DecisionContext
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
-from edge_agent.placement.explore import Explorer
+from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
@@ -27,14 +27,17 @@ from edge_agent.placement.policy import Policy
 from edge_agent.placement.pooling import DevicePooling
 from edge_agent.placement.priors import ROOFLINE, priors
 from edge_agent.placement.running import RunningWork
-from edge_agent.placement.workspace import Workspace
+from edge_agent.placement.workspace import SETS_KEPT, Workspace
 from edge_agent.resources.device import Device
 from edge_agent.tasks.contract import TaskContract
 
 __all__ = ["CORRECTION_MAX", "CORRECTION_MIN", "Placer"]
 
 _OUT = L.OUT_FIELDS  # an output row's length in ``Workspace.out_flat``
-_MASKS_KEPT = 256  # immutable candidate sets whose device flags are kept
+_MASKS_KEPT = SETS_KEPT  # immutable candidate sets whose device flags are kept
+# the kernel's one-call returns besides a status
+_EXPLORE_DUE, _PROBE_DUE, _EXPLORED = L.ONE_EXPLORE, L.ONE_PROBE, L.ONE_EXPLORED
+_ASSIGNED = L.OUT_ASSIGNED
 
 
 class Placer(
@@ -90,7 +93,6 @@ class Placer(
         self._waiting = WaitingWork()  # placed, not started: their deadlines (EDF only)
         self._first = FirstFlights()  # unmeasured pairs with a task in flight (first_flights)
         self._deadline_order = deadline_order
-        self._probe_tick = 0
         # untried pairs, tried now and then (bounded; ``explore=False``: never)
         self.exploration = Explorer(len(ids), enabled=explore)
         self.exploration.add_class()  # "default"
@@ -98,7 +100,8 @@ class Placer(
         self._imported: set[tuple[int, int]] = set()  # pairs given a factor (import_corrections)
         self._init_pooling()  # cold pairs start from their device's learned factor
         self._restricted_to: Collection[str] | None = None  # the candidates in ws.allowed
-        self._masks: dict[int, tuple[Collection[str], bytes]] = {}  # id -> (set, its flags)
+        #: kept candidate sets (tuples, frozensets): id -> (the set, its row of ``ws.sets``)
+        self._slots: dict[int, tuple[Collection[str], int]] = {}
         self._token = object()  # identifies rows prepared by this Placer
         rows = np.array([device_row(d) for d in devices], dtype=np.float64)
         self._ws = Workspace(
@@ -159,6 +162,8 @@ class Placer(
             self._classes[task_class] = idx
             self._sources.append(None)
             self.exploration.add_class()
+            if self.exploration.book is not self._book:  # the book grew: bind the new one
+                self._bind()
             if idx >= self._ws.n_classes:
                 grown = np.ones((self._ws.n_classes * 2, len(self.device_ids)))
                 grown[: self._ws.n_classes] = self._ws.corrections
@@ -177,22 +182,29 @@ class Placer(
         self._ws = ws
         self._bind()
         self._restricted_to = None
-        self._masks.clear()
+        self._slots.clear()  # the new workspace's set rows are empty
 
     def _bind(self) -> None:
         """Bind the kernel and the hot path's views to the workspace (again after a rebuild)."""
         ws = self._ws
         self._call = kernel.bind(ws, self.backend)
+        self._book = self.exploration.book
+        explorer = self.exploration
+        self._call.bind_book(self._book, CONGESTED, explorer.divisor_rows, explorer.busy)
+        self._one = self._call.one  # place_one's ordinary call: one kernel call
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted
-        self._allowed = ws.allowed.data  # a kept mask's bytes copy in cheaply
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
+        # the candidate rows as one flat byte view: a kept row copies into row 0 cheaply
+        self._sets_flat = ws.sets.data.cast("B")
+        self._row_len = ws.sets.shape[1]
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         self._reasons_row = ws.reasons0 if ws.keep_reasons else None
         # the device rows and corrections as flat rows of Python floats, read and written
         # in place by the run path (started / feedback / release): no numpy scalar per cell
-        self._device_cells = ws.devices.data.cast("B").cast("d")
-        self._correction_cells = ws.corrections.data.cast("B").cast("d")
+        # (cast from a 1-D view: a 2-D view with no rows cannot be cast; an empty fleet)
+        self._device_cells = ws.devices.reshape(-1).data.cast("B").cast("d")
+        self._correction_cells = ws.corrections.reshape(-1).data.cast("B").cast("d")
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
@@ -230,37 +242,70 @@ class Placer(
             ws = self._ws
             ws.tasks[0] = prepared.row
             ws.tasks[0, L.TASK_CLASS] = cls
+        if not explore:
+            return self._look_again(prepared.contract, cls, candidates)
+        # the hot path: one kernel call decides, or says an exploration pass is due
+        if candidates is None:
+            slot = -1
+        else:
+            kept = self._slots.get(id(candidates))
+            slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
+        status = self._one(slot)
+        if status:
+            return self._due(status, prepared.contract, cls, candidates)
+        reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
+        row = self._out_flat[:_OUT]  # a copy: the slot is reused
+        decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
         explorer = self.exploration
-        if explore and explorer.due(cls):
-            return self._explore(prepared.contract, cls, candidates)
-        self._probe_tick += explore
-        # the hot path, inlined (``_decide``)
-        if self._probe_tick >= learning.PROBE_EVERY:  # also probes clamped factors, if any
-            self._probe_tick = 0
-            status, bad, probed = self._probe(candidates)
-            if status:
-                kernel.check(status, bad)
-            if probed:
-                reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
-                row = self._out_flat[:_OUT]  # a copy: the slot is reused
-                return Decision(
-                    prepared.contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
-                )
-        elif candidates is None:
+        untried = explorer.untried[cls]
+        if untried is not None:  # a first task on an untried pair measures it, as a probe
+            device = int(row[_ASSIGNED])
+            if device >= 0 and untried[device] > 1.0 and not explorer.paused:
+                explorer.hold(decision, device)
+        return decision
+
+    def _due(
+        self, status: int, contract: TaskContract, cls: int, candidates: Collection[str] | None
+    ) -> Decision:
+        """The kernel's one call decided nothing: an exploration pass or the probe of
+        clamped factors is due (``layout.ONE_*``), or the status is an error."""
+        if status >= _EXPLORED:  # the kernel ran the exploration decision: its outcome
+            self.exploration.optimistic_pass()
+            return self._explored(contract, cls, status - _EXPLORED)
+        if status == _EXPLORE_DUE:
+            self.exploration.optimistic_pass()
+            return self._explore(contract, cls, candidates)
+        if status != _PROBE_DUE:
+            kernel.check(status, self._call.bad_index(False))
+        status, bad, probed = self._probe(candidates)
+        if status:
+            kernel.check(status, bad)
+        return self._decided(contract, cls, probed)
+
+    def _look_again(
+        self, contract: TaskContract, cls: int, candidates: Collection[str] | None
+    ) -> Decision:
+        """Decide task row 0 with nothing counted or ticked (a second look, ``_place``)."""
+        if candidates is None:
             status = self._task0()
             if status:
                 kernel.check(status, self._call.bad_index(False))
         else:
-            if candidates is not self._restricted_to:
-                self._restrict(candidates)
+            self._restrict(candidates)
             status = self._task0_restricted()
             if status:
                 kernel.check(status, self._call.bad_index(True))
+        return self._decided(contract, cls, False)
+
+    def _decided(self, contract: TaskContract, cls: int, probe: bool) -> Decision:
+        """Return task row 0's decision (a probe's, or a usual one, which the Explorer sees)."""
         reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
         row = self._out_flat[:_OUT]  # a copy: the slot is reused
-        decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
-        if not explorer.paused:  # a preview leaves exploration as it was
-            explorer.decided(cls, decision, row)
+        if probe:
+            return Decision(contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True)
+        decision = Decision(contract, row, self._ctx, reasons, cls, self._sources[cls])
+        if not self.exploration.paused:  # a preview leaves exploration as it was
+            self.exploration.decided(cls, decision, row)
         return decision
 
     def _decide(self, n_task: int, candidates: Collection[str] | None) -> None:
@@ -274,34 +319,46 @@ class Placer(
             kernel.check(status, bad)
 
     def _restrict(self, candidates: Collection[str]) -> None:
-        """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown).
-
-        A tuple or frozenset is immutable: its flags are kept (up to ``_MASKS_KEPT`` of
-        them, as bytes), so a caller reusing its candidate sets pays one 1-byte-per-device
-        copy per call (nothing when the set is the last call's).
-        """
+        """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown)."""
         if candidates is self._restricted_to:  # the same set as the last call: in place
             return
-        kept = self._masks.get(id(candidates))
-        if kept is not None and kept[0] is candidates:  # kept: so a tuple or frozenset
-            self._allowed[:] = kept[1]
+        kept = self._slots.get(id(candidates))
+        slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
+        if slot:  # kept: its row copied into row 0
+            n = self._row_len
+            self._sets_flat[:n] = self._sets_flat[slot * n : (slot + 1) * n]
             self._restricted_to = candidates
-            return
-        keep = isinstance(candidates, (tuple, frozenset))
-        allowed = self._ws.allowed
+
+    def _slot(self, candidates: Collection[str]) -> int:
+        """Return the row of ``ws.sets`` flagging ``candidates`` (InvalidInput if unknown).
+
+        A tuple or frozenset is immutable: its row is kept (up to ``_MASKS_KEPT`` of them)
+        and found by the set's identity, so a caller reusing its candidate sets pays no
+        mask at all; any other collection is flagged anew in row 0 (``allowed``).
+        """
+        kept = self._slots.get(id(candidates))
+        if kept is not None and kept[0] is candidates:
+            return kept[1]
         index = self._index
         try:
             found = [index[device_id] for device_id in candidates]
         except (KeyError, TypeError):
             bad = [c for c in candidates if not isinstance(c, str) or c not in index]
             raise InvalidInput(f"candidates: unknown device(s) {bad!r}") from None
-        allowed.fill(0)
-        allowed[found] = 1
-        if keep:
-            if len(self._masks) >= _MASKS_KEPT:
-                self._masks.clear()
-            self._masks[id(candidates)] = (candidates, allowed.tobytes())
-        self._restricted_to = candidates if keep else None
+        if not isinstance(candidates, (tuple, frozenset)):
+            slot = 0
+            self._restricted_to = None  # row 0 now holds a set not kept
+        elif len(self._slots) < _MASKS_KEPT:
+            slot = len(self._slots) + 1
+        else:  # full: forget every kept set, start again
+            self._slots.clear()
+            slot = 1
+        flags = self._ws.sets[slot]
+        flags.fill(0)
+        flags[found] = 1
+        if slot:
+            self._slots[id(candidates)] = (candidates, slot)
+        return slot
 
     # --- feedback --------------------------------------------------------------------
     def feedback(

@@ -12,6 +12,9 @@ from edge_agent.placement import layout as L
 F64 = npt.NDArray[np.float64]
 U8 = npt.NDArray[np.uint8]
 
+#: candidate sets whose device flags a workspace keeps (rows 1.. of ``Workspace.sets``)
+SETS_KEPT = 256
+
 
 class Workspace:
     """The kernel's buffers, sized for ``n_dev`` devices and up to ``capacity`` tasks."""
@@ -35,7 +38,11 @@ class Workspace:
             capacity, L.OUT_FIELDS
         )
         self.reasons: U8 = np.zeros((capacity if keep_reasons else 1, max(n_dev, 1)), np.uint8)
-        self.allowed: U8 = np.ones(max(n_dev, 1), np.uint8)  # candidates of a restricted call
+        # candidate masks, one row of device flags each: row 0 is ``allowed`` (a restricted
+        # call's, filled per call), rows 1..SETS_KEPT are kept sets' (``hm_place_one``'s set)
+        self.sets: U8 = np.zeros((1 + SETS_KEPT, max(n_dev, 1)), np.uint8)
+        self.allowed: U8 = self.sets[0]
+        self.allowed[:] = 1
         self.task0, self.reasons0 = self.tasks[0], self.reasons[0]
 
     @property
