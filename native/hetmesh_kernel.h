@@ -160,7 +160,7 @@
 #define HM_NORM_FLOOR_6 1e-6
 #define HM_DEADLINE_MARGIN 0.5 /* a deadline is met "with a margin" within (1 - margin) of it */
 #define HM_SLACK_PREF 0.2 /* within the margin: weight of a slower device vs an earlier finish */
-#define HM_CONGESTION_DEPTH 4.0 /* congestion charge full at this many fastest services queued */
+#define HM_CONGESTION_DEPTH 8.0 /* congestion charge full at this many fastest services queued */
 #define HM_MAX_GANG 8
 #define HM_NO_DEVICE (-1)
 

@@ -35,10 +35,12 @@ def test_a_busy_fast_device_loses_a_task_to_an_idle_slower_one_sooner(backend: s
     charged, plain = placer(fleet, backend), _without_charge(backend, fleet)
     s = _services(charged, (FAST, SLOW))
     assert s[SLOW] == pytest.approx(2.5 * s[FAST], rel=0.01)
-    # the fast queue is 1.4 fast services: the fast device still finishes first (by a tenth
-    # of its service), but it is busy and the slow one idle
+    # a fast queue q under 1.5 fast services: the fast device still finishes first, but it
+    # is busy and the slow one idle; q is where half the charge outweighs the margin
+    charge = Policy.template("latency-first").congestion_charge()
+    queue = 1.5 * s[FAST] / (1.0 + charge / (2.0 * L.CONGESTION_DEPTH))
     for p in (charged, plain):
-        p.update_live(FAST, queued_s=1.4 * s[FAST])
+        p.update_live(FAST, queued_s=queue)
     assert charged.preview(task(10.0), candidates=[FAST]).latency_s < s[SLOW]
     assert plain.place_one(task(10.0)).device_id == FAST  # earliest finish
     assert charged.place_one(task(10.0)).device_id == SLOW
@@ -55,9 +57,10 @@ def test_among_busy_devices_the_one_spending_less_time_wins_a_near_tie(backend: 
     s = _services(charged, (FAST, SLOW))
     # both queues deep (the charge in full): the slow device finishes first by 0.2 fast
     # services, but spends a whole fast service more of its time (charged 0.5 of it)
+    deep = (L.CONGESTION_DEPTH + 2.0) * s[FAST]
     for p in (charged, plain):
-        p.update_live(FAST, queued_s=6.0 * s[FAST])
-        p.update_live(SLOW, queued_s=6.0 * s[FAST] + s[FAST] - s[SLOW] - 0.2 * s[FAST])
+        p.update_live(FAST, queued_s=deep)
+        p.update_live(SLOW, queued_s=deep + s[FAST] - s[SLOW] - 0.2 * s[FAST])
     finish = {x: charged.preview(task(10.0), candidates=[x]).latency_s for x in (FAST, SLOW)}
     assert finish[SLOW] < finish[FAST]
     assert plain.place_one(task(10.0)).device_id == SLOW
@@ -116,6 +119,7 @@ def test_the_charge_ramps_in_with_the_queue() -> None:
     scr = [0.0] * L.SCR_FIELDS
     scr[L.OBJ_THROUGHPUT] = 25 * MS
     row = [0.0] * L.DEV_FIELDS
-    for queue, expected in ((0.0, 0.0), (20 * MS, 12.5 * MS), (40 * MS, 25 * MS), (1.0, 25 * MS)):
+    full = L.CONGESTION_DEPTH * 10 * MS  # the queue at which the charge is whole
+    for queue, expected in ((0.0, 0.0), (full / 2, 12.5 * MS), (full, 25 * MS), (1.0, 25 * MS)):
         row[L.DEV_QUEUE_S] = queue
         assert _congestion_s(row, scr, mins) == pytest.approx(expected)

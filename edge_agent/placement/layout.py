@@ -203,5 +203,5 @@ SUSPECT_PENALTY = 1.0  # added to the score of a device whose health is suspect
 NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9, 1e-6)  # per objective, keeps ratios finite
 DEADLINE_MARGIN = 0.5  # a deadline is met "with a margin" within (1 - margin) of it
 SLACK_PREF = 0.2  # within the margin: weight of a slower device vs an earlier finish
-CONGESTION_DEPTH = 4.0  # congestion charge full at this many fastest services queued
+CONGESTION_DEPTH = 8.0  # congestion charge full at this many fastest services queued
 PREC_BITS = 5  # precisions a task's PREC_MASK may name
