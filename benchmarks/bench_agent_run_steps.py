@@ -27,6 +27,11 @@ from typing import Any
 from bench_agent_run import one_run
 
 from edge_agent.agent.core import executor, jobs, store_runs
+
+try:  # the emulated run's own module (session 8); an older tree calls ``checked`` from executor
+    from edge_agent.agent.core import emulation
+except ImportError:
+    emulation = None
 from edge_agent.agent.core.fleet import Fleet
 from edge_agent.agent.web.metrics import AgentMetrics
 from edge_agent.placement import Placer
@@ -41,7 +46,7 @@ STEPS: dict[str, list[tuple[Any, str]]] = {
     "start_rows_writer": [(store_runs, "write_started")],
     "placer_started": [(Placer, "started")],
     "emulate_lookups": [(Fleet, "published_ms"), (TaskContract, "precision")],
-    "emulate_checked": [(executor, "checked")],
+    "emulate_checked": [(executor, "checked"), (emulation, "checked")],
     "placer_feedback": [(Placer, "feedback"), (Placer, "release")],
     "telemetry_doc": [(jobs.Jobs, "_telemetry")],
     "finish_record_ask": [(store_runs.RunLog, "finished")],

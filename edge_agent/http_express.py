@@ -30,8 +30,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from asyncio import CancelledError
+from collections.abc import Callable
 from email.utils import formatdate
+from functools import partial
 from typing import Literal
 
 from aiohttp.http import SERVER_SOFTWARE
@@ -40,8 +42,11 @@ _log = logging.getLogger(__name__)
 
 #: Request headers (names lower-case) as the lane hands them to a route.
 Headers = dict[str, str]
-#: A route: the request's headers and body -> the whole HTTP answer, or None: "aiohttp's".
-Route = Callable[[Headers, bytes], Awaitable[bytes | None]]
+#: A route: the request's headers and body -> the whole HTTP answer, or None: "aiohttp's";
+#: at once, or as a future that resolves to it (no task per request: the lane answers from
+#: the future's callback).
+Answer = bytes | None
+Route = Callable[[Headers, bytes], "Answer | asyncio.Future[Answer]"]
 
 #: Longest request head the lane reads (aiohttp's own limit on a line or field is 8190).
 HEAD_MAX = 8192
@@ -67,7 +72,7 @@ class Express:
         self.closing = False  # set once the service stops: new requests go to aiohttp
         self.served = 0  # requests answered in the lane
         self.handed = 0  # connections handed to aiohttp
-        self._inflight: set[asyncio.Task[None]] = set()
+        self._inflight: set[asyncio.Future[Answer]] = set()
         self._lanes: set[ExpressLane] = set()  # connections the lane still reads
         self._date = (0, b"")
 
@@ -92,10 +97,10 @@ class Express:
             )
         )
 
-    def track(self, task: asyncio.Task[None]) -> None:
+    def track(self, pending: asyncio.Future[Answer]) -> None:
         """Remember a request in flight until it is answered (``close`` waits for it)."""
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
+        self._inflight.add(pending)
+        pending.add_done_callback(self._inflight.discard)
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
@@ -139,7 +144,7 @@ class ExpressLane:
         self._handover = handover  # give these bytes (and the connection) to aiohttp
         self._busy = busy  # tell the guard a request started (True) or was answered
         self._buf = b""
-        self._task: asyncio.Task[None] | None = None
+        self._task: asyncio.Future[Answer] | None = None  # the request in flight
         self._gone = False  # handed over or lost
         self._idle: asyncio.TimerHandle | None = None
         self._last = 0.0
@@ -182,9 +187,37 @@ class ExpressLane:
             route, headers, size, body_at = parsed
             raw, self._buf = self._buf[:size], self._buf[size:]
             self._busy(True)
-            task = asyncio.get_running_loop().create_task(self._serve(route, headers, raw, body_at))
-            self._task = task
-            self._express.track(task)
+            try:
+                answer = None if self._express.closing else route(headers, raw[body_at:])
+            except Exception:
+                self._failed(raw)
+                return
+            if isinstance(answer, asyncio.Future):
+                self._task = answer
+                self._express.track(answer)
+                answer.add_done_callback(partial(self._resolved, raw))
+                return
+            if not self._answer(raw, answer):
+                return
+
+    def _resolved(self, raw: bytes, pending: asyncio.Future[Answer]) -> None:
+        """A route's future is done: answer its request, then go on with what follows."""
+        self._task = None
+        err = CancelledError() if pending.cancelled() else pending.exception()
+        if err is not None:
+            self._failed(raw, err)
+            return
+        if self._answer(raw, pending.result()):
+            self._pump()
+
+    def _failed(self, raw: bytes, err: BaseException | None = None) -> None:
+        """The route raised: log it, answer 500 and close the connection."""
+        exc_info = True if err is None else err
+        line = raw[: raw.find(b"\r\n")].decode()
+        _log.error("unhandled error answering %s", line, exc_info=exc_info)
+        answer = self._express.answer(500, "Internal Server Error", _INTERNAL.encode(), {})
+        if self._answer(raw, answer):
+            self._transport.close()
 
     def _parse(self) -> tuple[Route, Headers, int, int] | Literal[False] | None:
         """Return (route, headers, request size, body offset); None: wait; False: aiohttp's."""
@@ -201,7 +234,7 @@ class ExpressLane:
             return None if len(buf) < HEAD_MAX else False
         if end > HEAD_MAX:
             return False
-        headers = _headers(buf[line_end + 2 : end]) if end > line_end else {}
+        headers = _head_fields(buf[line_end + 2 : end]) if end > line_end else {}
         if headers is None or not _NOT_PLAIN.isdisjoint(headers):
             return False
         if headers.get("connection", "keep-alive").lower() != "keep-alive":
@@ -214,14 +247,9 @@ class ExpressLane:
             return False
         return route, headers, size, end + 4
 
-    async def _serve(self, route: Route, headers: Headers, raw: bytes, body_at: int) -> None:
-        close = False
-        try:
-            answer = None if self._express.closing else await route(headers, raw[body_at:])
-        except Exception:
-            _log.exception("unhandled error answering %s", raw[: raw.find(b"\r\n")].decode())
-            answer = self._express.answer(500, "Internal Server Error", _INTERNAL.encode(), {})
-            close = True
+    def _answer(self, raw: bytes, answer: Answer) -> bool:
+        """Send a request's answer (None: hand it and the rest to aiohttp); return whether
+        the lane goes on reading this connection."""
         self._task = None
         self._busy(False)
         if self._paused and not self._transport.is_closing():
@@ -229,20 +257,17 @@ class ExpressLane:
             self._transport.resume_reading()
         if answer is None:  # declined: nothing was stored; aiohttp answers it and the rest
             self._hand_over(raw + self._buf)
-            return
+            return False
         if self._gone or self._transport.is_closing():
-            return
+            return False
         self._transport.write(answer)
         self._express.served += 1
-        if close:
-            self._transport.close()
-            return
         self._last = asyncio.get_running_loop().time()
         if self._idle is None:
             self._idle = asyncio.get_running_loop().call_later(
                 self._express.keepalive_s, self._idle_check
             )
-        self._pump()
+        return True
 
     def _idle_check(self) -> None:
         self._idle = None
@@ -262,6 +287,25 @@ class ExpressLane:
         if not gone:
             self._express.handed += 1
             self._handover(data)
+
+
+#: Head blocks seen lately -> their fields (None: not plain). A client sends the same head
+#: again and again (its host, content type, a body of the same length): read once. Bounded:
+#: cleared when full. The fields are shared: routes read them, never change them.
+_HEADS: dict[bytes, Headers | None] = {}
+HEADS_LIMIT = 256
+
+
+def _head_fields(block: bytes) -> Headers | None:
+    """Return ``_headers(block)``, read once per block seen lately."""
+    try:
+        return _HEADS[block]
+    except KeyError:
+        pass
+    if len(_HEADS) >= HEADS_LIMIT:
+        _HEADS.clear()
+    found = _HEADS[block] = _headers(block)
+    return found
 
 
 def _headers(block: bytes) -> Headers | None:

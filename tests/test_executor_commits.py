@@ -61,6 +61,12 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     done: list[str] = []
 
     class Hooks:  # the executor's JobHooks: the first outcome's commit is held
+        def job_begins(self, job: Job) -> bool | None:
+            return None  # these hooks await: every job takes the executor's task path
+
+        def job_ended(self, job: Job, outcome: Outcome) -> None:
+            raise AssertionError("job_begins declines: job_finished is called instead")
+
         async def job_starting(self, job: Job) -> bool:
             return True
 
@@ -138,6 +144,7 @@ async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:
         Finish("t1", "done", {"latency_s": 0.002, "outputs": [[1, 10]]}, None, sample),
         Finish("t2", "failed", None, "boom", None),
         Finish("t3", "done", {"estimate_s": math.inf}, None, {"kind": "task", "x": math.nan}),
+        Finish('t"4\\é', "done", {"ok": 1}, None, sample),  # an id the encoder must escape
     ]
     for finish in cases:
         row, record = store_runs._encoded(finish)

@@ -30,6 +30,12 @@ async def _start_order(policy: str) -> list[str]:
     done: list[str] = []
 
     class Hooks:  # the executor's JobHooks: the first job holds its slot until the gate
+        def job_begins(self, job: Job) -> bool | None:
+            return None  # these hooks await: every job takes the executor's task path
+
+        def job_ended(self, job: Job, outcome: Outcome) -> None:
+            raise AssertionError("job_begins declines: job_finished is called instead")
+
         async def job_starting(self, job: Job) -> bool:
             started.append(job.task_id)
             if job.task_id == "running":

@@ -344,3 +344,92 @@ async def test_nothing_the_lane_acknowledged_is_lost_to_kill_9(tmp_path: Path) -
     stored = {row[0] for row in db.execute("SELECT id FROM tasks")}
     db.close()
     assert len(acked) >= 200 and set(acked) <= stored
+
+
+async def test_a_head_seen_before_is_read_once_and_each_other_head_as_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The lane reads a head block it has seen lately from its cache: the same fields (or
+    the same refusal) as reading it again, a block differing in one byte read on its own,
+    and the cache bounded."""
+    from edge_agent import http_express
+
+    monkeypatch.setattr(http_express, "_HEADS", {})
+    monkeypatch.setattr(http_express, "HEADS_LIMIT", 4)
+    read: list[bytes] = []
+    real = http_express._headers
+    monkeypatch.setattr(http_express, "_headers", lambda b: read.append(b) or real(b))
+    plain = b"Host: a\r\nContent-Length: 12\r\nIdempotency-Key: k1"
+    other = plain.replace(b"k1", b"k2")
+    twice = b"Host: a\r\nHost: b"
+    fields = [http_express._head_fields(b) for b in (plain, plain, other, twice, twice, plain)]
+    assert fields[0] == {"host": "a", "content-length": "12", "idempotency-key": "k1"}
+    assert fields[1] == fields[5] == fields[0] and fields[2]["idempotency-key"] == "k2"
+    assert fields[3] is None and fields[4] is None  # a field twice: aiohttp's, every time
+    assert read == [plain, other, twice]
+    for i in range(10):
+        http_express._head_fields(b"Host: h%d" % i)
+    assert len(http_express._HEADS) <= 4
+
+
+class _Transport:
+    """What the lane uses of a transport: writes kept, a close noted."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None: ...
+
+    def resume_reading(self) -> None: ...
+
+
+async def test_a_route_answers_at_once_or_by_a_future_in_order_and_a_failure_is_a_500() -> None:
+    """A route's answer given at once and one given by a future are sent in request order
+    (a pipelined request waits for the future before it); a future that fails or a route
+    that raises is a 500 that closes the connection, after the answers before it."""
+    from edge_agent import http_express
+
+    loop = asyncio.get_running_loop()
+    later: list[asyncio.Future[bytes | None]] = []
+
+    def route(headers: dict[str, str], body: bytes) -> Any:
+        if body == b"now":
+            return b"A:" + body
+        if body == b"boom":
+            raise RuntimeError("route failed")
+        later.append(loop.create_future())
+        return later[-1]
+
+    def request(body: bytes) -> bytes:
+        return b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    for last, bad in ((b"boom", None), (b"then", RuntimeError("the store broke"))):
+        express = http_express.Express(1024, 60.0)
+        express.route("POST", "/x", route)
+        transport, busy = _Transport(), list[bool]()
+        lane = http_express.ExpressLane(express, transport, lambda b: None, busy.append)  # type: ignore[arg-type]
+        lane.feed(request(b"now") + request(b"wait") + request(b"now") + request(last))
+        assert transport.written == [b"A:now"]  # the rest waits for the future
+        assert express._inflight == set(later[-1:])
+        later[-1].set_result(b"B:wait")
+        await asyncio.sleep(0)
+        if bad is not None:
+            later[-1].set_exception(bad)
+            await asyncio.sleep(0)
+        assert transport.written[:3] == [b"A:now", b"B:wait", b"A:now"]
+        assert len(transport.written) == 4 and transport.written[3].startswith(b"HTTP/1.1 500 ")
+        assert transport.closed and busy == [True, False] * 4
+        assert express.served == 4 and not express._inflight

@@ -23,7 +23,8 @@ from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
-from edge_agent.agent.core.store_batch import new_ids
+from edge_agent.agent.core.store_batch import new_ids, new_rows
+from edge_agent.agent.web import api
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
 from edge_agent.http_errors import ApiError, parse_json_body
@@ -286,3 +287,43 @@ def test_the_parser_reads_whole_numbers_as_the_walk_after_it_does() -> None:
         with pytest.raises(ApiError) as whole:
             parse_json_body(bad, whole=True)
         assert str(whole.value) == str(plain.value)
+
+
+def test_new_tasks_202_text_is_their_document_whatever_their_submission_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The shared fields' text is kept across groups stored at other times: each task's text
+    still reads as ``task_doc`` of its row, keys in the order the documents always had, and
+    a kept shape is reused for another ``submitted_at`` (not re-encoded), but not for rows
+    whose other fields differ (a deferral plan, a command, a priority)."""
+    intake = Intake([], ["echo"])
+    plain = intake.task(dict(TASK), None)
+    keyed = intake.task({**TASK, "requirements": {"deadline_s": 7.5}}, 'k"\\é')
+    command = intake.task({**TASK, "command": ["echo", "hi"]}, None)
+    shapes: dict[Any, Any] = {}
+    encoded: list[dict[str, Any]] = []
+    real = api._shape_json
+    monkeypatch.setattr(api, "_shape_json", lambda row, o: encoded.append(o) or real(row, o))
+    texts = []
+    for now, task in [(1e9 + 0.1, plain), (1e9 + 2 / 3, keyed), (1e9 + 5.0, plain)]:
+        for _, row in new_rows([task], now, {}):
+            assert row is not None
+            texts.append((api._task_json(dict(row), task, True, shapes), dict(row)))
+    deferred = dict(next(r for _, r in new_rows([plain], 1e9 + 9.0, {}) if r is not None))
+    deferred.update(state="deferred", not_before=1e9 + 7209.0)
+    deferred["deferral"] = {"not_before": 1e9 + 7209.0, "why": "cheaper later"}
+    texts.append((api._task_json(deferred, plain, True, shapes), deferred))
+    run = dict(next(r for _, r in new_rows([command], 1e9 + 3.0, {}) if r is not None))
+    run["command"] = ["echo", "hi"]
+    texts.append((api._task_json(run, command, True, shapes), run))
+    for text, row in texts:
+        doc = api.task_doc({**row, "contract": json.loads(row["contract"])})
+        assert json.loads(text) == doc
+        own = ["id", "idempotency_key", "links", "deadline_at", "contract"]
+        assert list(json.loads(text)) == own + [k for k in doc if k not in own]
+    assert json.loads(texts[1][0])["deadline_at"] == 1e9 + 2 / 3 + 7.5
+    assert json.loads(texts[3][0])["held_until"] is not None
+    # one shape for the first three (other times, another key and deadline); the plan and
+    # the command are unhashable: encoded each time, not kept
+    assert len(shapes) == 1 and len(encoded) == 3
+    assert encoded[1]["state"] == "deferred" and encoded[2]["command"] == ["echo", "hi"]

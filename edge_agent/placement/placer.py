@@ -190,6 +190,10 @@ class Placer(
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         self._reasons_row = ws.reasons0 if ws.keep_reasons else None
+        # the device rows and corrections as flat rows of Python floats, read and written
+        # in place by the run path (started / feedback / release): no numpy scalar per cell
+        self._device_cells = ws.devices.data.cast("B").cast("d")
+        self._correction_cells = ws.corrections.data.cast("B").cast("d")
 
     # --- placing ---------------------------------------------------------------------
     def place_one(
@@ -316,10 +320,10 @@ class Placer(
             raise InvalidInput("feedback: latency_s must be a finite number > 0")
         if energy_j is not None and not (math.isfinite(energy_j) and energy_j >= 0):
             raise InvalidInput("feedback: energy_j must be a finite number >= 0")
-        ws = self._ws
         target = latency_s / max(decision.base_s, 1e-12)
         cls = decision.task_class_index
-        corrections = ws.corrections
+        cells = self._correction_cells  # corrections[cls, d] at cls * n + d
+        row = cls * len(self.device_ids)
         samples = self._samples
         indices = decision.device_indices
         for d in indices:
@@ -327,13 +331,13 @@ class Placer(
             samples[(cls, d)] = n + 1
             # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
             rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
-            corrections[cls, d] = learning.toward(corrections.item(cls, d), target, rate)
+            cells[row + d] = learning.toward(cells[row + d], target, rate)
             self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
             self._mark_learned(cls, d)
             self.exploration.tried(cls, d)
             if energy_j is not None:
                 power = energy_j / len(indices) / latency_s
-                dev = ws.devices[d]
+                dev = self._ws.devices[d]
                 dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
         if decision.probe:
             self.exploration.finished(decision, latency_s)
@@ -358,7 +362,10 @@ class Placer(
             raise InvalidInput("started: the decision placed nothing")
         if now is not None and not math.isfinite(now):
             raise InvalidInput("started: now must be a finite clock reading")
-        self._running.start(decision, now, unmeasured=bool(self._untrusted(decision)))
+        cls, samples = decision.task_class_index, self._samples
+        # a pair with a measurement is trusted: only a device without one is looked up further
+        doubt = not all(samples.get((cls, d)) for d in decision.device_indices)
+        self._running.start(decision, now, unmeasured=doubt and bool(self._untrusted(decision)))
         self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
@@ -368,14 +375,15 @@ class Placer(
         self._waiting.discard(decision)
         self._first.discard(decision)
         credited = self._running.finish(decision) if self._started else None
-        devices = self._ws.devices  # read as Python floats (``item``): no numpy scalars
+        cells = self._device_cells  # devices[d, f] at d * DEV_FIELDS + f, Python floats
         for j, (d, charge) in enumerate(
             zip(decision.device_indices, decision.charges, strict=True)
         ):
             left = charge if credited is None else charge - credited[j]
-            devices[d, L.DEV_QUEUE_S] = max(0.0, devices.item(d, L.DEV_QUEUE_S) - left)
-            total = devices.item(d, L.DEV_MEM_TOTAL)
-            devices[d, L.DEV_MEM_FREE] = min(total, devices.item(d, L.DEV_MEM_FREE) + mem)
+            at = d * L.DEV_FIELDS
+            cells[at + L.DEV_QUEUE_S] = max(0.0, cells[at + L.DEV_QUEUE_S] - left)
+            total = cells[at + L.DEV_MEM_TOTAL]
+            cells[at + L.DEV_MEM_FREE] = min(total, cells[at + L.DEV_MEM_FREE] + mem)
 
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None

@@ -18,17 +18,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
-import random
 import time
 from collections.abc import Callable, Coroutine
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from edge_agent.agent.core.emulation import Emulation
 from edge_agent.agent.core.fleet import Fleet
-from edge_agent.agent.core.job_queue import JobQueue
 from edge_agent.agent.core.runners import (
     OVER_ESTIMATE,
     Job,
@@ -37,8 +33,8 @@ from edge_agent.agent.core.runners import (
     checked,
     run_command,
 )
-from edge_agent.errors import InvalidInput
-from edge_agent.placement import Placer, TaskContract
+from edge_agent.agent.core.slots import DeviceSlots, Slot, profile_slots
+from edge_agent.placement import Placer
 from edge_agent.resources.vocab import DeviceKind
 
 if TYPE_CHECKING:
@@ -47,44 +43,10 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 __all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slots"]
 
-#: (device, model, precision) published latencies remembered (the profile's tables are small)
-_PUBLISHED_CACHE = 4096
+#: how often ``Executor.stop`` looks whether the runs by callbacks have ended
+STOP_POLL_S = 0.01
 
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
-
-
-@dataclass(eq=False)
-class _Slot:
-    """One slot of a device: the job it runs, when its service started, its configuration."""
-
-    job: Job | None = None
-    started: float = 0.0  # perf_counter when the running job's service began
-    config: int = 0  # FPGA configuration loaded here (0: none)
-
-
-class _Device:
-    """A device's queue and slots (one slot unless an FPGA has partial reconfiguration)."""
-
-    def __init__(self, slots: int, loaded: int) -> None:
-        self.queue = JobQueue()
-        self.slots = [_Slot(config=loaded if k == 0 else 0) for k in range(slots)]
-        self.busy = 0  # slots holding a job (kept by _take_slot and _free)
-        self.next_victim = 0  # the slot a new configuration replaces when none is empty
-        self.wake = asyncio.Event()
-        self.runs: set[asyncio.Task[None]] = set()
-
-
-def profile_slots(fleet: Fleet, device_id: str) -> int:
-    """Return the partial-reconfiguration slots of an FPGA's profile (``pr_slots``), else 1."""
-    device = fleet.device(device_id)
-    if device.kind != DeviceKind.FPGA or fleet.profile is None:
-        return 1
-    try:
-        spec = fleet.profile.device_spec(device_id.rsplit("/", 1)[-1])
-    except InvalidInput:
-        return 1
-    figure = spec.get("pr_slots")
-    return 1 if figure is None else int(figure["value"])  # 1..4, checked with the profile
 
 
 class Executor:
@@ -93,6 +55,8 @@ class Executor:
     ``hooks.job_starting`` returns False when the job must not run after all (it was
     cancelled); it decides from memory (``Job.cancelled``), not from a commit.
     ``hooks.job_finished`` runs after the slot is freed.
+    An emulated job runs as loop callbacks when ``hooks.job_begins`` can start it without
+    awaiting anything; its outcome then goes to ``hooks.job_ended``.
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
@@ -100,12 +64,11 @@ class Executor:
         self.fleet = fleet
         self.placer = placer
         self._hooks = hooks
-        self._jitter = jitter
-        self._rng = random.Random()
-        self._devices: dict[str, _Device] = {}
+        self._emulation = Emulation(fleet, placer, jitter)
+        self._devices: dict[str, DeviceSlots] = {}
         for d in fleet.devices:
             slots = profile_slots(fleet, d.id)
-            self._devices[d.id] = _Device(slots, d.live.loaded_config)
+            self._devices[d.id] = DeviceSlots(slots, d.live.loaded_config)
             if slots > 1:  # the placer models the slots: 1/slots of the fabric each
                 placer.update_live(d.id, slots=slots, loaded_configs=self.loaded(d.id))
         self._workers: dict[str, asyncio.Task[None]] = {}
@@ -115,7 +78,6 @@ class Executor:
         )
         self._sessions = Sessions()
         self._stopping = False
-        self._published: dict[tuple[str, str, object], float | None] = {}
 
     # --- what runs where ----------------------------------------------------------
     def slots(self, device_id: str) -> int:
@@ -178,18 +140,34 @@ class Executor:
         return sum(len(d.queue) + d.busy for d in self._devices.values())
 
     async def stop(self, grace_s: float) -> None:
-        """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest."""
+        """Stop taking jobs; wait up to ``grace_s`` for running ones, then cancel the rest.
+
+        A cancelled run reports no outcome: its task stays running in the store and runs
+        again after the restart (``Store.recover``), as after a crash.
+        """
         self._stopping = True
         for worker in self._workers.values():
             worker.cancel()
         await asyncio.gather(*self._workers.values(), return_exceptions=True)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + grace_s
         runs = [run for d in self._devices.values() for run in d.runs]
         if runs:
             await asyncio.wait(runs, timeout=grace_s)
+        while self._timed() and loop.time() < deadline:  # runs by callbacks: polled
+            await asyncio.sleep(min(STOP_POLL_S, max(0.0, deadline - loop.time())))
         for run in runs:
             run.cancel()
+        for device in self._devices.values():
+            for job, timer in list(device.timers.items()):
+                timer.cancel()
+                self._end_inline(device, job)
         await asyncio.gather(*runs, return_exceptions=True)
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _timed(self) -> int:
+        """Return how many runs by callbacks are in flight."""
+        return sum(len(d.timers) for d in self._devices.values())
 
     async def _dispatch(self, device_id: str) -> None:
         """Start queued jobs in free slots whenever woken, until stopped.
@@ -211,11 +189,68 @@ class Executor:
             if picked is None:
                 return
             job, k, reconfig = picked
+            if not reconfig and self._begin_inline(device_id, k, job):
+                continue
             run = asyncio.create_task(
                 self._run(device_id, k, job, reconfig), name=f"agent-run-{job.task_id}"
             )
             device.runs.add(run)
             run.add_done_callback(device.runs.discard)
+
+    # --- an emulated run as loop callbacks ---------------------------------------------
+    def _begin_inline(self, device_id: str, k: int, job: Job) -> bool:
+        """Run an emulated job in slot ``k`` by loop callbacks: its start, a timer, its end.
+
+        No task, coroutine or sleep future per job (a tiny job's run is otherwise mostly
+        that machinery). Returns False, having done nothing, when the job needs the task
+        path (``_run``): a command, a real model, or hooks that must await the start.
+        """
+        if job.command is not None:
+            return False
+        device = self.fleet.device(device_id)
+        if not (device.emulated or job.decision.task.model is None):
+            return False
+        slots = self._devices[device_id]
+        try:
+            begun = self._hooks.job_begins(job)
+            if begun is None:
+                return False
+            if begun:
+                target, source = self._emulation.target(job, len(slots.slots))
+                start = time.perf_counter()
+                slots.timers[job] = asyncio.get_running_loop().call_later(
+                    target, self._end_emulated, device_id, k, job, start, target, source
+                )
+                return True
+        except Exception:  # a hook failed: log it, keep the device serving
+            _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
+        self._free(slots, k)  # withdrawn meanwhile (cancelled), or failed: the slot is free
+        return True
+
+    def _end_emulated(
+        self, device_id: str, k: int, job: Job, start: float, target: float, source: str
+    ) -> None:
+        """An emulated run's timer: free the slot, start the next job, report the outcome."""
+        device = self._devices[device_id]
+        wall = time.perf_counter() - start
+        device.timers.pop(job, None)
+        self.busy_s[device_id] += wall / len(device.slots)
+        slot = device.slots[k]
+        self._free(device, k)
+        self._start_next(device_id)
+        try:
+            at = self._slot_index(device, slot)
+            outcome = self._emulation.outcome(job, at, target, source, wall, 0.0)
+            self._hooks.job_ended(job, outcome)
+        except Exception:
+            _log.exception("device %s: task %s failed in the agent", device_id, job.task_id)
+
+    def _end_inline(self, device: DeviceSlots, job: Job) -> None:
+        """Forget ``job``'s timer and free its slot (a run by callbacks was cancelled)."""
+        device.timers.pop(job, None)
+        for k, slot in enumerate(device.slots):
+            if slot.job is job:
+                self._free(device, k)
 
     def _pick(self, device_id: str) -> tuple[Job, int, float] | None:
         """Take the first queued job that can start now; return it, its slot, its load time.
@@ -252,25 +287,9 @@ class Executor:
 
     def _slot_for(self, device_id: str, job: Job) -> int | None:
         """Return the free slot ``job`` runs in, or None when it must wait."""
-        device = self._devices[device_id]
-        slots = device.slots
-        free = [k for k, s in enumerate(slots) if s.job is None]
-        config = job.decision.task.requirements.config_id
-        if not config or self.fleet.device(device_id).kind != DeviceKind.FPGA:
-            return free[0] if free else None
-        holding = [k for k, s in enumerate(slots) if s.config == config]
-        if holding:  # loaded: that slot, no reconfiguration (waits while it is busy)
-            return next((k for k in holding if slots[k].job is None), None)
-        empty = [k for k in free if slots[k].config == 0]
-        if empty:
-            return empty[0]
-        n = len(slots)
-        for step in range(n):  # round-robin over the slots, the first free one
-            k = (device.next_victim + step) % n
-            if slots[k].job is None:
-                device.next_victim = (k + 1) % n
-                return k
-        return None
+        fpga = self.fleet.device(device_id).kind == DeviceKind.FPGA
+        config = job.decision.task.requirements.config_id if fpga else 0
+        return self._devices[device_id].slot_for(config)
 
     def _load(self, device_id: str, k: int, config: int) -> float:
         """Load ``config`` into slot ``k`` of an FPGA; return the seconds it takes (0: there).
@@ -323,7 +342,7 @@ class Executor:
             self._devices[device_id].wake.set()
 
     @staticmethod
-    def _free(device: _Device, k: int) -> bool:
+    def _free(device: DeviceSlots, k: int) -> bool:
         """Free slot ``k`` of ``device``; return False (no longer held)."""
         if device.slots[k].job is not None:
             device.slots[k].job = None
@@ -339,7 +358,7 @@ class Executor:
         else:  # _pick dropped it meanwhile
             self.submit(job)
 
-    async def _execute(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
+    async def _execute(self, job: Job, slot: Slot, reconfig: float) -> Outcome:
         """Run ``job`` and return its outcome; an error of the task is an outcome, not raised."""
         try:
             if job.command is not None:
@@ -360,61 +379,21 @@ class Executor:
             _log.warning("task %s failed: %s", job.task_id, err)
             return Outcome(False, 0.0, None, f"{type(err).__name__}: {err}")
 
-    def _published_ms(self, device_id: str, contract: TaskContract) -> float | None:
-        """Return the profile's published latency of the task's model on the device, or None.
-
-        The profile does not change while the agent runs: each (device, model, precision)
-        is looked up once (parsing the precision and searching the profile per task cost
-        more than the rest of an emulated run).
-        """
-        name = Path(contract.model).stem if contract.model else contract.task_class
-        precision = contract.requirements.precision or contract.semantics.precision
-        key = (device_id, name, precision)
-        try:
-            return self._published[key]
-        except KeyError:
-            pass
-        figure = self.fleet.published_ms(device_id, name, contract.precision().name.lower())
-        if len(self._published) < _PUBLISHED_CACHE:
-            self._published[key] = figure
-        return figure
-
-    async def _emulate(self, job: Job, slot: _Slot, reconfig: float) -> Outcome:
-        """Sleep the emulated service time; return it as the measured latency.
-
-        In one of N slots a job has 1/N of the fabric: a published latency takes N times
-        as long (the kernel's estimate already counts the slots).
-        """
-        d = job.decision
-        device_id = job.device_id
-        contract = d.task
-        slots = self.slots(device_id)
-        published = self._published_ms(device_id, contract)
-        if published is not None:
-            base, source = published / 1e3 * slots, "published latency"
-        else:
-            correction = self.placer.correction(contract.task_class, device_id)
-            base, source = d.service_s / max(correction, 1e-9), "roofline estimate"
-        sigma = self._jitter  # lognormal jitter: exp of a normal draw (``gauss``, the
-        # faster sampler; ``lognormvariate`` draws the same distribution more slowly)
-        target = base * math.exp(self._rng.gauss(-sigma * sigma / 2, sigma)) if sigma else base
+    async def _emulate(self, job: Job, slot: Slot, reconfig: float) -> Outcome:
+        """Sleep the emulated service time; return it as the measured latency."""
+        device = self._devices[job.device_id]
+        target, source = self._emulation.target(job, len(device.slots))
         if reconfig:  # an FPGA first loads the configuration; the service starts after it
             await asyncio.sleep(reconfig)
             slot.started = time.perf_counter()
         start = time.perf_counter()
         await asyncio.sleep(target)
         wall = time.perf_counter() - start
-        target = max(target, 1e-9)  # the emulated device's service time, not the loop's pacing
-        result: dict[str, Any] = {
-            "emulated": True,
-            "service_source": source,
-            "latency_s": target,
-            "wall_s": wall,
-        }
-        if contract.requirements.config_id:
-            result["reconfig_s"] = reconfig
-        if slots > 1:
-            result["slot"] = self._devices[device_id].slots.index(slot)
-        if contract.model is None:
-            result["note"] = "opaque task (no model, no command): service time emulated"
-        return checked(job, Outcome(True, target, result, emulated=True))
+        return self._emulation.outcome(
+            job, self._slot_index(device, slot), target, source, wall, reconfig
+        )
+
+    @staticmethod
+    def _slot_index(device: DeviceSlots, slot: Slot) -> int | None:
+        """Return the index of ``slot`` for an outcome (None: the device has one slot)."""
+        return device.slots.index(slot) if len(device.slots) > 1 else None

@@ -36,12 +36,17 @@ class SubmitCoalescer:
 
     async def submit(self, task: NewTask) -> Stored:
         """Store ``task`` with whatever else arrived in this iteration; return (row, created)."""
+        return await self.enqueue(task)
+
+    def enqueue(self, task: NewTask) -> asyncio.Future[Stored]:
+        """``submit`` without a coroutine: the future resolves to (row, created) once the
+        group's commit returned (or fails as ``submit`` raises)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Stored] = loop.create_future()
         if not self._pending:
             loop.call_soon(self._flush)
         self._pending.append((task, future))
-        return await future
+        return future
 
     def _flush(self) -> None:
         group, self._pending = self._pending, []

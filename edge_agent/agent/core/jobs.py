@@ -9,6 +9,7 @@ given back), and runs the jobs the mesh placed outside the scheduler (``run_job`
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -93,14 +94,29 @@ class Jobs:
         its start is recorded through the store's group commit, not waited for here."""
         if job.cancelled:
             return False
+        self._begin(job)
         agent = self.agent
-        job.started = agent.store.started(job.task_id)
-        job.started.add_done_callback(self._start_recorded)
-        agent.placer.started(job.decision)  # its queue charge now shrinks as it runs
         device = agent.fleet.device(job.device_id)
         if agent.meters.measures(device):
             job.energy_start = await asyncio.to_thread(agent.meters.read, device)
         return True
+
+    def job_begins(self, job: Job) -> bool | None:
+        """``job_starting`` without a task: None (nothing done) when a power meter must be
+        read first, which only ``job_starting`` awaits."""
+        if job.cancelled:
+            return False
+        agent = self.agent
+        if agent.meters.measures(agent.fleet.device(job.device_id)):
+            return None
+        self._begin(job)
+        return True
+
+    def _begin(self, job: Job) -> None:
+        agent = self.agent
+        job.started = agent.store.started(job.task_id)
+        job.started.add_done_callback(self._start_recorded)
+        agent.placer.started(job.decision)  # its queue charge now shrinks as it runs
 
     def _start_recorded(self, started: asyncio.Future[bool]) -> None:
         if not started.cancelled() and started.exception() is None and started.result():
@@ -108,21 +124,66 @@ class Jobs:
 
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
         """Feed the outcome back to the placer and record it (durably) with its telemetry."""
-        agent = self.agent
         self._jobs.pop(job.task_id, None)
-        if job.started is not None and not await job.started:  # never expected: cancel and
-            # preemption take a job back before their commit; whoever moved the task owns it
-            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
-            agent.placer.release(job.decision)
+        if job.started is not None and not await job.started:
+            self._dropped(job)
             return
-        agent.overrun.finished(job)
-        d = job.decision
         energy = None
         if job.energy_start is not None and not outcome.emulated:
-            device = agent.fleet.device(job.device_id)
+            device = self.agent.fleet.device(job.device_id)
             energy = energy_between(
-                job.energy_start, await asyncio.to_thread(agent.meters.read, device)
+                job.energy_start, await asyncio.to_thread(self.agent.meters.read, device)
             )
+        state, recorded = self._finish(job, outcome, energy)
+        await recorded
+        self._recorded(job, outcome, state)
+
+    def job_ended(self, job: Job, outcome: Outcome) -> None:
+        """``job_finished`` by callbacks (a job ``job_begins`` started: no energy reading):
+        after its start's commit, the finish is recorded; after the finish's, the rest."""
+        self._jobs.pop(job.task_id, None)
+        started = job.started
+        if started is None or started.done():
+            self._end_started(job, outcome, started)
+        else:
+            started.add_done_callback(functools.partial(self._end_started, job, outcome))
+
+    def _end_started(
+        self, job: Job, outcome: Outcome, started: asyncio.Future[bool] | None
+    ) -> None:
+        try:
+            if started is not None and not started.result():
+                self._dropped(job)
+                return
+            state, recorded = self._finish(job, outcome, None)
+        except Exception:  # the store closed, a hook's step failed: as a run task logs it
+            _log.exception("task %s failed in the agent", job.task_id)
+            return
+        recorded.add_done_callback(functools.partial(self._end_recorded, job, outcome, state))
+
+    def _end_recorded(
+        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[None]
+    ) -> None:
+        try:
+            recorded.result()
+            self._recorded(job, outcome, state)
+        except Exception:
+            _log.exception("task %s failed in the agent", job.task_id)
+
+    def _dropped(self, job: Job) -> None:
+        # never expected: cancel and preemption take a job back before their commit;
+        # whoever moved the task owns it
+        _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+        self.agent.placer.release(job.decision)
+
+    def _finish(
+        self, job: Job, outcome: Outcome, energy: float | None
+    ) -> tuple[str, asyncio.Future[None]]:
+        """Feed the outcome back and ask for its record; return its state and the record's
+        future (resolved once durable)."""
+        agent = self.agent
+        agent.overrun.finished(job)
+        d = job.decision
         try:
             if outcome.ok:
                 agent.placer.feedback(d, latency_s=max(outcome.latency_s, 1e-9), energy_j=energy)
@@ -137,7 +198,13 @@ class Jobs:
             self.slo_misses += 1
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
-        await agent.store.finished(job.task_id, state, outcome.result, outcome.error, telemetry)
+        return state, agent.store.finished(
+            job.task_id, state, outcome.result, outcome.error, telemetry
+        )
+
+    def _recorded(self, job: Job, outcome: Outcome, state: str) -> None:
+        """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool."""
+        agent = self.agent
         agent.metrics.move("running", state)
         waiter = self.finish_waiters.pop(job.task_id, None)
         if waiter is not None and not waiter.done():

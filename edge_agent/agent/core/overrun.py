@@ -106,6 +106,8 @@ class OverrunWatch:
 
     def finished(self, job: Job) -> None:
         """Bring a flagged device back online when its overrunning job ends."""
+        if not self.flagged:  # the usual case, once per finished task: nothing to copy
+            return
         for device_id, flagged in list(self.flagged.items()):
             if flagged is job:
                 del self.flagged[device_id]

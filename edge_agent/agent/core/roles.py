@@ -25,6 +25,12 @@ class JobHooks(Protocol):
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
         """The job left its slot with ``outcome``."""
 
+    def job_begins(self, job: Job) -> bool | None:
+        """``job_starting`` without awaiting; None (nothing done): use ``job_starting``."""
+
+    def job_ended(self, job: Job, outcome: Outcome) -> None:
+        """``job_finished`` for a job ``job_begins`` started; what it waits for, it chains."""
+
 
 class Dispatcher(Protocol):
     """Where the scheduler sends placed jobs, and what it asks of the jobs sent."""

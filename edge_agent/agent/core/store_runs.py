@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from json.encoder import encode_basestring_ascii as _string  # the encoder's own, in C
 from typing import Any, Generic, TypeVar
 
 import sqlite_utils
@@ -202,9 +203,9 @@ def _encoded(f: Finish) -> tuple[str | None, str]:
             row = spliced = outbox.strict_json(f.result)
         except ValueError:
             row, spliced = json.dumps(f.result), json.dumps(outbox.plain(f.result))
-    head = outbox.encode({"id": f.task_id, "state": f.state})
+    head = f'{{"id": {_string(f.task_id)}, "state": {_string(f.state)}'  # as ``encode`` writes
     tail = outbox.encode({"error": f.error, **measured})
-    return row, f'{head[:-1]}, "result": {spliced}, {tail[1:]}'
+    return row, f'{head}, "result": {spliced}, {tail[1:]}'
 
 
 class RunLog:

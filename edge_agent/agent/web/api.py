@@ -10,7 +10,9 @@ import asyncio
 import json
 import logging
 import math
+import operator
 from collections.abc import AsyncIterator, Awaitable, Callable
+from functools import partial
 from typing import Any
 from urllib.parse import quote
 
@@ -20,7 +22,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.deferral import held_until
 from edge_agent.agent.core.intake import NewTask
-from edge_agent.agent.core.intake_queue import SubmitCoalescer
+from edge_agent.agent.core.intake_queue import Stored, SubmitCoalescer
 from edge_agent.agent.core.store import STATES, IdempotencyConflict
 from edge_agent.agent.mesh.link import MESH, PREFIX, MeshLink
 from edge_agent.agent.service import Agent
@@ -34,7 +36,7 @@ from edge_agent.http_errors import (
     missing_files,
     parse_json_body,
 )
-from edge_agent.http_express import Express, Headers, Route
+from edge_agent.http_express import Answer, Express, Headers, Route
 from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.id_prefix import MAX_SHOWN, resolve_id
@@ -100,11 +102,28 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
 
 # a task's own fields in its document (a deadline differs from task to task too)
 _OWN = ("id", "idempotency_key", "links", "contract", "deadline_at")
+#: A new task's fields in its document apart from its own (``_OWN``) and ``submitted_at``,
+#: which every group of single submissions stores at another time: the rest of a group's
+#: documents, and of the next group's, is the same text around that time.
+_SHARED_SKIP = frozenset({*_OWN, "request_hash", "submitted_at"})
+#: A row's keys -> the fields new tasks share and a getter of their values (``_shared_names``).
+_SHARED_NAMES: dict[tuple[str, ...], tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]] = {}
+#: A shape's text: the fields before ``submitted_at`` and those after it, as JSON members.
+Shape = tuple[str, str]
 #: How long a batch's handler leaves the loop idle once the scheduler has queued the batch's
 #: decisions for the writer thread: long enough for that thread to take the GIL and start
 #: the transaction, which it would otherwise wait for behind the 202's encoding (Python's
 #: 5 ms switch interval). The 202 goes out that much later; placement starts that much sooner.
 HANDOFF_S = 0.001
+
+
+def _number(value: Any) -> str:
+    """Return a number (or None) as ``json`` writes it; a finite float is its ``repr``."""
+    if value is None:
+        return "null"
+    if type(value) is float and math.isfinite(value):
+        return repr(value)
+    return json.dumps(value)
 
 
 def _own_json(doc: dict[str, Any]) -> list[str]:
@@ -113,49 +132,88 @@ def _own_json(doc: dict[str, Any]) -> list[str]:
     A new task's id is hex (``store_batch.new_ids``), so it and its links need no escaping;
     a float deadline is its ``repr``, as ``json`` writes it. Anything else is encoded.
     """
-    task_id, deadline = doc["id"], doc["deadline_at"]
+    task_id = doc["id"]
     if isinstance(task_id, str) and task_id.isascii() and task_id.isalnum():
         ident = f'"{task_id}"'
         links = f'{{"self": "/v1/tasks/{task_id}", "explain": "/v1/tasks/{task_id}/explain"}}'
     else:
-        ident, links = json.dumps(task_id), json.dumps(doc["links"])
+        ident = json.dumps(task_id)
+        links = json.dumps(
+            {"self": f"/v1/tasks/{task_id}", "explain": f"/v1/tasks/{task_id}/explain"}
+        )
     key = doc["idempotency_key"]
-    due = repr(deadline) if type(deadline) is float and math.isfinite(deadline) else None
     return [
         f'"id": {ident}',
         f'"idempotency_key": {"null" if key is None else json.dumps(key)}',
         f'"links": {links}',
-        f'"deadline_at": {json.dumps(deadline) if due is None else due}',
+        f'"deadline_at": {_number(doc["deadline_at"])}',
     ]
 
 
 def _task_json(
-    row: dict[str, Any], task: NewTask, created: bool, shapes: dict[Any, str] | None = None
+    row: dict[str, Any], task: NewTask, created: bool, shapes: dict[Any, Shape] | None = None
 ) -> str:
-    """Return a stored task's API document as JSON text, its contract not encoded again.
+    """Return a stored task's API document (``task_doc``) as JSON text, its contract not
+    encoded again.
 
     A new row's ``contract`` was parsed from the task's own ``stored_contract()`` text, so
     that text is spliced in; a retry's row is encoded as read. ``shapes`` keeps the JSON of
     the other fields by their typed values (a batch's, or the app's recent single
-    submissions'): the tasks stored together differ only in their id and key, so the rest
-    of their documents is encoded once.
+    submissions'), in two parts around ``submitted_at``: new tasks differ in their id, key,
+    deadline and submission time only, so the rest is encoded once.
     """
-    doc = task_doc(row)
     if not created:
-        return json.dumps(doc)
-    others = {k: v for k, v in doc.items() if k not in _OWN}
+        return json.dumps(task_doc(row))
+    names, pick = _shared_names(tuple(row))
+    values = pick(row)
+    held = None if row.get("deferral") is None else held_until(row)
     try:  # typed: False, 0 and 0.0 are equal keys but not the same JSON
-        shape: Any = tuple((k, type(v), v) for k, v in others.items())
-        rest = None if shapes is None else shapes.get(shape)
+        shape: Any = (names, values, tuple(map(type, values)), held)
+        parts = None if shapes is None else shapes.get(shape)
     except TypeError:  # an unhashable value (a command, a plan): encoded every time
-        shape, rest = None, None
-    if rest is None:
-        rest = json.dumps(others)[1:-1]
+        shape, parts = None, None
+    if parts is None:
+        others = dict(zip(names, values, strict=True))
+        others["held_until"] = held
+        parts = _shape_json(row, others)
         if shapes is not None and shape is not None:
-            shapes[shape] = rest
-    own = _own_json(doc)
+            shapes[shape] = parts
+    own = _own_json(row)
     own.append(f'"contract": {task.stored_contract()}')
-    return "{" + ", ".join([*own, rest] if rest else own) + "}"
+    before, after = parts
+    if "submitted_at" in row:
+        own.append(f'{before}"submitted_at": {_number(row["submitted_at"])}{after}')
+    elif before:
+        own.append(before)
+    return "{" + ", ".join(own) + "}"
+
+
+def _shared_names(
+    keys: tuple[str, ...],
+) -> tuple[tuple[str, ...], Callable[[Any], tuple[Any, ...]]]:
+    """Return a row's fields (by its keys) that new tasks share, and a getter of their values."""
+    found = _SHARED_NAMES.get(keys)
+    if found is None:
+        if len(_SHARED_NAMES) >= SHAPES_LIMIT:
+            _SHARED_NAMES.clear()
+        names = tuple(k for k in keys if k not in _SHARED_SKIP)
+        pick: Callable[[Any], tuple[Any, ...]] = (
+            operator.itemgetter(*names) if len(names) > 1 else lambda r: tuple(r[k] for k in names)
+        )
+        found = _SHARED_NAMES[keys] = (names, pick)
+    return found
+
+
+def _shape_json(row: dict[str, Any], others: dict[str, Any]) -> Shape:
+    """Return ``others`` as JSON members in the row's order, split where ``submitted_at``
+    stands: (members before it with a trailing ", ", ", " and the members after it)."""
+    names = [k for k in row if k in others or k == "submitted_at"] + ["held_until"]
+    cut = names.index("submitted_at") if "submitted_at" in names else len(names)
+    head = json.dumps({k: others[k] for k in names[:cut]})[1:-1]
+    tail = json.dumps({k: others[k] for k in names[cut + 1 :]})[1:-1]
+    if cut == len(names):
+        return head, ""
+    return (f"{head}, " if head else ""), (f", {tail}" if tail else "")
 
 
 def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
@@ -164,15 +222,24 @@ def _accepted(text: str, headers: dict[str, str] | None = None) -> web.Response:
 
 async def _single(agent: Agent, body: bytes, key: str | None) -> NewTask:
     """Return one submission's task (raises what the API answers 400)."""
+    found = _single_now(agent, body, key)
+    if isinstance(found, NewTask):
+        return found
+    return await asyncio.to_thread(agent.intake.task, found, key)
+
+
+def _single_now(agent: Agent, body: bytes, key: str | None) -> NewTask | Any:
+    """Return one submission's task when it needs no file or model read, else its parsed
+    document for ``Intake.task`` in a thread (raises what the API answers 400)."""
     task = agent.intake.known_body(body, key)  # a repeat of a plain contract: no parsing
-    if task is None:
-        doc = parse_json_body(body, whole=True)
-        if isinstance(doc, dict) and "model" not in doc:
-            task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
-            agent.intake.remember_body(body, doc, task)
-        else:
-            task = await asyncio.to_thread(agent.intake.task, doc, key)
-    return task
+    if task is not None:
+        return task
+    doc = parse_json_body(body, whole=True)
+    if isinstance(doc, dict) and "model" not in doc:
+        task = agent.intake.task(doc, key)  # pure parsing, no file or model to read
+        agent.intake.remember_body(body, doc, task)
+        return task
+    return doc
 
 
 def _accepted_text(app: web.Application, task: NewTask, row: dict[str, Any], created: bool) -> str:
@@ -181,7 +248,7 @@ def _accepted_text(app: web.Application, task: NewTask, row: dict[str, Any], cre
     if len(shapes) >= SHAPES_LIMIT:
         shapes.clear()
     doc = _task_json(row, task, created, shapes)  # a group's tasks share their other fields
-    return f'{{"ok": true, "created": {json.dumps(created)}, "task": {doc}}}'
+    return f'{{"ok": true, "created": {"true" if created else "false"}, "task": {doc}}}'
 
 
 async def _submit(request: web.Request) -> web.Response:
@@ -194,26 +261,53 @@ async def _submit(request: web.Request) -> web.Response:
 
 def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
     """Return ``POST /v1/tasks`` for the express lane (``http_express``): ``_submit`` without
-    aiohttp's request and response objects. It declines (None: aiohttp answers the request
-    as always) a request without the API token, with a bad Idempotency-Key or body, or whose
-    store write failed (rolled back: nothing stored); the 202 is the same document."""
+    aiohttp's request and response objects, nor a task or coroutine per request: the answer
+    is a future that the group commit's future resolves. It declines (None: aiohttp answers
+    the request as always) a request without the API token, with a bad Idempotency-Key or
+    body, or whose store write failed (rolled back: nothing stored); the 202 is the same
+    document."""
 
-    async def submit(headers: Headers, body: bytes) -> bytes | None:
+    def answer(task: NewTask, stored: asyncio.Future[Stored]) -> bytes | None:
+        try:
+            row, created = stored.result()
+        except (InvalidInput, StoreError):  # the group's transaction rolled back
+            return None
+        text = _accepted_text(app, task, row, created)
+        return express.answer(202, "Accepted", text.encode(), _location(row))
+
+    def resolve(out: asyncio.Future[Answer], task: NewTask, stored: asyncio.Future[Stored]) -> None:
+        if out.done():
+            return
+        try:
+            out.set_result(answer(task, stored))
+        except BaseException as err:
+            out.set_exception(err)
+
+    async def slow(doc: Any, key: str | None) -> Answer:  # a model to read: in a thread
+        try:
+            task = await asyncio.to_thread(app[AGENT].intake.task, doc, key)
+        except Exception:  # nothing stored yet: aiohttp's answer names the problem
+            return None
+        stored = app[SUBMITS].enqueue(task)
+        await asyncio.wait([stored])
+        return answer(task, stored)
+
+    def submit(headers: Headers, body: bytes) -> Answer | asyncio.Future[Answer]:
         if check is not None and not check.allows(headers.get("authorization", "")):
             return None
         key = headers.get("idempotency-key")
         if not _key_ok(key):
             return None
         try:
-            task = await _single(app[AGENT], body, key)
+            found = _single_now(app[AGENT], body, key)
         except Exception:  # nothing stored yet: aiohttp's answer names the problem
             return None
-        try:
-            row, created = await app[SUBMITS].submit(task)
-        except (InvalidInput, StoreError):  # the group's transaction rolled back
-            return None
-        text = _accepted_text(app, task, row, created)
-        return express.answer(202, "Accepted", text.encode(), _location(row))
+        if not isinstance(found, NewTask):
+            return asyncio.ensure_future(slow(found, key))
+        stored = app[SUBMITS].enqueue(found)
+        out: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
+        stored.add_done_callback(partial(resolve, out, found))
+        return out
 
     return submit
 
@@ -248,7 +342,7 @@ async def _submit_batch(request: web.Request) -> web.Response:
     await asyncio.sleep(0)
     if any(created for _, created in stored):  # (a retry of a whole batch queues nothing)
         await asyncio.sleep(HANDOFF_S)
-    shapes: dict[Any, str] = {}
+    shapes: dict[Any, Shape] = {}
     docs = ", ".join(
         f'{{"created": {"true" if c else "false"}, {_task_json(r, t, c, shapes)[1:]}'
         for t, (r, c) in zip(tasks, stored, strict=True)
