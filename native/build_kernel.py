@@ -30,6 +30,9 @@ ffibuilder.set_source(
     # setuptools wants paths relative to the project root, where pip runs the build
     sources=[os.path.relpath(HERE / "hetmesh_kernel.c")],
     include_dirs=[os.path.relpath(HERE)],
+    # a header-only change (a cost-model constant, the ABI version) must rebuild as well:
+    # setuptools otherwise reuses an object in build/ whose .c is older than it
+    depends=[os.path.relpath(HEADER)],
     extra_compile_args=["-std=c99", "-O3", "-ffp-contract=off", "-fno-fast-math"],
     libraries=["m"],
 )

@@ -233,6 +233,8 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     if (!(weights[HM_W_QUEUE_GUARD] == 0.0 ||
           (weights[HM_W_QUEUE_GUARD] >= 1.0 && weights[HM_W_QUEUE_GUARD] <= DBL_MAX)))
         return HM_ST_BAD_POLICY;
+    if (!(weights[HM_W_CONGESTION] >= 0.0 && weights[HM_W_CONGESTION] <= DBL_MAX))
+        return HM_ST_BAD_POLICY;
     if (!devices_checked) {
         if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
             for (i = 0; i < n_dev; i++) {
@@ -322,10 +324,24 @@ static void record(const int32_t *chosen, int n_chosen, const double *scratch,
     }
 }
 
+/* The congestion charge of one device, in latency seconds before the charge weight: its
+ * service time, ramped in by its queue (full at HM_CONGESTION_DEPTH of the task's fastest
+ * service). Under load a second of a busy device's time delays the work queued behind it
+ * as well; an idle device's delays nobody, so busy devices pay for inefficient service. */
+static double congestion_s(const double *dev, const double *scr, const double *mins) {
+    double fastest = mins[HM_OBJ_THROUGHPUT], queue = dev[HM_DEV_QUEUE_S] / n_slots(dev);
+    double ramp;
+    if (!(fastest > 0.0)) return 0.0;
+    ramp = queue / (HM_CONGESTION_DEPTH * fastest);
+    return scr[HM_OBJ_THROUGHPUT] * (ramp < 1.0 ? ramp : 1.0);
+}
+
 /* Keep the k+1 best-scoring feasible devices in order (ties: lowest index); return how many
- * were kept. guard_s > 0: skip devices whose finish is later than that. */
+ * were kept. guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
+ * congestion charge's weight in score units (its weight x the latency term's scale). */
 static int rank(const double *devices, int32_t n_dev, double *scratch, const double *inv,
-                const double *mins, int k, double guard_s, int32_t *chosen, double *top) {
+                const double *mins, int k, double guard_s, double congestion, int32_t *chosen,
+                double *top) {
     int32_t d;
     int n_chosen = 0, o;
     for (d = 0; d < n_dev; d++) {
@@ -335,6 +351,9 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
         if (scr[HM_SCR_REASON] != 0.0) continue;
         if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
         for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
+        if (congestion > 0.0)
+            score += congestion *
+                     congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
         if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
             score += HM_SUSPECT_PENALTY;
         scr[HM_SCR_SCORE] = score;
@@ -391,7 +410,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen, o, j;
         int32_t n_ok = 0, n_late = 0;
-        double guard_s = 0.0;
+        double guard_s = 0.0, congestion = 0.0;
 
         for (o = 0; o < HM_OUT_FIELDS; o++) o_row[o] = 0.0;
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
@@ -442,8 +461,10 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 inv[o] = weights[o] / (mins[o] + NORM_FLOOR[o]);
             if (k == 1 && weights[HM_W_QUEUE_GUARD] > 0.0)
                 guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
+            congestion = weights[HM_W_CONGESTION] * inv[HM_OBJ_LATENCY];
         }
-        n_chosen = rank(devices, n_dev, scratch, inv, mins, k, guard_s, chosen, top);
+        n_chosen =
+            rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];

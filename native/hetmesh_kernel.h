@@ -74,9 +74,11 @@
 #define HM_OBJ_DEADLINE 6 /* slack-aware deadline cost; the latency for a task without one */
 #define HM_N_OBJECTIVES 7
 /* the weights buffer: the objective weights, then the queue guard (0 = off, else >= 1: no
- * device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks) */
+ * device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks),
+ * then the congestion charge (>= 0, 0 = off; see HM_CONGESTION_DEPTH) */
 #define HM_W_QUEUE_GUARD 7
-#define HM_N_WEIGHTS 8
+#define HM_W_CONGESTION 8
+#define HM_N_WEIGHTS 9
 
 /* estimate columns */
 #define HM_EST_LATENCY_S 0
@@ -176,6 +178,7 @@
 #define HM_NORM_FLOOR_6 1e-6
 #define HM_DEADLINE_MARGIN 0.5 /* a deadline is met "with a margin" within (1 - margin) of it */
 #define HM_SLACK_PREF 0.2 /* within the margin: weight of a slower device vs an earlier finish */
+#define HM_CONGESTION_DEPTH 8.0 /* congestion charge full at this many fastest services queued */
 #define HM_MAX_GANG 8
 #define HM_NO_DEVICE (-1)
 
@@ -195,8 +198,9 @@ int hm_abi_version(void);
  * devices       n_dev * HM_DEV_FIELDS; live columns QUEUE_S, MEM_FREE, CONFIG are
  *               updated as tasks are committed (never on a non-OK status).
  * tasks         n_task * HM_TASK_FIELDS
- * weights       HM_N_WEIGHTS: the objective weights (finite, >= 0, not all zero) and the
- *               queue guard (0 or a finite number >= 1)
+ * weights       HM_N_WEIGHTS: the objective weights (finite, >= 0, not all zero), the
+ *               queue guard (0 or a finite number >= 1) and the congestion charge (finite,
+ *               >= 0)
  * corrections   n_classes * n_dev factors (> 0), row = task class
  * scratch       n_dev * HM_SCR_FIELDS, caller-provided work space
  * out           n_task * HM_OUT_FIELDS results, one row per task (see HM_OUT_*): chosen

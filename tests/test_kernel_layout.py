@@ -162,7 +162,7 @@ def workspace() -> Workspace:
     """Return a 3-device, 2-task workspace with valid rows and weights."""
     rows = np.array([device_row(_device(f"d{i}", 1000.0 * (i + 1))) for i in range(3)])
     ws = Workspace(rows, np.ones((N_CLASSES, 3)), 4, True)
-    ws.weights[:] = [0.5, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0]
+    ws.weights[:] = [0.5, 0.2, 0.1, 0.1, 0.05, 0.05, 0.0, 0.0, 0.0]
     row = prepare(
         TaskContract(Semantics(gflops=2.0, precision="int8"), Requirements(min_memory_bytes=1e9))
     ).row
@@ -229,6 +229,10 @@ def _nan_weight(ws: Workspace) -> None:
     ws.weights[2] = math.nan
 
 
+def _negative_congestion_charge(ws: Workspace) -> None:
+    ws.weights[L.W_CONGESTION] = -0.5
+
+
 def _zero_correction(ws: Workspace) -> None:
     ws.corrections[1, 2] = 0.0
 
@@ -248,6 +252,7 @@ CASES = [
     pytest.param(_zero_count, L.ST_BAD_TASK, 1, id="zero-device-count"),
     pytest.param(_zero_weights, L.ST_BAD_POLICY, -1, id="zero-weights"),
     pytest.param(_nan_weight, L.ST_BAD_POLICY, -1, id="nan-weight"),
+    pytest.param(_negative_congestion_charge, L.ST_BAD_POLICY, -1, id="negative-congestion"),
     pytest.param(_zero_correction, L.ST_BAD_CORRECTION, 1 * 3 + 2, id="zero-correction"),
     pytest.param(_nan_correction, L.ST_BAD_CORRECTION, 1, id="nan-correction"),
 ]
@@ -293,6 +298,6 @@ def test_workspace_is_usable_after_a_failed_call(backend: str) -> None:
     call = bind(ws, backend)  # type: ignore[arg-type]
     ws.weights[:] = 0.0
     assert call(2) == (L.ST_BAD_POLICY, -1)
-    ws.weights[:] = [1.0, 0, 0, 0, 0, 0, 0, 0]
+    ws.weights[:] = [1.0, 0, 0, 0, 0, 0, 0, 0, 0]
     assert call(2) == (L.ST_OK, -1)
     assert ws.out[0, L.OUT_ASSIGNED] == 2  # the fastest device

@@ -96,6 +96,7 @@ def problems(
         )
     )
     weights = [*weights, draw(st.sampled_from([0.0, 1.0, 1.5, 3.0]))]  # the queue guard
+    weights = [*weights, draw(st.sampled_from([0.0, 0.0, 0.5, 2.0]))]  # the congestion charge
     allowed = draw(
         st.one_of(st.none(), st.lists(st.integers(0, 1), min_size=n_dev, max_size=n_dev))
     )

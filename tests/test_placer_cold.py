@@ -122,7 +122,11 @@ def test_a_device_runs_one_probe_at_a_time_whatever_its_class() -> None:
 
 def test_a_class_whose_untried_devices_are_all_being_measured_defers(backend: str) -> None:
     """Two classes, one untried CPU: one class probes it, the other waits for that probe."""
-    p = placer([dev("gpu", int8=1000), dev("cpu", DeviceKind.CPU_ARM, int8=200)], backend)
+    # exploration alone: with latency-first's congestion charge the GPU's growing queue
+    # sends the waiting class to the idle CPU in the usual pass before it would probe it
+    plain = Policy.from_dict({"template": "latency-first", "rules": {"congestion_charge": 0}})
+    fleet = [dev("gpu", int8=1000), dev("cpu", DeviceKind.CPU_ARM, int8=200)]
+    p = Placer(fleet, plain, backend=backend)  # type: ignore[arg-type]
     probes: list[tuple[str, Decision]] = []
     for _ in range(64):
         for cls in ("a", "b"):

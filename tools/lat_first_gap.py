@@ -30,6 +30,8 @@ With ``--seeds``, only latency-first / oracle as learned, one figure per seed, w
 their mean and worst: at 80% load the figure of one seed swings by tenths with any change
 that moves a few early decisions (a backlog built in the first hundreds of tasks may stay
 for the whole run), so a change is judged on the mean over many seeds, not on seed 1.
+``--charge K`` sets latency-first's ``congestion_charge`` rule (``--charge 0``: the pure
+earliest-finish scoring of before session 8, decision for decision).
 
 It reads the simulator's ground truth to *measure* the Placer; the Placer never sees it
 in the benchmarks.
@@ -71,9 +73,15 @@ class Agent(slo_agents.SloAgentChooser):
         return super().choose(task, now, state)
 
 
+#: ``--charge``: latency-first's congestion charge (None: the template's; 0: off, as before)
+CHARGE: float | None = None
+
+
 def agent(sc: Scenario) -> Agent:
     cands = sc.feasible if sc.restricted else None
-    return Agent(sc.fleet, Policy.template("latency-first"), deadline_aware=False, candidates=cands)
+    rules = {} if CHARGE is None else {"congestion_charge": CHARGE}
+    policy = Policy.from_dict({"template": "latency-first", "rules": rules})
+    return Agent(sc.fleet, policy, deadline_aware=False, candidates=cands)
 
 
 def true_mean(sc: Scenario, task: Task, dev: int) -> float:
@@ -227,7 +235,12 @@ def main() -> None:
     parser.add_argument("--extra", type=int, help="only: N more tasks arrive at once (--burst-at)")
     parser.add_argument("--burst-at", type=int, default=0, help="the burst's first task (0)")
     parser.add_argument("--handover", type=int, help="only: from task K on, a true chooser")
+    parser.add_argument(
+        "--charge", type=float, help="latency-first's congestion_charge rule (0: off; default: 0.5)"
+    )
     args = parser.parse_args()
+    global CHARGE
+    CHARGE = args.charge
     if args.seeds:
         ratios = sweep(args.scenario, args.load, args.tasks, parse_seeds(args.seeds))
         print(f"{args.scenario} at {args.load:.0%}: " + " ".join(f"{r:.3f}" for r in ratios))

@@ -91,9 +91,12 @@ OBJECTIVE_NAMES = (
     "deadline",
 )
 # The weights buffer: the objective weights, then the queue guard (0 = off, else >= 1: no
-# device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks).
+# device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks),
+# then the congestion charge (>= 0, 0 = off: a device with queued work costs this many times
+# its service time more in the latency term, ramped up by its queue, see CONGESTION_DEPTH).
 W_QUEUE_GUARD = 7
-N_WEIGHTS = 8
+W_CONGESTION = 8
+N_WEIGHTS = 9
 
 # --- estimate columns per task -------------------------------------------------------
 EST_LATENCY_S = 0
@@ -217,4 +220,5 @@ SUSPECT_PENALTY = 1.0  # added to the score of a device whose health is suspect
 NORM_FLOOR = (1e-6, 1e-6, 1e-6, 0.05, 0.05, 1e-9, 1e-6)  # per objective, keeps ratios finite
 DEADLINE_MARGIN = 0.5  # a deadline is met "with a margin" within (1 - margin) of it
 SLACK_PREF = 0.2  # within the margin: weight of a slower device vs an earlier finish
+CONGESTION_DEPTH = 8.0  # congestion charge full at this many fastest services queued
 PREC_BITS = 5  # precisions a task's PREC_MASK may name

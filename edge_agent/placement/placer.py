@@ -124,6 +124,7 @@ class Placer(
         )
         self._ws.weights[: L.N_OBJECTIVES] = policy.weight_vector()
         self._ws.weights[L.W_QUEUE_GUARD] = policy.queue_guard()
+        self._ws.weights[L.W_CONGESTION] = policy.congestion_charge()
         order = self._deadline_order
         self._edf = policy.orders_by_deadline if order is None else order
 

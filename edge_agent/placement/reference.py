@@ -278,7 +278,7 @@ def place_task(
         for o in range(L.N_OBJECTIVES):
             if scr[o] < mins[o]:
                 mins[o] = scr[o]
-    guard_s = 0.0
+    guard_s = congestion = 0.0
     if n_ok < k:
         # no k devices meet the deadline: the earliest finishes, unless told to drop
         if n_ok + n_late < k or int(task[L.TASK_FLAGS]) & L.TF_DROP_IF_LATE:
@@ -300,7 +300,8 @@ def place_task(
         inv = [weights[o] / (mins[o] + L.NORM_FLOOR[o]) for o in range(L.N_OBJECTIVES)]
         if k == 1 and weights[L.W_QUEUE_GUARD] > 0.0:
             guard_s = weights[L.W_QUEUE_GUARD] * mins[L.OBJ_LATENCY]
-    chosen, top = _rank(devices, n_dev, scratch, inv, mins, k, guard_s)
+        congestion = weights[L.W_CONGESTION] * inv[L.OBJ_LATENCY]
+    chosen, top = _rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion)
     if len(chosen) > k:
         row[L.OUT_RUNNER_UP] = float(chosen.pop())
         row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
@@ -308,6 +309,20 @@ def place_task(
     if opt.commit:
         charge(devices, task, row)
     return row
+
+
+def _congestion_s(dev: Sequence[float], scr: Sequence[float], mins: Sequence[float]) -> float:
+    """Return one device's congestion charge before its weight (hetmesh_kernel.c congestion_s).
+
+    Its service time, ramped in by its queue (full at CONGESTION_DEPTH of the task's fastest
+    service): under load a busy device's second delays the work queued behind it as well.
+    """
+    fastest = mins[L.OBJ_THROUGHPUT]
+    queue = dev[L.DEV_QUEUE_S] / _n_slots(dev)
+    if not fastest > 0.0:
+        return 0.0
+    ramp = queue / (L.CONGESTION_DEPTH * fastest)
+    return scr[L.OBJ_THROUGHPUT] * (ramp if ramp < 1.0 else 1.0)
 
 
 def _rank(
@@ -318,8 +333,13 @@ def _rank(
     mins: list[float],
     k: int,
     guard_s: float,
+    congestion: float = 0.0,
 ) -> tuple[list[int], list[float]]:
-    """Return the k+1 best-scoring feasible devices in order (ties: lowest index), scores."""
+    """Return the k+1 best-scoring feasible devices in order (ties: lowest index), scores.
+
+    ``congestion`` > 0: the congestion charge's weight in score units (its weight x the
+    latency term's scale).
+    """
     chosen: list[int] = []
     top: list[float] = []
     for d in range(n_dev):
@@ -331,6 +351,9 @@ def _rank(
         score = 0.0
         for o in range(L.N_OBJECTIVES):
             score += (scr[o] - mins[o]) * inv[o]
+        if congestion > 0.0:
+            dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
+            score += congestion * _congestion_s(dev, scr, mins)
         if devices[d * L.DEV_FIELDS + L.DEV_HEALTH] == 1.0:
             score += L.SUSPECT_PENALTY
         scr[L.SCR_SCORE] = score

@@ -97,6 +97,8 @@ def check_inputs(
     guard = weights[L.W_QUEUE_GUARD]
     if wsum <= 0.0 or not (guard == 0.0 or 1.0 <= guard <= MAX_DOUBLE):
         return L.ST_BAD_POLICY, -1
+    if not 0.0 <= weights[L.W_CONGESTION] <= MAX_DOUBLE:
+        return L.ST_BAD_POLICY, -1
     status, bad = bad_rows(devices, n_dev, tasks, n_task, n_classes)
     if status != L.ST_OK:
         return status, bad
