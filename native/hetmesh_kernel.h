@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 4
+#define HM_ABI_VERSION 5
 
 /* device row */
 #define HM_DEV_KIND 0

@@ -11,7 +11,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 4
+    AVAILABLE = lib.hm_abi_version() == 5
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
