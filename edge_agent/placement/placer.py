@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from array import array
 from collections.abc import Callable, Collection, Sequence
@@ -23,6 +22,7 @@ from edge_agent.placement.explore import CONGESTED, Explorer
 from edge_agent.placement.first_flights import FirstFlights
 from edge_agent.placement.learning import CORRECTION_MAX, CORRECTION_MIN
 from edge_agent.placement.live import LiveState
+from edge_agent.placement.outcomes import OutcomeRecording
 from edge_agent.placement.policy import Policy
 from edge_agent.placement.pooling import DevicePooling
 from edge_agent.placement.priors import ROOFLINE, priors
@@ -41,7 +41,13 @@ _ASSIGNED = L.OUT_ASSIGNED
 
 
 class Placer(
-    BatchPlacing, DeadlinePlacing, ExplorationPasses, CorrectionTable, DevicePooling, LiveState
+    BatchPlacing,
+    DeadlinePlacing,
+    ExplorationPasses,
+    OutcomeRecording,
+    CorrectionTable,
+    DevicePooling,
+    LiveState,
 ):
     """Places tasks on a fleet under a policy and learns from measured outcomes.
 
@@ -360,87 +366,6 @@ class Placer(
         if slot:
             self._slots[id(candidates)] = (candidates, slot)
         return slot
-
-    # --- feedback --------------------------------------------------------------------
-    def feedback(
-        self, decision: Decision, *, latency_s: float, energy_j: float | None = None
-    ) -> None:
-        """Record a finished task's measured service time (and energy); release its devices.
-
-        The (task class, device) correction moves, in log space, toward measured / the
-        uncorrected estimate made at decision time (see ``learning``): stable with any
-        number of tasks in flight, so a device slower than its datasheet stops being chosen.
-        """
-        if not decision.placed:
-            raise InvalidInput("feedback: the decision placed nothing")
-        if not (math.isfinite(latency_s) and latency_s > 0):
-            raise InvalidInput("feedback: latency_s must be a finite number > 0")
-        if energy_j is not None and not (math.isfinite(energy_j) and energy_j >= 0):
-            raise InvalidInput("feedback: energy_j must be a finite number >= 0")
-        target = latency_s / max(decision.base_s, 1e-12)
-        cls = decision.task_class_index
-        cells = self._correction_cells  # corrections[cls, d] at cls * n + d
-        row = cls * len(self.device_ids)
-        samples = self._samples
-        indices = decision.device_indices
-        for d in indices:
-            n = samples.get((cls, d), 0)
-            samples[(cls, d)] = n + 1
-            # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
-            rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
-            cells[row + d] = learning.toward(cells[row + d], target, rate)
-            self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
-            self._mark_learned(cls, d)
-            self.exploration.tried(cls, d)
-            if energy_j is not None:
-                power = energy_j / len(indices) / latency_s
-                dev = self._ws.devices[d]
-                dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
-        if decision.probe:
-            self.exploration.finished(decision, latency_s)
-        self.release(decision)
-
-    def _mark_learned(self, cls: int, d: int) -> None:
-        sources = self._sources[cls] or (ROOFLINE,) * len(self.device_ids)
-        if not sources[d].startswith("learned"):
-            self._sources[cls] = (
-                *sources[:d],
-                f"learned from measurements (prior: {sources[d]})",
-                *sources[d + 1 :],
-            )
-
-    def started(self, decision: Decision, *, now: float | None = None) -> None:
-        """Record that a placed task began running (at ``now`` on the clock, default now).
-
-        From then on its remaining work, not its full charge, counts in its devices'
-        queues: the queue shrinks with the run time until ``feedback``/``release``.
-        """
-        if not decision.placed:
-            raise InvalidInput("started: the decision placed nothing")
-        if now is not None and not math.isfinite(now):
-            raise InvalidInput("started: now must be a finite clock reading")
-        cls, samples = decision.task_class_index, self._samples
-        # a pair with a measurement is trusted: only a device without one is looked up further
-        doubt = not all(samples.get((cls, d)) for d in decision.device_indices)
-        self._running.start(decision, now, unmeasured=doubt and bool(self._untrusted(decision)))
-        self._waiting.discard(decision)
-
-    def release(self, decision: Decision) -> None:
-        """Return a decision's charged queue time and memory to its devices."""
-        self.exploration.finished(decision, None)  # a no-op after feedback, or not measuring
-        mem = decision.task.memory_needed()
-        self._waiting.discard(decision)
-        self._first.discard(decision)
-        credited = self._running.finish(decision) if self._started else None
-        cells = self._device_cells  # devices[d, f] at d * DEV_FIELDS + f, Python floats
-        for j, (d, charge) in enumerate(
-            zip(decision.device_indices, decision.charges, strict=True)
-        ):
-            left = charge if credited is None else charge - credited[j]
-            at = d * L.DEV_FIELDS
-            cells[at + L.DEV_QUEUE_S] = max(0.0, cells[at + L.DEV_QUEUE_S] - left)
-            total = cells[at + L.DEV_MEM_TOTAL]
-            cells[at + L.DEV_MEM_FREE] = min(total, cells[at + L.DEV_MEM_FREE] + mem)
 
     def preview(
         self, task: TaskContract | PreparedTask, *, candidates: Collection[str] | None = None
