@@ -51,7 +51,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 import bench_sim_slo as bench
 
-from cloud_hub.simulator import slo_agents
+from cloud_hub.simulator import slo_agents, slo_sweep
 from cloud_hub.simulator.engine import FleetState, Job, simulate
 from cloud_hub.simulator.oracle import ClairvoyantOracle
 from cloud_hub.simulator.slo_scenario import Scenario
@@ -73,15 +73,16 @@ class Agent(slo_agents.SloAgentChooser):
         return super().choose(task, now, state)
 
 
+_memory = slo_sweep.scenario_memory
+
 #: ``--charge``: latency-first's congestion charge (None: the template's; 0: off, as before)
 CHARGE: float | None = None
 
 
 def agent(sc: Scenario) -> Agent:
-    cands = sc.feasible if sc.restricted else None
     rules = {} if CHARGE is None else {"congestion_charge": CHARGE}
     policy = Policy.from_dict({"template": "latency-first", "rules": rules})
-    return Agent(sc.fleet, policy, deadline_aware=False, candidates=cands)
+    return slo_sweep.policy_chooser(sc, policy, Agent)
 
 
 def true_mean(sc: Scenario, task: Task, dev: int) -> float:
@@ -116,7 +117,7 @@ def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
 
 
 def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:
-    out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc)), a)
+    out = simulate(sc.tasks, FleetState(sc.fleet, sc.truth, sc.feasible, _memory(sc)), a)
     lat = np.array(out.latency_s)
     return float(lat.mean() / oracle.mean()), by_tenth(lat, oracle)
 
@@ -158,7 +159,7 @@ def _compare(
     perfect = agent(sc)
     set_true_corrections(perfect, sc)
     for name, chooser in (("oracle", ClairvoyantOracle(seed)), ("perfect learning", perfect)):
-        state = FleetState(sc.fleet, truth, sc.feasible, bench._memory(sc))
+        state = FleetState(sc.fleet, truth, sc.feasible, _memory(sc))
         lat = np.array(simulate(tasks, state, chooser).latency_s)[: len(oracle)]
         shown = " ".join(f"{r:.3f}" for r in by_tenth(lat, oracle))
         print(f"{what}, {name:<18} {lat.mean() / oracle.mean():.4f}  by tenth: {shown}")
@@ -193,7 +194,7 @@ def handover(sc: Scenario, seed: int, at: int, oracle: np.ndarray) -> None:
     set_true_corrections(fresh, sc)
     fresh.true_queues = True
     for name, after in (("a fresh true Placer", fresh), ("the oracle", ClairvoyantOracle(seed))):
-        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+        state = FleetState(sc.fleet, sc.truth, sc.feasible, _memory(sc))
         lat = np.array(simulate(sc.tasks, state, Handover(agent(sc), after, at)).latency_s)
         shown = " ".join(f"{r:.3f}" for r in by_tenth(lat, oracle))
         print(f"from task {at} {name:<20} {lat.mean() / oracle.mean():.4f}  by tenth: {shown}")
@@ -201,27 +202,16 @@ def handover(sc: Scenario, seed: int, at: int, oracle: np.ndarray) -> None:
 
 def parse_seeds(text: str) -> list[int]:
     """Return the seeds of "1-10", "1,3,8" or a mix ("1-3,8")."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        low, _, high = part.strip().partition("-")
-        try:
-            seeds.extend(range(int(low), int(high or low) + 1))
-        except ValueError:
-            raise SystemExit(f"--seeds: {part!r} is not a seed or a range like 1-10") from None
-    if not seeds:
-        raise SystemExit("--seeds: no seed given (write e.g. 1-10 or 1,3,8)")
-    return seeds
+    try:
+        return slo_sweep.parse_seeds(text)
+    except ValueError as exc:
+        raise SystemExit(f"--seeds: {exc}") from None
 
 
 def sweep(scenario: str, load: float, tasks: int, seeds: list[int]) -> list[float]:
     """Return latency-first / oracle (mean latency, as learned) for each seed."""
-    ratios = []
-    for seed in seeds:
-        sc = bench.SCENARIOS[scenario](load, tasks, seed)
-        state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
-        oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(seed)).latency_s)
-        ratios.append(ratio_by_tenth(sc, agent(sc), oracle)[0])
-    return ratios
+    rules = None if CHARGE is None else {"congestion_charge": CHARGE}
+    return slo_sweep.sweep(bench.SCENARIOS[scenario], load, tasks, seeds, rules)
 
 
 def main() -> None:
@@ -247,7 +237,7 @@ def main() -> None:
         print(f"mean {np.mean(ratios):.4f}  worst {max(ratios):.4f}  seeds {len(ratios)}")
         return
     sc = bench.SCENARIOS[args.scenario](args.load, args.tasks, args.seed)
-    state = FleetState(sc.fleet, sc.truth, sc.feasible, bench._memory(sc))
+    state = FleetState(sc.fleet, sc.truth, sc.feasible, _memory(sc))
     oracle = np.array(simulate(sc.tasks, state, ClairvoyantOracle(args.seed)).latency_s)
     if args.burst:
         burst(sc, args.seed, args.burst, oracle, args.burst_at)
