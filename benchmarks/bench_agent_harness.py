@@ -344,7 +344,7 @@ PARTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store: accept tasks", ("Store.submit.",)),
     ("store: record placed", ("Store.placed.", "record_placed ")),
     ("sqlite commit", ("Database._commit ",)),
-    ("intake parse/validate", ("Intake.", "parse_json_body", "whole_numbers", "parse.<locals>")),
+    ("intake parse/validate", ("Intake.", "parse_json_body", "parse.<locals>")),
     ("202 response (task docs, JSON)", ("task_doc", "json_response", "_task_json", "_accepted")),
     ("submission handlers (rest of api.py)", ("web/api.py",)),
     ("executor (runs, starts, finishes)", ("executor.py", "jobs.py", "store_runs.py")),
