@@ -483,16 +483,24 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                  reasons, NULL, bad_index, 0, &PLAIN);
 }
 
+/* place() over a bound call's buffers: the first n_task task rows into `out` (and
+ * `reasons`), among `allowed`; the device rows are checked unless the last call left them
+ * valid, and they count as checked after a call that succeeded. */
+static int call_place(hm_call *c, int32_t n_task, double *out, uint8_t *reasons,
+                      const uint8_t *allowed, const pass_opts *opt) {
+    int st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
+                   c->n_classes, c->scratch, out, reasons, allowed, &c->bad_index,
+                   c->devices_checked != 0, opt);
+    c->devices_checked = st == HM_ST_OK;
+    return st;
+}
+
 /* One pass of an exploration over task row 0: into out row `row`, reasons row `row` if
  * asked (and kept); nothing is charged. */
 static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *opt) {
     uint8_t *reasons = (with_reasons && c->reasons != NULL) ? c->reasons + (size_t)row * c->n_dev
                                                             : NULL;
-    int st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
-                   c->scratch, c->out + (size_t)row * HM_OUT_FIELDS, reasons, c->allowed,
-                   &c->bad_index, c->devices_checked != 0, opt);
-    c->devices_checked = st == HM_ST_OK;
-    return st;
+    return call_place(c, 1, c->out + (size_t)row * HM_OUT_FIELDS, reasons, c->allowed, opt);
 }
 
 /* HM_MODE_EXPLORE (see hm_place_bound). */
@@ -557,7 +565,6 @@ static int probe_clamped(hm_call *c) {
     pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
     double cls, lo = c->clamp_lo, hi = c->clamp_hi;
     int32_t d, *stuck = &c->outcome;
-    int st;
     *stuck = 0;
     cls = c->n_dev > 0 && c->tasks != NULL ? c->tasks[HM_TASK_CLASS] : -1.0;
     if (small_int(cls, 0, (double)c->n_classes - 1.0)) { /* else place() refuses the task */
@@ -567,23 +574,14 @@ static int probe_clamped(hm_call *c) {
     probe.reset = *stuck;
     probe.reset_lo = lo;
     probe.reset_hi = hi;
-    st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
-               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
-               c->devices_checked != 0, &probe);
-    c->devices_checked = st == HM_ST_OK;
-    return st;
+    return call_place(c, 1, c->out, c->reasons, c->allowed, &probe);
 }
 
 int hm_place_bound(hm_call *c, int32_t n_task) {
-    int st;
     if (c == NULL) return HM_ST_BAD_SHAPE;
     if (c->mode == HM_MODE_EXPLORE) return explore(c);
     if (c->mode == HM_MODE_PROBE) return probe_clamped(c);
-    st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections, c->n_classes,
-               c->scratch, c->out, c->reasons, c->allowed, &c->bad_index,
-               c->devices_checked != 0, &PLAIN);
-    c->devices_checked = st == HM_ST_OK;
-    return st;
+    return call_place(c, n_task, c->out, c->reasons, c->allowed, &PLAIN);
 }
 
 int hm_place_one(hm_call *c, int32_t set) {
@@ -622,10 +620,8 @@ int hm_place_one(hm_call *c, int32_t set) {
         bk[HM_BK_PROBE_TICK] = 0;
         return HM_ONE_PROBE;
     }
-    st = place(c->devices, c->n_dev, c->tasks, 1, c->weights, c->corrections, c->n_classes,
-               c->scratch, c->out, c->reasons, set < 0 ? NULL : c->sets + (size_t)set * c->n_dev,
-               &c->bad_index, c->devices_checked != 0, &PLAIN);
-    c->devices_checked = st == HM_ST_OK;
+    st = call_place(c, 1, c->out, c->reasons,
+                    set < 0 ? NULL : c->sets + (size_t)set * c->n_dev, &PLAIN);
     if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) {
         o = c->out;
         row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
