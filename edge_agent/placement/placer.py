@@ -329,8 +329,7 @@ class Placer(
         """Flag ``candidates`` in the workspace's ``allowed`` row (InvalidInput if unknown)."""
         if candidates is self._restricted_to:  # the same set as the last call: in place
             return
-        kept = self._slots.get(id(candidates))
-        slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
+        slot = self._slot(candidates)
         if slot:  # kept: its row copied into row 0
             n = self._row_len
             self._sets_flat[:n] = self._sets_flat[slot * n : (slot + 1) * n]

@@ -96,8 +96,13 @@ def task_doc(row: dict[str, Any], waiting: str | None = None) -> dict[str, Any]:
     if waiting:
         doc["waiting"] = waiting
     doc["held_until"] = held_until(row)
-    doc["links"] = {"self": f"/v1/tasks/{row['id']}", "explain": f"/v1/tasks/{row['id']}/explain"}
+    doc["links"] = _links(row["id"])
     return doc
+
+
+def _links(task_id: str) -> dict[str, str]:
+    """Return a task document's ``links`` (its own URL and its explanation's)."""
+    return {"self": f"/v1/tasks/{task_id}", "explain": f"/v1/tasks/{task_id}/explain"}
 
 
 # a task's own fields in its document (a deadline differs from task to task too)
@@ -133,14 +138,11 @@ def _own_json(doc: dict[str, Any]) -> list[str]:
     a float deadline is its ``repr``, as ``json`` writes it. Anything else is encoded.
     """
     task_id = doc["id"]
-    if isinstance(task_id, str) and task_id.isascii() and task_id.isalnum():
+    if isinstance(task_id, str) and task_id.isascii() and task_id.isalnum():  # _links as text
         ident = f'"{task_id}"'
         links = f'{{"self": "/v1/tasks/{task_id}", "explain": "/v1/tasks/{task_id}/explain"}}'
     else:
-        ident = json.dumps(task_id)
-        links = json.dumps(
-            {"self": f"/v1/tasks/{task_id}", "explain": f"/v1/tasks/{task_id}/explain"}
-        )
+        ident, links = json.dumps(task_id), json.dumps(_links(task_id))
     key = doc["idempotency_key"]
     return [
         f'"id": {ident}',
