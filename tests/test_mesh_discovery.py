@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import socket
 from pathlib import Path
@@ -10,7 +11,8 @@ import pytest
 from zeroconf.asyncio import AsyncServiceInfo
 
 from edge_agent.mesh import FleetKey, MeshConfig, MeshNode
-from edge_agent.mesh.advertise import SERVICE_TYPE, new_zeroconf
+from edge_agent.mesh.advertise import SERVICE_TYPE, Hint, new_zeroconf
+from edge_agent.mesh.client import Reply
 from edge_agent.mesh.peers import OFFLINE
 from edge_agent.mesh.standalone import emulated_node, serve
 from edge_agent.placement import Requirements, Semantics, TaskContract
@@ -128,3 +130,32 @@ async def test_an_announced_address_off_our_interfaces_is_ignored_and_counted(
         await n0.wait_for(lambda: n0.counters["foreign_interface"] >= 1, 10)
         assert n0.peers.peers == {}
         assert n0.counters["spoof_wrong_key"] == n0.counters["challenge_unreachable"] == 0
+
+
+async def test_an_announcement_heard_while_its_peers_hello_is_checked_gives_the_peer_its_name(
+    tmp_path: Path,
+) -> None:
+    """Regression (CI, avahi interop): b's signed hello reached a before b's announcement did.
+    The hello starts a challenge of b's endpoint (no name); the announcement, heard while that
+    challenge was in flight, was dropped as a duplicate challenge, so a trusted b without ever
+    learning its mDNS name (its goodbye would go unrecognised)."""
+    a = node(tmp_path, "a", "rpi5")
+    answer = asyncio.Event()
+
+    class SlowPeer:  # b, answering a's challenge once released
+        calls = 0
+
+        async def call(self, *args: object) -> Reply:
+            SlowPeer.calls += 1
+            await answer.wait()
+            return Reply(200, {"agent_id": "b"}, 0.001)
+
+    a.client = SlowPeer()  # type: ignore[assignment]
+    await a.on_hello("b", "127.0.0.9", {"api_port": 9001, "version": "0.1.0", "kinds": "npu:1"})
+    await asyncio.sleep(0)
+    a._on_hint(Hint("b", "0.1.0", 9001, KEY.fingerprint, "npu:1", "127.0.0.9", "b-name"))
+    answer.set()
+    await a.wait_for(lambda: a.trusts("b"), 5)
+    assert SlowPeer.calls == 1  # one challenge for the endpoint, not two
+    assert a.counters["trusted_via_hello"] == 1 and a.counters["names_seen"] == 1
+    assert a.peers.goodbye("b-name") == "b"  # the name is b's: its goodbye is recognised

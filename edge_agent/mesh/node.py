@@ -96,7 +96,9 @@ class MeshNode:
         self._tasks: set[asyncio.Task[Any]] = set()
         #: restarts the heartbeat loop after an error (an agent hands in its own supervisor)
         self.loops = Supervisor() if loops is None else loops
-        self._challenging: set[tuple[str, int]] = set()
+        #: endpoint -> (claimed id, mDNS instance name heard for that claim, "" when none):
+        #: a hint arriving while its endpoint is challenged lends the challenge its name
+        self._challenging: dict[tuple[str, int], tuple[str, str]] = {}
         self._changed = asyncio.Event()
         self.leaving = False  # heartbeats answer "leaving" once stop() has begun
         self._zc: Any = None
@@ -225,9 +227,14 @@ class MeshNode:
         self._notify()
 
     def _start_challenge(self, hint: Hint, counter: str | None = None) -> None:
-        if hint.endpoint in self._challenging:
+        busy = self._challenging.get(hint.endpoint)
+        if busy is not None:
+            # e.g. a peer's signed hello (no name) is being checked when its announcement
+            # arrives: one challenge, and the name is kept for it
+            if busy[0] == hint.agent_id and hint.name:
+                self._challenging[hint.endpoint] = (hint.agent_id, hint.name)
             return
-        self._challenging.add(hint.endpoint)
+        self._challenging[hint.endpoint] = (hint.agent_id, hint.name)
         self.spawn(self._challenge(hint, counter), f"mesh-challenge-{hint.agent_id}")
 
     async def _challenge(self, hint: Hint, counter: str | None = None) -> None:
@@ -248,7 +255,7 @@ class MeshNode:
                 hint.api_port,
                 hint.version,
                 hint.kinds,
-                hint.name or None,
+                self._challenging[hint.endpoint][1] or None,
                 reply.rtt_s,
             )
             self._take_summary(hint.agent_id, reply.doc.get("summary"))
@@ -262,7 +269,7 @@ class MeshNode:
         except OverflowError:
             pass
         finally:
-            self._challenging.discard(hint.endpoint)
+            self._challenging.pop(hint.endpoint, None)
             self._notify()
 
     def _hello(self) -> dict[str, Any]:
