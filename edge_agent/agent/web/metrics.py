@@ -231,6 +231,10 @@ class AgentMetrics:
             counts[old] = counts.get(old, 0.0) - count
         counts[new] = counts.get(new, 0.0) + count
 
+    def tasks_in(self, state: str) -> float:
+        """Return the tasks-by-state gauge's value for ``state`` (what ``/metrics`` shows)."""
+        return self._tasks.counts.get(state, 0.0)
+
     def served(self, latency_s: float, emulated: bool) -> None:
         """Observe a finished task's measured service time."""
         self._service[emulated].observe(latency_s)
