@@ -185,6 +185,7 @@ class AgentMetrics:
             emulated: self.service_seconds.labels(str(emulated).lower())
             for emulated in (False, True)
         }
+        self._decided: dict[tuple[str, bool], Counter] = {}  # (policy, placed) -> its child
 
     def watch(
         self,
@@ -241,8 +242,13 @@ class AgentMetrics:
         self._service[emulated].observe(latency_s)
 
     def decided(self, policy: str, placed: bool, count: int = 1) -> None:
-        """Count ``count`` decisions."""
-        self.decisions.labels(policy, str(placed).lower()).inc(count)
+        """Count ``count`` decisions (each policy's child looked up once, as ``_service``)."""
+        child = self._decided.get((policy, placed))
+        if child is None:
+            child = self._decided[policy, placed] = self.decisions.labels(
+                policy, str(placed).lower()
+            )
+        child.inc(count)
 
     def render(self) -> bytes:
         """Return the text exposition of every metric."""
