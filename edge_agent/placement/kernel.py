@@ -37,13 +37,6 @@ class KernelCall(Protocol):
     # ``place_one``'s ordinary call: task row 0 among the flags in ``ws.sets[set]`` (-1:
     # every device), with the exploration book's ticks (``reference_one``); returns a
     # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
-    def bind_bounds(self, rows: Rows) -> None:
-        """Bind the pessimistic bound rows every call charges by (None: none)."""
-        self._bounds = rows
-
-    def _bound_rows(self) -> list[list[float]] | None:
-        return None if self._bounds is None else self._bounds.tolist()
-
     def one(self, set: int) -> int: ...
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
