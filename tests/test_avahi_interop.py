@@ -269,8 +269,9 @@ def test_avahi_on_the_agents_own_host_resolves_it_and_its_peers(site: Site) -> N
     assert (peer.address, peer.txt_map()["fp"]) == (site.lan.address(NPU), FP)
     real = f"{site.lan.address(NPU)}:8470"
     wait_for("origin to trust npu", lambda: trusted_online(site.origin, "npu", real), 60)
-    # npu's announcement, heard: trust may come first from npu's own signed hello (no name),
-    # and the name with the next announcement origin hears over multicast
+    # npu's announcement, heard: trust may come first from npu's own signed hello (no name);
+    # the name comes with npu's announcement, even one heard while that hello is checked
+    # (test_mesh_discovery: it was once dropped as a duplicate challenge)
     wait_for(
         "origin to hear npu's name", lambda: counters(site.origin).get("names_seen", 0) >= 1, 60
     )
