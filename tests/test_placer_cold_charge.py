@@ -17,17 +17,13 @@ import numpy as np
 import pytest
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import Placer, Policy
+from edge_agent.placement import Placer
 from edge_agent.placement import layout as L
 from edge_agent.placement.explore import ROOFLINE_WITHIN
 from tests.support.placer_fleet import BACKENDS, dev, placer, signature, task
+from tests.test_placer_congestion import loaded_fleet, without_charge
 
 KNOWN, GUESS = "known", "guess"
-
-
-def _without_charge(backend: str, fleet: list) -> Placer:
-    plain = Policy.from_dict({"template": "latency-first", "rules": {"congestion_charge": 0}})
-    return Placer(fleet, plain, backend=backend)  # type: ignore[arg-type]
 
 
 def _queue(p: Placer, service: float, *, guess_behind: float) -> None:
@@ -43,7 +39,7 @@ def test_a_busy_unmeasured_device_pays_its_charge_at_the_bound_until_measured(
     backend: str,
 ) -> None:
     fleet = [dev(KNOWN, int8=1000), dev(GUESS, int8=1000)]  # the same estimate on paper
-    charged, plain = placer(fleet, backend), _without_charge(backend, fleet)
+    charged, plain = placer(fleet, backend), without_charge(backend, fleet)
     for p in (charged, plain):
         p.import_corrections({"default": {KNOWN: 1.0}})  # measured elsewhere: its bound is 1
     bounds = charged.exploration.bound_rows[0]
@@ -122,12 +118,7 @@ def test_native_and_twin_agree_where_the_bounds_decide() -> None:
 
     if not native_available():
         pytest.skip("compiled kernel not built")
-    fleet = [
-        dev("npu", int8=4000),
-        dev("gpu", int8=2500),
-        dev("cpu-a", int8=600, fp32=300),
-        dev("cpu-b", int8=350, fp32=200),
-    ]
+    fleet = loaded_fleet()
     slower = {"npu": 1.6, "gpu": 1.0, "cpu-a": 0.8, "cpu-b": 1.3}  # true / estimated
     runs: dict[tuple[str, bool], list[tuple[object, ...]]] = {}
     bounds: dict[tuple[str, bool], list[float]] = {}
