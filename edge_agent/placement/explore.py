@@ -51,7 +51,9 @@ measured or given a factor, not merely probed: a probe in flight is not a measur
 and the kernel's congestion charge counts a busy device's service at it
 (``hm_call.bound_rows``): while the fleet is congested, a device whose estimate nobody has
 measured takes a second task only when it is worth that risk. Idle devices pay no charge,
-bound or not. See docs/simulator.md ("The congestion charge at an unmeasured pair's
+bound or not; on a fleet where nothing is measured yet every busy device pays its bound, so
+the first tasks spread over idle devices and more pairs are measured sooner. See
+docs/simulator.md ("The congestion charge at an unmeasured pair's
 pessimistic bound") for what it was measured to do.
 
 Deterministic: counters, no random draws, so the same inputs give the same decisions on
