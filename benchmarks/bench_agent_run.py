@@ -40,6 +40,14 @@ from edge_agent.agent.service import Agent
 from edge_agent.placement import TaskContract
 
 
+def _done_count(metrics: Any) -> Callable[[], float]:
+    """Return a reader of the tasks-by-state gauge's ``done`` (an older tree: its Gauge)."""
+    if hasattr(metrics, "tasks_in"):
+        return lambda: metrics.tasks_in("done")
+    child = metrics.tasks.labels("done")
+    return lambda: child._value.get()
+
+
 async def one_run(
     data_dir: Path,
     n: int,
@@ -70,9 +78,9 @@ async def one_run(
             for job in jobs[i : i + wave]:
                 agent.jobs.dispatch(job)
             await asyncio.sleep(every_s)
-        done = agent.metrics.tasks.labels("done")  # moved once a finish has committed
+        done = _done_count(agent.metrics)  # moved once a finish has committed
         deadline = time.monotonic() + 120
-        while done._value.get() < n and time.monotonic() < deadline:
+        while done() < n and time.monotonic() < deadline:
             await asyncio.sleep(0.002)
         cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
         loop_cpu = time.thread_time() - loop_cpu  # this coroutine runs on the loop's thread

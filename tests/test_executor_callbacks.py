@@ -167,8 +167,7 @@ async def test_an_agent_counts_a_finish_run_by_callbacks_only_once_durable(
     try:
         stored = await agent.submit([NewTask(TaskContract(Semantics(0.001)), "h")] * 40)
         ids = [row["id"] for row, _ in stored]
-        done = agent.metrics.tasks.labels("done")
-        await _until(lambda: done._value.get() == 40)
+        await _until(lambda: agent.metrics.tasks_in("done") == 40)
         assert not any(d.runs for d in agent.executor._devices.values())  # no run tasks
         with sqlite3.connect(config.db_path) as conn:  # counted: committed
             rows = conn.execute("SELECT id, state FROM tasks").fetchall()
@@ -193,9 +192,8 @@ async def test_an_agent_stopped_mid_run_records_every_finish_it_ran(
     stopped = False
     try:
         await agent.submit([NewTask(TaskContract(Semantics(0.001)), "h")] * 600)
-        running = agent.metrics.tasks.labels("running")
-        done = agent.metrics.tasks.labels("done")
-        await _until(lambda: running._value.get() + done._value.get() > 0)
+        counted = agent.metrics.tasks_in
+        await _until(lambda: counted("running") + counted("done") > 0)
         with caplog.at_level(logging.ERROR):
             await agent.stop()
             stopped = True

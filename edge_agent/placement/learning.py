@@ -36,13 +36,16 @@ CLAMPED_BELOW = CORRECTION_MIN * _AT_CLAMP  # a factor <= this sits at the lower
 
 
 def clamp(factor: float) -> float:
-    """Return ``factor`` within the learning range."""
-    return min(CORRECTION_MAX, max(CORRECTION_MIN, factor))
+    """Return ``factor`` within the learning range (NaN: the lower bound)."""
+    # min(CORRECTION_MAX, max(CORRECTION_MIN, factor)) without the two builtin calls
+    low = factor if factor > CORRECTION_MIN else CORRECTION_MIN
+    return low if low < CORRECTION_MAX else CORRECTION_MAX
 
 
 def toward(current: float, target: float, rate: float) -> float:
     """Return ``current`` moved ``rate`` of the way to ``target`` in log space, clamped."""
-    return clamp(math.exp(math.log(current) + rate * (math.log(target) - math.log(current))))
+    log_current = math.log(current)  # on every feedback: its log taken once
+    return clamp(math.exp(log_current + rate * (math.log(target) - log_current)))
 
 
 def clamped(row: npt.NDArray[np.float64]) -> npt.NDArray[np.bool_]:

@@ -24,6 +24,10 @@ from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
 
+_FIELDS, _QUEUE, _MAX_W = L.DEV_FIELDS, L.DEV_QUEUE_S, L.DEV_MAX_W
+_MEM_FREE, _MEM_TOTAL = L.DEV_MEM_FREE, L.DEV_MEM_TOTAL
+_NOTHING_CREDITED = (0.0,) * L.MAX_GANG  # a release of a decision that never started
+
 
 class OutcomeRecording:
     """``Placer.started``, ``feedback`` and ``release`` over its workspace's rows."""
@@ -41,7 +45,7 @@ class OutcomeRecording:
     _device_cells: memoryview[float]  # devices[d, f] at d * DEV_FIELDS + f
     _correction_cells: memoryview[float]  # corrections[cls, d] at cls * n + d
 
-    _learned: Callable[[int, int, int], None]  # DevicePooling's: re-pool cold classes
+    _learned: Callable[[int, int, int, float], None]  # DevicePooling's: re-pool cold classes
     _untrusted: Callable[[Decision], list[int]]  # FirstFlightGate's: unmeasured devices
 
     def feedback(
@@ -63,22 +67,25 @@ class OutcomeRecording:
         cls = decision.task_class_index
         cells = self._correction_cells  # corrections[cls, d] at cls * n + d
         row = cls * len(self.device_ids)
-        samples = self._samples
+        samples, sources, lr = self._samples, self._sources, self._lr
         indices = decision.device_indices
+        probe = decision.probe
+        power = 0.0 if energy_j is None else energy_j / len(indices) / latency_s
         for d in indices:
-            n = samples.get((cls, d), 0)
-            samples[(cls, d)] = n + 1
-            # a probe re-measures a pinned factor; the first samples are averaged (1/(n+1))
-            rate = 1.0 if decision.probe else max(self._lr, 1.0 / (n + 1))
-            cells[row + d] = learning.toward(cells[row + d], target, rate)
-            self._learned(cls, d, n + 1)  # before the pair is marked: its source is pooled
-            self._mark_learned(cls, d)
+            n = samples.get((cls, d), 0) + 1
+            samples[(cls, d)] = n
+            # a probe re-measures a pinned factor; the first samples are averaged (1/n)
+            rate = 1.0 if probe else max(lr, 1.0 / n)
+            factor = cells[row + d] = learning.toward(cells[row + d], target, rate)
+            self._learned(cls, d, n, factor)  # before the pair is marked: its source is pooled
+            marks = sources[cls]
+            if marks is None or not marks[d].startswith("learned"):
+                self._mark_learned(cls, d)
             self.exploration.tried(cls, d)
             if energy_j is not None:
-                power = energy_j / len(indices) / latency_s
-                dev = self._ws.devices[d]
-                dev[L.DEV_MAX_W] += self._lr * (power - dev[L.DEV_MAX_W])
-        if decision.probe:
+                at = d * _FIELDS + _MAX_W
+                self._device_cells[at] += lr * (power - self._device_cells[at])
+        if probe:
             self.exploration.finished(decision, latency_s)
         self.release(decision)
 
@@ -103,23 +110,29 @@ class OutcomeRecording:
             raise InvalidInput("started: now must be a finite clock reading")
         cls, samples = decision.task_class_index, self._samples
         # a pair with a measurement is trusted: only a device without one is looked up further
-        doubt = not all(samples.get((cls, d)) for d in decision.device_indices)
-        self._running.start(decision, now, unmeasured=doubt and bool(self._untrusted(decision)))
-        self._waiting.discard(decision)
+        unmeasured = False
+        for d in decision.device_indices:
+            if not samples.get((cls, d)):
+                unmeasured = bool(self._untrusted(decision))
+                break
+        self._running.start(decision, now, unmeasured=unmeasured)
+        if self._waiting.entries:
+            self._waiting.discard(decision)
 
     def release(self, decision: Decision) -> None:
         """Return a decision's charged queue time and memory to its devices."""
         self.exploration.finished(decision, None)  # a no-op after feedback, or not measuring
         mem = decision.task.memory_needed()
-        self._waiting.discard(decision)
+        if self._waiting.entries:
+            self._waiting.discard(decision)
         self._first.discard(decision)
-        credited = self._running.finish(decision) if self._started else None
+        # the run time already credited per device (none when it never started)
+        credited = self._running.finish(decision) if self._started else _NOTHING_CREDITED
         cells = self._device_cells  # devices[d, f] at d * DEV_FIELDS + f, Python floats
-        for j, (d, charge) in enumerate(
-            zip(decision.device_indices, decision.charges, strict=True)
-        ):
-            left = charge if credited is None else charge - credited[j]
-            at = d * L.DEV_FIELDS
-            cells[at + L.DEV_QUEUE_S] = max(0.0, cells[at + L.DEV_QUEUE_S] - left)
-            total = cells[at + L.DEV_MEM_TOTAL]
-            cells[at + L.DEV_MEM_FREE] = min(total, cells[at + L.DEV_MEM_FREE] + mem)
+        charges = decision.charges  # one per device; _NOTHING_CREDITED is longer (MAX_GANG)
+        for d, charge, done in zip(decision.device_indices, charges, credited, strict=False):
+            at = d * _FIELDS
+            queue = cells[at + _QUEUE] - (charge - done)
+            cells[at + _QUEUE] = queue if queue > 0.0 else 0.0  # max(0, queue), NaN -> 0
+            free, total = cells[at + _MEM_FREE] + mem, cells[at + _MEM_TOTAL]
+            cells[at + _MEM_FREE] = free if free < total else total  # min(total, free)

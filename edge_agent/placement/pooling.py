@@ -105,9 +105,10 @@ class DevicePooling:
                     return math.exp(sum(logs) / len(logs)), label
         return None
 
-    def _learned(self, cls: int, d: int, n: int) -> None:
-        """A measurement of (cls, d) (its ``n``-th): re-pool the device's cold classes."""
-        self._lend(cls, d, math.log(float(self._ws.corrections[cls, d])), repool=n <= _POOL_SAMPLES)
+    def _learned(self, cls: int, d: int, n: int, factor: float) -> None:
+        """A measurement of (cls, d) (its ``n``-th, now at ``factor``): re-pool the device's
+        cold classes."""
+        self._lend(cls, d, math.log(factor), repool=n <= _POOL_SAMPLES)
 
     def _lend(self, cls: int, d: int, log_factor: float, *, repool: bool) -> None:
         """Record (cls, d)'s measured factor (and its drift from a published figure)."""

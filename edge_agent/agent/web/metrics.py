@@ -107,6 +107,20 @@ class _PoolCollector(Collector):
         yield waiting
 
 
+class _TaskStates(Collector):
+    """The tasks-by-state gauge, kept as plain counts and read at scrape time: ``move`` runs
+    twice on every task's path, and a ``Gauge`` child's ``inc`` and ``dec`` take a lock each."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, float] = dict.fromkeys(STATES, 0.0)
+
+    def collect(self) -> Iterable[Metric]:
+        family = GaugeMetricFamily("hetmesh_agent_tasks", "Tasks by state", labels=["state"])
+        for state, n in list(self.counts.items()):  # a copy: a scrape may run in a thread
+            family.add_metric([state], n)
+        yield family
+
+
 def _reader(status: Callable[[], dict[str, Any]], key: str) -> Callable[[], float]:
     return lambda: float(status()[key])
 
@@ -144,7 +158,8 @@ class AgentMetrics:
             "Placed tasks queued or running on devices",
             registry=r,
         )
-        self.tasks = Gauge("hetmesh_agent_tasks", "Tasks by state", ["state"], registry=r)
+        self._tasks = _TaskStates()  # the tasks-by-state gauge
+        r.register(self._tasks)
         self.decisions = Counter(
             "hetmesh_agent_decisions",
             "Placement decisions by policy",
@@ -164,11 +179,7 @@ class AgentMetrics:
             "Late urgent tasks not tried for preemption: the pass's tries were spent",
             registry=r,
         )
-        # each label's child, looked up once: ``labels`` is a locked dict lookup per call,
-        # and these move for every task
-        self._by_state = {state: self.tasks.labels(state) for state in STATES}
-        for child in self._by_state.values():
-            child.set(0)
+        # each label's child, looked up once: ``labels`` is a locked dict lookup per call
         self._service = {
             emulated: self.service_seconds.labels(str(emulated).lower())
             for emulated in (False, True)
@@ -211,18 +222,18 @@ class AgentMetrics:
 
     def load_counts(self, counts: dict[str, int]) -> None:
         """Set the tasks-by-state gauge from the store's counts."""
-        for state, n in counts.items():
-            self._state(state).set(n)
+        self._tasks.counts.update((state, float(n)) for state, n in counts.items())
 
     def move(self, old: str | None, new: str, count: int = 1) -> None:
         """Count ``count`` tasks leaving ``old`` (None: new tasks) for ``new``."""
+        counts = self._tasks.counts
         if old is not None:
-            self._state(old).dec(count)
-        self._state(new).inc(count)
+            counts[old] = counts.get(old, 0.0) - count
+        counts[new] = counts.get(new, 0.0) + count
 
-    def _state(self, state: str) -> Any:
-        child = self._by_state.get(state)
-        return self.tasks.labels(state) if child is None else child
+    def tasks_in(self, state: str) -> float:
+        """Return the tasks-by-state gauge's value for ``state`` (what ``/metrics`` shows)."""
+        return self._tasks.counts.get(state, 0.0)
 
     def served(self, latency_s: float, emulated: bool) -> None:
         """Observe a finished task's measured service time."""
