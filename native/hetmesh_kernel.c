@@ -221,7 +221,8 @@ static int estimate(const double *dev, const double *task, double work, double m
 
 static int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
                             int32_t n_task, const double *weights, const double *corrections,
-                            int32_t n_classes, int32_t *bad_index, int devices_checked) {
+                            int32_t n_classes, int32_t *bad_index, int devices_checked,
+                            const double *bounds, int32_t bound_classes) {
     int32_t i;
     double wsum = 0.0;
     uint64_t seen[HM_CLASS_BITMAP_BITS / 64] = {0};
@@ -272,6 +273,15 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
                 return HM_ST_BAD_CORRECTION;
             }
         }
+        if (bounds != NULL && cls < bound_classes) {
+            const double *bound = bounds + (size_t)cls * n_dev;
+            for (d = 0; d < n_dev; d++) {
+                if (!((bound[d] >= 1.0) & (bound[d] <= DBL_MAX))) {
+                    *bad_index = cls * n_dev + d;
+                    return HM_ST_BAD_CORRECTION;
+                }
+            }
+        }
     }
     return HM_ST_OK;
 }
@@ -287,6 +297,14 @@ typedef struct {
     int reset;
     double reset_lo, reset_hi;
 } pass_opts;
+
+/* The pessimistic bounds a pass charges by (hm_call.bound_rows): rows of `classes` classes. */
+typedef struct {
+    const double *rows;
+    int32_t classes;
+} bounds_t;
+
+static const bounds_t NO_BOUNDS = {NULL, 0};
 
 static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
 
@@ -338,10 +356,12 @@ static double congestion_s(const double *dev, const double *scr, const double *m
 
 /* Keep the k+1 best-scoring feasible devices in order (ties: lowest index); return how many
  * were kept. guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
- * congestion charge's weight in score units (its weight x the latency term's scale). */
+ * congestion charge's weight in score units (its weight x the latency term's scale), each
+ * device's charge times its pessimistic bound (bound: the task class's row, or NULL), except
+ * where the pass divides the device's estimate by its optimism (opt). */
 static int rank(const double *devices, int32_t n_dev, double *scratch, const double *inv,
-                const double *mins, int k, double guard_s, double congestion, int32_t *chosen,
-                double *top) {
+                const double *mins, int k, double guard_s, double congestion,
+                const double *bound, const pass_opts *opt, int32_t *chosen, double *top) {
     int32_t d;
     int n_chosen = 0, o;
     for (d = 0; d < n_dev; d++) {
@@ -351,9 +371,12 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
         if (scr[HM_SCR_REASON] != 0.0) continue;
         if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
         for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
-        if (congestion > 0.0)
-            score += congestion *
-                     congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
+        if (congestion > 0.0) {
+            double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
+            if (bound != NULL && !(opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d])))
+                c *= bound[d];
+            score += congestion * c;
+        }
         if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
             score += HM_SUSPECT_PENALTY;
         scr[HM_SCR_SCORE] = score;
@@ -374,7 +397,8 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
                  const double *weights, const double *corrections, int32_t n_classes,
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
-                 int32_t *bad_index, int devices_checked, const pass_opts *opt) {
+                 int32_t *bad_index, int devices_checked, const pass_opts *opt,
+                 const bounds_t *bounds) {
     const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
     const uint8_t *busy = opt->busy;
     const int32_t only = opt->only;
@@ -390,7 +414,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
     st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index,
-                      devices_checked);
+                      devices_checked, bounds->rows, bounds->classes);
     if (st != HM_ST_OK) return st;
 
     if (!devices_checked)
@@ -411,6 +435,9 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         int n_chosen, o, j;
         int32_t n_ok = 0, n_late = 0;
         double guard_s = 0.0, congestion = 0.0;
+        const double *bound = (bounds->rows != NULL && task[HM_TASK_CLASS] < bounds->classes)
+                                  ? bounds->rows + (size_t)task[HM_TASK_CLASS] * n_dev
+                                  : NULL;
 
         for (o = 0; o < HM_OUT_FIELDS; o++) o_row[o] = 0.0;
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
@@ -463,8 +490,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
             congestion = weights[HM_W_CONGESTION] * inv[HM_OBJ_LATENCY];
         }
-        n_chosen =
-            rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, chosen, top);
+        n_chosen = rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, bound, opt,
+                        chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
@@ -480,7 +507,7 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    const double *weights, const double *corrections, int32_t n_classes,
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
-                 reasons, NULL, bad_index, 0, &PLAIN);
+                 reasons, NULL, bad_index, 0, &PLAIN, &NO_BOUNDS);
 }
 
 /* place() over a bound call's buffers: the first n_task task rows into `out` (and
@@ -488,9 +515,10 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
  * valid, and they count as checked after a call that succeeded. */
 static int call_place(hm_call *c, int32_t n_task, double *out, uint8_t *reasons,
                       const uint8_t *allowed, const pass_opts *opt) {
+    bounds_t bounds = {c->bound_rows, c->bound_rows != NULL ? c->bound_classes : 0};
     int st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
                    c->n_classes, c->scratch, out, reasons, allowed, &c->bad_index,
-                   c->devices_checked != 0, opt);
+                   c->devices_checked != 0, opt, &bounds);
     c->devices_checked = st == HM_ST_OK;
     return st;
 }

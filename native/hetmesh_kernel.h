@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 5
+#define HM_ABI_VERSION 6
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -75,7 +75,8 @@
 #define HM_N_OBJECTIVES 7
 /* the weights buffer: the objective weights, then the queue guard (0 = off, else >= 1: no
  * device whose finish exceeds guard x the earliest finish is chosen, for one-device tasks),
- * then the congestion charge (>= 0, 0 = off; see HM_CONGESTION_DEPTH) */
+ * then the congestion charge (>= 0, 0 = off; see HM_CONGESTION_DEPTH; a bound call charges a
+ * device's service at its pessimistic bound, hm_call.bound_rows) */
 #define HM_W_QUEUE_GUARD 7
 #define HM_W_CONGESTION 8
 #define HM_N_WEIGHTS 9
@@ -201,7 +202,8 @@ int hm_abi_version(void);
  * weights       HM_N_WEIGHTS: the objective weights (finite, >= 0, not all zero), the
  *               queue guard (0 or a finite number >= 1) and the congestion charge (finite,
  *               >= 0)
- * corrections   n_classes * n_dev factors (> 0), row = task class
+ * corrections   n_classes * n_dev factors (> 0), row = task class (no pessimistic bounds:
+ *               those are hm_call.bound_rows, for bound calls)
  * scratch       n_dev * HM_SCR_FIELDS, caller-provided work space
  * out           n_task * HM_OUT_FIELDS results, one row per task (see HM_OUT_*): chosen
  *               device indices (HM_NO_DEVICE when unused or unplaced), queue seconds charged
@@ -245,6 +247,12 @@ typedef struct {
     int32_t book_classes;   /* classes the book has rows for */
     double congested;       /* hm_place_one: pressed when latency > congested * service */
     const double *divisor_rows; /* hm_place_one: book_classes * n_dev divisors (or NULL) */
+    /* every bound call: bound_classes * n_dev factors (finite, >= 1) or NULL (all 1): each
+     * (class, device) estimate's pessimistic bound over the estimate, > 1 while the pair is
+     * unmeasured; the congestion charge counts a device's service at its bound (a class
+     * outside the rows, and a device a pass divides by its optimism, count 1) */
+    const double *bound_rows;
+    int32_t bound_classes;
 } hm_call;
 
 /* Place like hm_place_batch; with call->mode (task row 0 alone, n_task is ignored):

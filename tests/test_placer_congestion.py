@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from edge_agent.errors import PolicyError
-from edge_agent.placement import Placer, Policy
+from edge_agent.placement import Device, Placer, Policy
 from edge_agent.placement import layout as L
 from tests.support.placer_fleet import BACKENDS, dev, placer, signature, task
 
@@ -24,7 +24,8 @@ def _services(p: Placer, ids: tuple[str, ...]) -> dict[str, float]:
     return {x: p.preview(task(10.0), candidates=[x]).service_s for x in ids}
 
 
-def _without_charge(backend: str, fleet: list) -> Placer:
+def without_charge(backend: str, fleet: list) -> Placer:
+    """Return a latency-first Placer with the congestion charge off (earliest finish)."""
     plain = Policy.from_dict({"template": "latency-first", "rules": {"congestion_charge": 0}})
     return Placer(fleet, plain, backend=backend)  # type: ignore[arg-type]
 
@@ -32,7 +33,7 @@ def _without_charge(backend: str, fleet: list) -> Placer:
 @BACKENDS
 def test_a_busy_fast_device_loses_a_task_to_an_idle_slower_one_sooner(backend: str) -> None:
     fleet = [dev(FAST, int8=1000), dev(SLOW, int8=400)]
-    charged, plain = placer(fleet, backend), _without_charge(backend, fleet)
+    charged, plain = placer(fleet, backend), without_charge(backend, fleet)
     s = _services(charged, (FAST, SLOW))
     assert s[SLOW] == pytest.approx(2.5 * s[FAST], rel=0.01)
     # a fast queue q under 1.5 fast services: the fast device still finishes first, but it
@@ -45,7 +46,7 @@ def test_a_busy_fast_device_loses_a_task_to_an_idle_slower_one_sooner(backend: s
     assert plain.place_one(task(10.0)).device_id == FAST  # earliest finish
     assert charged.place_one(task(10.0)).device_id == SLOW
     # with nothing queued anywhere nothing is charged: the fastest device, as before
-    idle_charged, idle_plain = placer(fleet, backend), _without_charge(backend, fleet)
+    idle_charged, idle_plain = placer(fleet, backend), without_charge(backend, fleet)
     assert signature(idle_charged.preview(task(10.0))) == signature(idle_plain.preview(task(10.0)))
     assert idle_charged.place_one(task(10.0)).device_id == FAST
 
@@ -53,7 +54,7 @@ def test_a_busy_fast_device_loses_a_task_to_an_idle_slower_one_sooner(backend: s
 @BACKENDS
 def test_among_busy_devices_the_one_spending_less_time_wins_a_near_tie(backend: str) -> None:
     fleet = [dev(FAST, int8=1000), dev(SLOW, int8=500)]  # the slow one takes twice as long
-    charged, plain = placer(fleet, backend), _without_charge(backend, fleet)
+    charged, plain = placer(fleet, backend), without_charge(backend, fleet)
     s = _services(charged, (FAST, SLOW))
     # both queues deep (the charge in full): the slow device finishes first by 0.2 fast
     # services, but spends a whole fast service more of its time (charged 0.5 of it)
@@ -85,16 +86,11 @@ def test_only_latency_first_carries_the_charge_and_a_rule_sets_it(backend: str) 
 def test_native_and_twin_agree_on_a_loaded_fleet_where_the_charge_decides() -> None:
     if not _native():
         pytest.skip("compiled kernel not built")
-    fleet = [
-        dev("npu", int8=4000),
-        dev("gpu", int8=2500),
-        dev("cpu-a", int8=600, fp32=300),
-        dev("cpu-b", int8=350, fp32=200),
-    ]
+    fleet = loaded_fleet()
     runs: dict[tuple[str, bool], list[tuple[object, ...]]] = {}
     for backend in ("native", "python"):
         for charged in (True, False):
-            p = placer(fleet, backend) if charged else _without_charge(backend, fleet)
+            p = placer(fleet, backend) if charged else without_charge(backend, fleet)
             runs[backend, charged] = [
                 signature(p.place_one(task(4.0 + (i % 5) * 3.0, "int8" if i % 3 else "fp32")))
                 for i in range(60)
@@ -103,6 +99,16 @@ def test_native_and_twin_agree_on_a_loaded_fleet_where_the_charge_decides() -> N
     assert runs["native", False] == runs["python", False]
     picks = {c: [s[1] for s in runs["native", c]] for c in (True, False)}
     assert picks[True] != picks[False]  # the charge changed decisions in this sequence
+
+
+def loaded_fleet() -> list[Device]:
+    """Four devices of unequal speed, one without fp32: the charge decides under load."""
+    return [
+        dev("npu", int8=4000),
+        dev("gpu", int8=2500),
+        dev("cpu-a", int8=600, fp32=300),
+        dev("cpu-b", int8=350, fp32=200),
+    ]
 
 
 def _native() -> bool:

@@ -11,7 +11,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 5
+    AVAILABLE = lib.hm_abi_version() == 6
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -58,6 +58,7 @@ class NativeCall:
         # place_one's ordinary call (``one(set)``), once a book is bound (``bind_book``)
         self.one = partial(lib.hm_place_one, self._c)
         self._book: Any = None
+        self._bounds: Any = None  # the bound rows both structs point into (kept alive)
         self._busy: Any = None  # the busy flags bound in both structs (kept alive there)
         self._rows: dict[int, tuple[Any, Any]] = {}  # id -> (divisor row, its pointer)
 
@@ -78,6 +79,14 @@ class NativeCall:
         if busy is not None and self._busy is not busy:
             self._busy = busy
             self._c.busy = self._r.busy = ffi.from_buffer("uint8_t[]", busy)
+
+    def bind_bounds(self, rows: Any) -> None:
+        """Bind the pessimistic bound rows (float64, a row per book class; kept alive here)
+        in both structs, or unbind them (None): every call charges by them."""
+        self._bounds = rows
+        ptr = ffi.NULL if rows is None else ffi.from_buffer("double[]", rows)
+        self._c.bound_rows = self._r.bound_rows = ptr
+        self._c.bound_classes = self._r.bound_classes = 0 if rows is None else len(rows)
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""

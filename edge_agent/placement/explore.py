@@ -44,6 +44,18 @@ tries such pairs now and then, bounded:
   to the wait (a hopeless task carries one at no deadline's cost);
 - ``enabled`` (``Placer(explore=False)``) turns it off: every decision is the usual one.
 
+The same factor bounds an unmeasured estimate the other way: a roofline may as well be
+``ROOFLINE_WITHIN`` times optimistic. ``bound_rows`` keeps, per class and device, that
+pessimistic bound over the estimate (the source's optimism factor; 1 once the pair is
+measured or given a factor, not merely probed: a probe in flight is not a measurement),
+and the kernel's congestion charge counts a busy device's service at it
+(``hm_call.bound_rows``): while the fleet is congested, a device whose estimate nobody has
+measured takes a second task only when it is worth that risk. Idle devices pay no charge,
+bound or not; on a fleet where nothing is measured yet every busy device pays its bound, so
+the first tasks spread over idle devices and more pairs are measured sooner. See
+docs/simulator.md ("The congestion charge at an unmeasured pair's
+pessimistic bound") for what it was measured to do.
+
 Deterministic: counters, no random draws, so the same inputs give the same decisions on
 both kernel backends (it runs above the kernel).
 """
@@ -147,6 +159,9 @@ class Explorer:
         #: per book class, each device's divisor (``_optimism``'s rows are views of it), so
         #: the kernel's one call runs a due exploration decision itself
         self.divisor_rows: npt.NDArray[np.float64] = np.ones((len(self._rows), n_devices))
+        #: per book class, each device's pessimistic bound over its estimate (module doc):
+        #: its optimism until measured (or given a factor), then 1; the kernel's bound rows
+        self.bound_rows: npt.NDArray[np.float64] = np.ones((len(self._rows), n_devices))
         self._usual: dict[object, float] = {}  # probe decision -> usual choice's estimate
         self._probing: dict[object, int] = {}  # measuring decision in flight -> its device
         self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
@@ -207,21 +222,28 @@ class Explorer:
             rows = np.ones((len(self._rows), self._n))
             rows[:cls] = self.divisor_rows
             self.divisor_rows = rows
+            bounds = np.ones((len(self._rows), self._n))
+            bounds[:cls] = self.bound_rows
+            self.bound_rows = bounds
             self._optimism = [None if r is None else rows[c] for c, r in enumerate(self._optimism)]
         self._rows[cls, L.BK_EVERY] = EXPLORE_EVERY
         self._rows[cls, L.BK_UNTRIED] = 1
         self._classes += 1
         self.divisor_rows[cls] = ROOFLINE_WITHIN
+        self.bound_rows[cls] = ROOFLINE_WITHIN
         self._optimism.append(self.divisor_rows[cls])
         self.untried.append([ROOFLINE_WITHIN] * self._n)
         self._left.append(self._n)
 
     def set_sources(self, cls: int, sources: tuple[str, ...]) -> None:
-        """Set a class's estimate sources (after priors); tried pairs stay tried."""
+        """Set a class's estimate sources (after priors); tried pairs stay tried, and
+        measured pairs measured."""
+        factors = [optimism(s) for s in sources]
+        np.minimum(self.bound_rows[cls], factors, out=self.bound_rows[cls])
         row = self._optimism[cls]
         if row is None:
             return
-        np.minimum(row, [optimism(s) for s in sources], out=row)
+        np.minimum(row, factors, out=row)
         self.untried[cls] = row.tolist()
         self._left[cls] = int((row > 1.0).sum())
         self._settle(cls)
@@ -258,7 +280,7 @@ class Explorer:
         self._stats.hopeless_probes += hopeless
         self._usual[key] = usual_service_s
         self.hold(key, device)
-        self.tried(cls, device)
+        self._explored(cls, device)  # not measured yet: its bound stays
 
     def decided(self, cls: int, key: object, row: Sequence[float]) -> None:
         """A usual decision ``key`` of ``cls`` with output ``row`` (layout.OUT_*).
@@ -298,7 +320,12 @@ class Explorer:
         self._cells[at] = min(2 * self._cells[at], EXPLORE_MAX_EVERY)
 
     def tried(self, cls: int, device: int) -> None:
-        """Mark a pair measured (or imported, or probed): it is not explored again."""
+        """Mark a pair measured (or imported): not explored again, its bound 1."""
+        self.bound_rows[cls, device] = 1.0
+        self._explored(cls, device)
+
+    def _explored(self, cls: int, device: int) -> None:
+        """Mark a pair tried (measured, imported or probed): it is not explored again."""
         row = self._optimism[cls]
         if row is not None and row[device] != 1.0:
             row[device] = 1.0

@@ -41,6 +41,10 @@ class KernelCall(Protocol):
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
+    # every bound call's pessimistic bounds (``hm_call.bound_rows``): a row per book class
+    # (float64, >= 1), or None; the congestion charge counts a service at its bound
+    def bind_bounds(self, rows: Rows) -> None: ...
+
     def explore(
         self, divisors: np.ndarray, busy: np.ndarray, restricted: bool
     ) -> tuple[int, int, int]: ...
@@ -73,6 +77,7 @@ class PythonCall:
         self._congested = 0.0
         self._divisor_rows: np.ndarray | None = None
         self._busy: np.ndarray | None = None
+        self._bounds: np.ndarray | None = None
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None:
         """Bind ``one``'s exploration book (int64, ``layout.BK_*``) and, when given, each
@@ -81,6 +86,13 @@ class PythonCall:
         self._congested = congested
         self._divisor_rows = rows
         self._busy = busy
+
+    def bind_bounds(self, rows: Rows) -> None:
+        """Bind the pessimistic bound rows every call charges by (None: none)."""
+        self._bounds = rows
+
+    def _bound_rows(self) -> list[list[float]] | None:
+        return None if self._bounds is None else self._bounds.tolist()
 
     def one(self, set: int) -> int:
         """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
@@ -151,6 +163,7 @@ class PythonCall:
             busy,
             allowed,
             ws.keep_reasons,
+            self._bound_rows(),
         )
         self._bad = bad
         if status == L.ST_OK:
@@ -193,6 +206,7 @@ class PythonCall:
             reasons,
             allowed,
             opt,
+            self._bound_rows(),
         )
         if status == L.ST_OK and n_task:
             ws.devices[:] = np.asarray(devices).reshape(ws.devices.shape)

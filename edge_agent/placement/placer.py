@@ -198,6 +198,7 @@ class Placer(
         self._book = self.exploration.book
         explorer = self.exploration
         self._call.bind_book(self._book, CONGESTED, explorer.divisor_rows, explorer.busy)
+        self._call.bind_bounds(explorer.bound_rows)  # the charge's pessimistic bounds
         self._one = self._call.one  # place_one's ordinary call: one kernel call
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted

@@ -48,7 +48,9 @@ QUEUE_GUARDS: dict[str, float] = {"balanced": 1.5, "energy-first": 3.0}
 #: once the fast queues are deeper than its whole service, so near capacity a backlog has
 #: no force draining it; charging busy devices for their service time sends work to the
 #: idle ones sooner and to the efficient ones among the busy (docs/simulator.md, session 8:
-#: lat_first_vs_oracle 1.090 -> 0.972 over 40 seeds at 80% load on edge-mixed).
+#: lat_first_vs_oracle 1.090 -> 0.972 over 40 seeds at 80% load on edge-mixed). While a
+#: (class, device) estimate is unmeasured its service is charged at its pessimistic bound
+#: (``explore``'s ``bound_rows``; session 9: 0.972 -> 0.965, seed 1 1.171 -> 1.091).
 CONGESTION_CHARGES: dict[str, float] = {"latency-first": 0.5}
 
 #: Rules a policy may carry, with their types and defaults.

@@ -11,7 +11,7 @@ from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass
 
 from edge_agent.placement import layout as L
-from edge_agent.placement.reference_checks import check_inputs
+from edge_agent.placement.reference_checks import Bounds, check_inputs
 
 
 def _n_slots(dev: Sequence[float]) -> int:
@@ -208,23 +208,27 @@ def place_batch(
     reasons: MutableSequence[int] | None = None,
     allowed: Sequence[int] | None = None,
     opt: PassOptions = PLAIN,
+    bounds: Bounds = None,
 ) -> tuple[int, int]:
     """Place ``n_task`` task rows over ``n_dev`` device rows in order; return (status, bad row).
 
     Mutates the live columns of ``devices`` (queue, free memory, loaded config) as tasks
     are committed, and fills ``out`` (one OUT_FIELDS row per task) and ``reasons`` exactly
     as ``hm_place_batch`` does; ``allowed`` (nonzero per candidate device, None = all)
-    is the ``hm_call.allowed`` restriction, ``opt`` a pass's options (one-task callers).
+    is the ``hm_call.allowed`` restriction, ``opt`` a pass's options (one-task callers),
+    ``bounds`` a bound call's pessimistic bounds (``hm_call.bound_rows``; None: none).
     Nothing is changed when the status is not OK.
     """
-    status, bad = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, out)
+    status, bad = check_inputs(
+        devices, n_dev, tasks, n_task, weights, corrections, n_classes, out, bounds
+    )
     if status != L.ST_OK:
         return status, bad
     scratch = device_scratch(devices, n_dev)
     for t in range(n_task):
         task = tasks[t * L.TASK_FIELDS : (t + 1) * L.TASK_FIELDS]
         row = place_task(
-            devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed, opt
+            devices, n_dev, task, t, weights, corrections, scratch, reasons, allowed, opt, bounds
         )
         out[t * L.OUT_FIELDS : (t + 1) * L.OUT_FIELDS] = row
     return L.ST_OK, -1
@@ -241,9 +245,11 @@ def place_task(
     reasons: MutableSequence[int] | None,
     allowed: Sequence[int] | None,
     opt: PassOptions = PLAIN,
+    bounds: Bounds = None,
 ) -> list[float]:
     """Estimate, score, choose and commit one task; return its output row."""
     cls = int(task[L.TASK_CLASS])
+    bound = bounds[cls] if bounds is not None and cls < len(bounds) else None
     k = int(task[L.TASK_COUNT])
     work = task[L.TASK_GFLOP] / task[L.TASK_COUNT]
     moved = task[L.TASK_BYTES] / task[L.TASK_COUNT]
@@ -301,7 +307,7 @@ def place_task(
         if k == 1 and weights[L.W_QUEUE_GUARD] > 0.0:
             guard_s = weights[L.W_QUEUE_GUARD] * mins[L.OBJ_LATENCY]
         congestion = weights[L.W_CONGESTION] * inv[L.OBJ_LATENCY]
-    chosen, top = _rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion)
+    chosen, top = _rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, bound, opt)
     if len(chosen) > k:
         row[L.OUT_RUNNER_UP] = float(chosen.pop())
         row[L.OUT_EST + L.EST_RUNNER_UP_SCORE] = top[k]
@@ -334,11 +340,15 @@ def _rank(
     k: int,
     guard_s: float,
     congestion: float = 0.0,
+    bound: Sequence[float] | None = None,
+    opt: PassOptions = PLAIN,
 ) -> tuple[list[int], list[float]]:
     """Return the k+1 best-scoring feasible devices in order (ties: lowest index), scores.
 
     ``congestion`` > 0: the congestion charge's weight in score units (its weight x the
-    latency term's scale).
+    latency term's scale), each device's charge times its pessimistic bound (``bound``: the
+    task class's row, or None), except where ``opt`` divides the device's estimate by its
+    optimism.
     """
     chosen: list[int] = []
     top: list[float] = []
@@ -353,7 +363,12 @@ def _rank(
             score += (scr[o] - mins[o]) * inv[o]
         if congestion > 0.0:
             dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
-            score += congestion * _congestion_s(dev, scr, mins)
+            c = _congestion_s(dev, scr, mins)
+            if bound is not None and not (
+                opt.divisors is not None and not (opt.busy is not None and opt.busy[d])
+            ):
+                c *= bound[d]
+            score += congestion * c
         if devices[d * L.DEV_FIELDS + L.DEV_HEALTH] == 1.0:
             score += L.SUSPECT_PENALTY
         scr[L.SCR_SCORE] = score

@@ -8,6 +8,9 @@ from collections.abc import Sequence
 from edge_agent.placement import layout as L
 
 MAX_DOUBLE = 1.7976931348623157e308
+#: the pessimistic bounds of a bound call (``hm_call.bound_rows``): a row per class, a factor
+#: per device; None: every factor 1
+Bounds = Sequence[Sequence[float]] | None
 
 
 def bad_rows(
@@ -75,8 +78,13 @@ def check_inputs(
     corrections: Sequence[float],
     n_classes: int,
     out: Sequence[float],
+    bounds: Bounds = None,
 ) -> tuple[int, int]:
-    """Return (status, bad row) of ``place_batch``'s input checks (ST_OK, -1 when valid)."""
+    """Return (status, bad row) of ``place_batch``'s input checks (ST_OK, -1 when valid).
+
+    ``bounds``: the pessimistic bound rows (``hm_call.bound_rows``), checked like the
+    correction rows the batch uses (finite, >= 1), or None.
+    """
     if (
         n_dev < 0
         or n_task < 0
@@ -112,4 +120,8 @@ def check_inputs(
             c = corrections[cls * n_dev + d]
             if not (math.isfinite(c) and c > 0.0):
                 return L.ST_BAD_CORRECTION, cls * n_dev + d
+        if bounds is not None and cls < len(bounds):
+            for d, b in enumerate(bounds[cls]):
+                if not (math.isfinite(b) and b >= 1.0):
+                    return L.ST_BAD_CORRECTION, cls * n_dev + d
     return L.ST_OK, -1

@@ -13,7 +13,7 @@ from collections.abc import MutableSequence, Sequence
 
 from edge_agent.placement import layout as L
 from edge_agent.placement.reference import PassOptions, charge, device_scratch, place_task
-from edge_agent.placement.reference_checks import MAX_DOUBLE, check_inputs
+from edge_agent.placement.reference_checks import MAX_DOUBLE, Bounds, check_inputs
 
 
 def explore(
@@ -27,11 +27,12 @@ def explore(
     busy: Sequence[int] | None,
     allowed: Sequence[int] | None,
     keep_reasons: bool,
+    bounds: Bounds = None,
 ) -> tuple[int, int, int, list[list[float] | None], list[list[int] | None]]:
     """Return (status, bad row, outcome ``EX_*``, out rows ``EX_ROWS``, reasons rows 0-1).
 
     A row is None when its pass did not run. Charges ``devices`` with the committed
-    choice (nothing when the status is not OK).
+    choice (nothing when the status is not OK). ``bounds``: ``hm_call.bound_rows``.
     """
     out: list[list[float] | None] = [None] * L.EX_ROWS
     reasons: list[list[int] | None] = [None, None]
@@ -39,7 +40,7 @@ def explore(
         if not (math.isfinite(divisors[d]) and 1.0 <= divisors[d] <= MAX_DOUBLE):
             return L.ST_BAD_CORRECTION, d, L.EX_NO_UNTRIED, out, reasons
     status, bad = check_inputs(
-        devices, n_dev, task, 1, weights, corrections, n_classes, [0.0] * L.OUT_FIELDS
+        devices, n_dev, task, 1, weights, corrections, n_classes, [0.0] * L.OUT_FIELDS, bounds
     )
     if status != L.ST_OK:
         return status, bad, L.EX_NO_UNTRIED, out, reasons
@@ -51,7 +52,7 @@ def explore(
         if reasons_row is not None:
             reasons[reasons_row] = kept
         done = place_task(
-            devices, n_dev, task, 0, weights, corrections, scratch, kept, allowed, opt
+            devices, n_dev, task, 0, weights, corrections, scratch, kept, allowed, opt, bounds
         )
         out[row] = done
         return done
