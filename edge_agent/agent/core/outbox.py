@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sqlite_utils
@@ -30,17 +31,41 @@ def plain(value: Any) -> Any:
 
 #: ``json.dumps(..., allow_nan=False)`` builds an encoder per call; this one is built once
 _STRICT = json.JSONEncoder(allow_nan=False)
+#: and ``JSONEncoder.encode`` builds its C encoder per call (about 2.5 µs of a 6 µs record,
+#: twice a finished task): this one, with ``_STRICT``'s settings, is built once. It keeps no
+#: circular-reference markers (shared markers would be left stale by an error), so a
+#: circular value raises RecursionError, not ValueError; records are built from JSON data.
+_make: Callable[..., Callable[[Any, int], Sequence[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)  # the C accelerator's constructor (untyped in typeshed); None without the accelerator
+_C_STRICT = (
+    None
+    if _make is None
+    else _make(
+        None,
+        _STRICT.default,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        False,
+    )
+)
 
 
 def strict_json(value: Any) -> str:
     """Return ``value`` as JSON; ValueError on a non-finite float (``json.dumps`` otherwise)."""
-    return _STRICT.encode(value)
+    if _C_STRICT is None or isinstance(value, str):
+        return _STRICT.encode(value)
+    return "".join(_C_STRICT(value, 0))
 
 
 def encode(payload: dict[str, Any]) -> str:
     """Return ``payload`` as JSON, non-finite floats as null (the C encoder when all are finite)."""
     try:
-        return _STRICT.encode(payload)
+        return strict_json(payload)
     except ValueError:  # an inf or NaN somewhere: walk it
         return json.dumps(plain(payload))
 

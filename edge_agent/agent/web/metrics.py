@@ -5,11 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from edge_agent.agent.core.store import STATES
+from edge_agent.agent.web.histograms import PlainHistogram
 from edge_agent.resources.device import Device
 
 _FAST = (1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0)
@@ -131,19 +132,19 @@ class AgentMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.placement_seconds = Histogram(
+        self.placement_seconds = PlainHistogram(
             "hetmesh_agent_placement_seconds",
             "Submit to placed-and-persisted, per task",
             buckets=_FAST,
             registry=r,
         )
-        self.kernel_seconds = Histogram(
+        self.kernel_seconds = PlainHistogram(
             "hetmesh_agent_kernel_call_seconds",
             "One placement kernel call (a batch)",
             buckets=_FAST,
             registry=r,
         )
-        self.service_seconds = Histogram(
+        self.service_seconds = PlainHistogram(
             "hetmesh_agent_task_service_seconds",
             "Measured service time of finished tasks",
             ["emulated"],
@@ -184,6 +185,7 @@ class AgentMetrics:
             emulated: self.service_seconds.labels(str(emulated).lower())
             for emulated in (False, True)
         }
+        self._decided: dict[tuple[str, bool], Counter] = {}  # (policy, placed) -> its child
 
     def watch(
         self,
@@ -240,8 +242,13 @@ class AgentMetrics:
         self._service[emulated].observe(latency_s)
 
     def decided(self, policy: str, placed: bool, count: int = 1) -> None:
-        """Count ``count`` decisions."""
-        self.decisions.labels(policy, str(placed).lower()).inc(count)
+        """Count ``count`` decisions (each policy's child looked up once, as ``_service``)."""
+        child = self._decided.get((policy, placed))
+        if child is None:
+            child = self._decided[policy, placed] = self.decisions.labels(
+                policy, str(placed).lower()
+            )
+        child.inc(count)
 
     def render(self) -> bytes:
         """Return the text exposition of every metric."""
