@@ -16,7 +16,9 @@ rate; records are created on a fixed schedule, so a record that waits for its gr
 - ``unix-kN``: a Unix stream socket pair, ``N`` records per length-prefixed frame;
 - ``sqlite-kN-pM``: the producer inserts the records in transactions of ``N`` into a WAL
   file (``synchronous = FULL``, the agent's level), the consumer polls
-  ``rowid > last`` from its own connection every ``M`` ms;
+  ``rowid > last`` from its own connection every ``M`` ms (``-w``: and marks what it read
+  in its own transaction, as a second process recording placements in the same file
+  would; the producer's commit times then show the two writers' lock);
 - ``sqlite-kN-alone``: the same inserts with no consumer: the durable insert the intake
   pays anyway, so the handoff's share of the producer is the difference;
 - ``none-kN``: the producer's schedule alone (sleeps, records built, nothing sent): the
@@ -136,14 +138,17 @@ def produce_sqlite(out: Connection, path: Path, n: int, rate: float, k: int) -> 
     def body() -> list[float]:
         conn = connect(path)
         wait = schedule(n, rate, k)
+        commits = []  # wall seconds of each group's transaction (a second writer stalls it)
         for i in range(0, n, k):
             created = wait(i)
             rows = [(record(j, created + (j - i) / rate),) for j in range(i, min(i + k, n))]
+            began = time.perf_counter()
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany("INSERT INTO handoff (body) VALUES (?)", rows)
             conn.execute("COMMIT")
+            commits.append(time.perf_counter() - began)
         conn.close()
-        return []
+        return commits
 
     _cpu(out, body)
 
@@ -187,7 +192,9 @@ def consume_unix(out: Connection, sock: socket.socket) -> None:
     _cpu(out, body)
 
 
-def consume_sqlite(out: Connection, path: Path, n: int, poll_ms: float) -> None:
+def consume_sqlite(out: Connection, path: Path, n: int, poll_ms: float, write: bool) -> None:
+    """Poll ``rowid > last``; with ``write``, also mark what was read (a second writer)."""
+
     def body() -> list[float]:
         conn = connect(path)
         lat: list[float] = []
@@ -197,10 +204,18 @@ def consume_sqlite(out: Connection, path: Path, n: int, poll_ms: float) -> None:
                 "SELECT rowid, body FROM handoff WHERE rowid > ? ORDER BY rowid", (last,)
             ).fetchall()
             now = time.perf_counter()
-            for rowid, data in rows:
+            for _, data in rows:
                 lat.append(now - json.loads(data)["submitted_at"])
-                last = rowid
-            if not rows:
+            if rows and write:
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute(
+                    "UPDATE handoff SET state = 1 WHERE rowid > ? AND rowid <= ?",
+                    (last, rows[-1][0]),
+                )
+                conn.execute("COMMIT")
+            if rows:
+                last = rows[-1][0]
+            else:
                 time.sleep(poll_ms / 1000)
         conn.close()
         return lat
@@ -237,19 +252,24 @@ def trial(mechanism: str, n: int, rate: float, tmp: Path) -> dict[str, Any]:
     else:
         path = tmp / f"{mechanism}-{time.monotonic_ns()}.db"
         conn = connect(path)
-        conn.execute("CREATE TABLE handoff (body BLOB NOT NULL)")
+        conn.execute("CREATE TABLE handoff (body BLOB NOT NULL, state INTEGER DEFAULT 0)")
         conn.close()
         start(produce_sqlite, path, n, rate, k)
         if params[1] != "alone":
-            start(consume_sqlite, path, n, float(params[1][1:]))
+            start(consume_sqlite, path, n, float(params[1][1:]), params[-1] == "w")
     for p in procs:
         p.start()
     got = [c.recv() for c in results]
     for p in procs:
         p.join()
-    producer_cpu, _ = got[0]
+    producer_cpu, commits = got[0]
     consumer_cpu, lat = got[1] if len(got) > 1 else (0.0, [])
-    return {"producer_s": producer_cpu, "consumer_s": consumer_cpu, "latencies": lat}
+    return {
+        "producer_s": producer_cpu,
+        "consumer_s": consumer_cpu,
+        "latencies": lat,
+        "commits": commits,
+    }
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -281,6 +301,7 @@ MECHANISMS = (
     "sqlite-k32-alone",
     "sqlite-k32-p1",
     "sqlite-k32-p5",
+    "sqlite-k32-p1-w",
 )
 
 
@@ -324,7 +345,7 @@ def main() -> None:
         prod = [t["producer_s"] / n * 1e6 for t in trials]
         cons = [t["consumer_s"] / n * 1e6 for t in trials]
         lat = [x * 1000 for t in trials for x in t["latencies"]]
-        row = {
+        row: dict[str, Any] = {
             "producer_us": [round(x, 1) for x in prod],
             "consumer_us": [round(x, 1) for x in cons],
             "producer_us_median": round(statistics.median(prod), 1),
@@ -333,10 +354,16 @@ def main() -> None:
             "p99_ms": round(percentile(lat, 0.99), 3) if lat else None,
             "samples": len(lat),
         }
+        commits = [x * 1000 for t in trials for x in t["commits"]]
+        if commits:
+            row["commit_p50_ms"] = round(percentile(commits, 0.50), 3)
+            row["commit_p99_ms"] = round(percentile(commits, 0.99), 3)
+            row["commits"] = len(commits)
         summary["mechanisms"][m] = row
         print(
             f"{m:<18} {row['producer_us']!s:>22} {row['consumer_us']!s:>22} "
             f"{row['p50_ms']!s:>7} {row['p99_ms']!s:>7} {len(lat):>6}"
+            + (f"  commit p50 {row['commit_p50_ms']} p99 {row['commit_p99_ms']}" if commits else "")
         )
     print(json.dumps(summary))
 
