@@ -308,6 +308,11 @@ static const bounds_t NO_BOUNDS = {NULL, 0};
 
 static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
 
+/* Whether the pass divides device d's estimate by its optimism (a divisor, d not busy). */
+static int divides(const pass_opts *opt, int32_t d) {
+    return opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]);
+}
+
 /* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */
 static void charge(double *devices, const double *task, const double *o_row) {
     int j;
@@ -373,7 +378,7 @@ static int rank(const double *devices, int32_t n_dev, double *scratch, const dou
         for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
         if (congestion > 0.0) {
             double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
-            if (bound != NULL && !(opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d])))
+            if (bound != NULL && !divides(opt, d))
                 c *= bound[d];
             score += congestion * c;
         }
@@ -400,7 +405,6 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                  int32_t *bad_index, int devices_checked, const pass_opts *opt,
                  const bounds_t *bounds) {
     const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
-    const uint8_t *busy = opt->busy;
     const int32_t only = opt->only;
     const int reset = opt->reset;
     int32_t t, d;
@@ -452,7 +456,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                              : static_reason(dev, scr, task, &inv_pe);
             if (reason == HM_R_OK) {
                 double corr_d = corr[d];
-                if (divisors != NULL && !(busy != NULL && busy[d])) corr_d = corr_d / divisors[d];
+                if (divides(opt, d)) corr_d = corr_d / divisors[d];
                 if (reset && (corr_d >= reset_hi || corr_d <= reset_lo)) corr_d = 1.0;
                 reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
             }

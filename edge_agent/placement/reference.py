@@ -188,6 +188,14 @@ class PassOptions:
 PLAIN = PassOptions()
 
 
+def _dividing(opt: PassOptions, d: int) -> Sequence[float] | None:
+    """The pass's divisors when it divides device ``d``'s estimate by its optimism (the
+    kernel's ``divides``: a divisor, ``d`` not busy), else None."""
+    if opt.divisors is None or (opt.busy is not None and opt.busy[d]):
+        return None
+    return opt.divisors
+
+
 def device_scratch(devices: Sequence[float], n_dev: int) -> list[list[float]]:
     """Return the scratch rows with each device's per-batch constants filled in."""
     scratch = [[0.0] * L.SCR_FIELDS for _ in range(n_dev)]
@@ -268,8 +276,9 @@ def place_task(
             reason, inv_pe = _static_reason(dev, scr, task)
         if reason == L.R_OK:
             corr = corrections[cls * n_dev + d]
-            if opt.divisors is not None and not (opt.busy is not None and opt.busy[d]):
-                corr = corr / opt.divisors[d]
+            divisors = _dividing(opt, d)
+            if divisors is not None:
+                corr = corr / divisors[d]
             if opt.reset is not None and (corr >= opt.reset[1] or corr <= opt.reset[0]):
                 corr = 1.0
             reason = _estimate(dev, task, work, moved, corr, inv_pe, scr)
@@ -364,9 +373,7 @@ def _rank(
         if congestion > 0.0:
             dev = devices[d * L.DEV_FIELDS : (d + 1) * L.DEV_FIELDS]
             c = _congestion_s(dev, scr, mins)
-            if bound is not None and not (
-                opt.divisors is not None and not (opt.busy is not None and opt.busy[d])
-            ):
+            if bound is not None and _dividing(opt, d) is None:
                 c *= bound[d]
             score += congestion * c
         if devices[d * L.DEV_FIELDS + L.DEV_HEALTH] == 1.0:
