@@ -90,13 +90,13 @@ class OutcomeRecording:
         self.release(decision)
 
     def _mark_learned(self, cls: int, d: int) -> None:
+        """Label (cls, d)'s estimate learned (``feedback`` calls it only when it is not yet)."""
         sources = self._sources[cls] or (ROOFLINE,) * len(self.device_ids)
-        if not sources[d].startswith("learned"):
-            self._sources[cls] = (
-                *sources[:d],
-                f"learned from measurements (prior: {sources[d]})",
-                *sources[d + 1 :],
-            )
+        self._sources[cls] = (
+            *sources[:d],
+            f"learned from measurements (prior: {sources[d]})",
+            *sources[d + 1 :],
+        )
 
     def started(self, decision: Decision, *, now: float | None = None) -> None:
         """Record that a placed task began running (at ``now`` on the clock, default now).
