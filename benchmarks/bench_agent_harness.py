@@ -70,7 +70,13 @@ def _start(cmd: list[str], data_dir: Path) -> tuple[subprocess.Popen[bytes], int
 
 def cpu_s(pid: int) -> float:
     """Return the CPU seconds (user + system, every thread) process ``pid`` has used (Linux)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return stat_cpu_s(Path(f"/proc/{pid}/stat"))
+
+
+def stat_cpu_s(stat: Path) -> float:
+    """Return the CPU seconds (user + system) a ``/proc`` stat file (a process's, or a
+    thread's ``/proc/PID/task/TID/stat``) reports; OSError once it has gone."""
+    fields = stat.read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-TICK = os.sysconf("SC_CLK_TCK")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+from bench_agent_harness import stat_cpu_s  # a benchmark's helper (benchmarks/ is no package)
+
 Sample = dict[int, dict[int, float]]  # pid -> tid -> CPU seconds
 
 
@@ -46,10 +47,9 @@ def sample(pids: list[int]) -> Sample:
         threads: dict[int, float] = {}
         for task in Path(f"/proc/{pid}/task").glob("*"):
             try:
-                fields = (task / "stat").read_text().rpartition(")")[2].split()
+                threads[int(task.name)] = stat_cpu_s(task / "stat")
             except OSError:
                 continue
-            threads[int(task.name)] = (int(fields[11]) + int(fields[12])) / TICK
         if threads:
             out[pid] = threads
     return out
