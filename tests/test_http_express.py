@@ -346,30 +346,43 @@ async def test_nothing_the_lane_acknowledged_is_lost_to_kill_9(tmp_path: Path) -
     assert len(acked) >= 200 and set(acked) <= stored
 
 
-async def test_a_head_seen_before_is_read_once_and_each_other_head_as_its_own(
+async def test_a_head_seen_before_is_judged_once_and_each_other_head_as_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The lane reads a head block it has seen lately from its cache: the same fields (or
-    the same refusal) as reading it again, a block differing in one byte read on its own,
-    and the cache bounded."""
+    """The lane judges a whole head (request line and fields) it has seen lately from its
+    cache: the same route and fields (or the same hand-over to aiohttp) as judging it again,
+    a head differing in one byte judged on its own, and the cache bounded."""
     from edge_agent import http_express
 
-    monkeypatch.setattr(http_express, "_HEADS", {})
     monkeypatch.setattr(http_express, "HEADS_LIMIT", 4)
     read: list[bytes] = []
     real = http_express._headers
     monkeypatch.setattr(http_express, "_headers", lambda b: read.append(b) or real(b))
-    plain = b"Host: a\r\nContent-Length: 12\r\nIdempotency-Key: k1"
+    seen: list[dict[str, str]] = []
+
+    def route(headers: dict[str, str], body: bytes) -> bytes:
+        seen.append(headers)
+        return b"ok:" + body
+
+    express = http_express.Express(1024, 60.0)
+    express.route("POST", "/x", route)
+    plain = b"Host: a\r\nContent-Length: 2\r\nIdempotency-Key: k1"
     other = plain.replace(b"k1", b"k2")
-    twice = b"Host: a\r\nHost: b"
-    fields = [http_express._head_fields(b) for b in (plain, plain, other, twice, twice, plain)]
-    assert fields[0] == {"host": "a", "content-length": "12", "idempotency-key": "k1"}
-    assert fields[1] == fields[5] == fields[0] and fields[2]["idempotency-key"] == "k2"
-    assert fields[3] is None and fields[4] is None  # a field twice: aiohttp's, every time
+    twice = b"Host: a\r\nHost: b\r\nContent-Length: 2"
+    handed: list[bytes] = []
+    for block in (plain, plain, other, plain, twice, twice):
+        transport = _Transport()
+        lane = http_express.ExpressLane(express, transport, handed.append, lambda b: None)  # type: ignore[arg-type]
+        lane.feed(b"POST /x HTTP/1.1\r\n" + block + b"\r\n\r\nhi")
+        assert transport.written == ([] if block == twice else [b"ok:hi"])
+    assert seen[0] == {"host": "a", "content-length": "2", "idempotency-key": "k1"}
+    assert seen[1] == seen[3] == seen[0] and seen[2]["idempotency-key"] == "k2"
+    assert len(seen) == 4 and len(handed) == 2  # a field twice: aiohttp's, every time
     assert read == [plain, other, twice]
+    lane = http_express.ExpressLane(express, _Transport(), handed.append, lambda b: None)  # type: ignore[arg-type]
     for i in range(10):
-        http_express._head_fields(b"Host: h%d" % i)
-    assert len(http_express._HEADS) <= 4
+        lane.feed(b"POST /x HTTP/1.1\r\nHost: h%d\r\nContent-Length: 0\r\n\r\n" % i)
+    assert len(express._heads) <= 4
 
 
 class _Transport:
@@ -390,6 +403,9 @@ class _Transport:
 
     def get_write_buffer_size(self) -> int:
         return 0
+
+    def get_extra_info(self, name: str) -> None:
+        return None  # no socket: answers go through ``write``
 
     def pause_reading(self) -> None: ...
 
