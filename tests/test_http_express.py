@@ -211,14 +211,18 @@ async def test_an_idle_keep_alive_connection_of_the_lane_is_closed(
     agent_daemon: Serve,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Also once its answers went through the lane's copy of the socket (from the second
+    on): the copy is closed with the lane, so the client sees the connection end."""
     monkeypatch.setattr("edge_agent.agent.web.api.KEEPALIVE_S", 0.3)
     async with agent_daemon(emulated_agent()) as url:
         reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
-        writer.write(_post())
-        [(status, _, _)] = await _answers(reader, 1)
+        statuses = []
+        for _ in range(3):
+            writer.write(_post())
+            statuses += [a[0] for a in await _answers(reader, 1)]
         closed = await asyncio.wait_for(reader.read(), 5)  # b"": the agent closed it
         writer.close()
-    assert status == 202 and closed == b""
+    assert statuses == [202] * 3 and closed == b""
 
 
 async def test_a_busy_lane_connection_outlives_aiohttps_keep_alive_time(
@@ -449,3 +453,48 @@ async def test_a_route_answers_at_once_or_by_a_future_in_order_and_a_failure_is_
         assert len(transport.written) == 4 and transport.written[3].startswith(b"HTTP/1.1 500 ")
         assert transport.closed and busy == [True, False] * 4
         assert express.served == 4 and not express._inflight
+
+
+async def test_keep_alive_answers_go_through_the_sockets_copy_in_order_with_the_transport() -> None:
+    """From a connection's second answer on, the lane sends through a copy of its socket;
+    while the transport still holds unsent bytes it writes through the transport (so the
+    answers stay in order), and leaving the connection closes the copy."""
+    import socket
+
+    from edge_agent import http_express
+
+    ours, peer = socket.socketpair()
+    peer.settimeout(5)
+
+    class Transport(_Transport):
+        backlog = 0
+
+        def get_write_buffer_size(self) -> int:
+            return self.backlog
+
+        def get_extra_info(self, name: str) -> Any:
+            return ours if name == "socket" else None
+
+    def request(body: bytes) -> bytes:
+        return b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    express = http_express.Express(1024, 60.0)
+    express.route("POST", "/x", lambda headers, body: b"A:" + body)
+    transport = Transport()
+    lane = http_express.ExpressLane(express, transport, lambda b: None, lambda b: None)  # type: ignore[arg-type]
+    try:
+        lane.feed(request(b"1"))  # a first answer: the transport's (most connections' only)
+        lane.feed(request(b"2"))  # the second: through the copy
+        transport.backlog = 5  # the transport has bytes left to send: after them
+        lane.feed(request(b"3"))
+        transport.backlog = 0
+        lane.feed(request(b"4"))
+        assert transport.written == [b"A:1", b"A:3"]
+        assert peer.recv(64) == b"A:2A:4"
+        copy = lane._sock
+        assert copy is not None and copy.fileno() != ours.fileno()
+        lane.lost()
+        assert copy.fileno() == -1 and lane._sock is None and ours.fileno() >= 0
+    finally:
+        ours.close()
+        peer.close()
