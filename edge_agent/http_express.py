@@ -90,16 +90,15 @@ class Express:
         now = int(time.time())
         if self._date[0] != now:
             self._date = (now, formatdate(now, usegmt=True).encode("ascii"))
-        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        return b"".join(
-            (
-                f"HTTP/1.1 {status} {reason}\r\n{extra}"
-                f"Content-Type: application/json; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nDate: ".encode("latin-1"),
-                self._date[1],
-                _SERVER,
-                body,
-            )
+        head = f"HTTP/1.1 {status} {reason}\r\n"
+        for name, value in headers.items():
+            head += f"{name}: {value}\r\n"
+        return b"%b%d\r\nDate: %b%b%b" % (
+            (head + _JSON_LENGTH).encode("latin-1"),
+            len(body),
+            self._date[1],
+            _SERVER,
+            body,
         )
 
     async def close(self, timeout_s: float = 30.0) -> None:
@@ -112,6 +111,7 @@ class Express:
             lane.close()
 
 
+_JSON_LENGTH = "Content-Type: application/json; charset=utf-8\r\nContent-Length: "
 _SERVER = f"\r\nServer: {SERVER_SOFTWARE}\r\n\r\n".encode("latin-1")
 _INTERNAL = json.dumps({"ok": False, "error": "internal error; see the log", "status": 500})
 
