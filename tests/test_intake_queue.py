@@ -69,8 +69,12 @@ async def test_a_bad_request_fails_alone_and_a_broken_store_fails_everyone() -> 
     store = _Store()
     coalescer = SubmitCoalescer(store.submit)
     heard: dict[str, tuple[Any, Any]] = {}
+
+    def done(key: str) -> Any:
+        return lambda stored, err: heard.__setitem__(key, (stored, err))
+
     for key in ("a", "bad", "c"):
-        coalescer.then(_task(key), lambda s, e, k=key: heard.__setitem__(k, (s, e)))
+        coalescer.then(_task(key), done(key))
     await coalescer.drain()
     assert store.groups[0] == ["a", "bad", "c"]  # refused as a group, then one by one
     assert sorted(store.committed) == ["a", "c"]
