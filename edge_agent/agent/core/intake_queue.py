@@ -75,14 +75,21 @@ class SubmitCoalescer:
             _log.debug("a group of %s submissions failed (%s); one by one", len(group), err)
             await asyncio.gather(*(self._store([one]) for one in group))
             return
-        for (_, done), stored in zip(group, results, strict=True):
-            done(stored, None)
+        # told from the loop's next turn, as futures' callbacks would be: the scheduler,
+        # woken by this group, takes it to the kernel first, then the 202s are written
+        asyncio.get_running_loop().call_soon(_tell, group, results)
 
     async def drain(self) -> None:
         """Wait for the groups in flight (before the store closes)."""
         while self._pending or self._tasks:
             self._flush()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _tell(group: list[tuple[NewTask, Done]], results: list[Stored]) -> None:
+    """Tell each caller of a stored group its (row, created)."""
+    for (_, done), stored in zip(group, results, strict=True):
+        done(stored, None)
 
 
 def _answer(future: asyncio.Future[Stored], value: Stored | None, err: Exception | None) -> None:
