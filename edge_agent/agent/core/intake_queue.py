@@ -49,8 +49,8 @@ class SubmitCoalescer:
         return future
 
     def then(self, task: NewTask, done: Done) -> None:
-        """``enqueue`` without a future: ``done`` is called (from the group's write, so it
-        must not raise) once the group's commit returned, or with the error it failed with.
+        """``enqueue`` without a future: ``done`` is called from the loop (it must not
+        raise) once the group's commit returned, or with the error the group failed with.
         A caller that answers from there saves a future and a loop callback per task."""
         if not self._pending:
             asyncio.get_running_loop().call_soon(self._flush)
