@@ -219,6 +219,32 @@ static int estimate(const double *dev, const double *task, double work, double m
     return HM_R_OK;
 }
 
+/* x is in [lo, DBL_MAX], or (lo, DBL_MAX] when open (NaN is in neither). */
+static int in_range(double x, double lo, int open) {
+    return (open ? x > lo : x >= lo) & (x <= DBL_MAX);
+}
+
+/* The first of x[0..n) that is not in_range, or -1 (lo >= 0). Every call checks its class's
+ * correction and bound rows, so first a pass that vectorises (as all_finite_nonneg's) flags
+ * suspects by the high 32 bits alone: a double whose high word is in [floor_hi, 0x7FF00000)
+ * is positive, finite and at least the double with high word floor_hi and low word 0,
+ * which floor_hi keeps in range; only when one is flagged are they checked exactly. */
+static int32_t first_outside(const double *x, int32_t n, double lo, int open) {
+    uint64_t lo_bits, b;
+    uint32_t floor_hi, flagged = 0;
+    int32_t i;
+    memcpy(&lo_bits, &lo, sizeof lo_bits);
+    floor_hi = (uint32_t)(lo_bits >> 32) + (uint32_t)(open || (uint32_t)lo_bits != 0u);
+    for (i = 0; i < n; i++) {
+        memcpy(&b, x + i, sizeof b);
+        flagged |= ((uint32_t)(b >> 32) - floor_hi) >= (0x7FF00000u - floor_hi);
+    }
+    if (!flagged) return -1;
+    for (i = 0; i < n; i++)
+        if (!in_range(x[i], lo, open)) return i;
+    return -1;
+}
+
 static int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
                             int32_t n_task, const double *weights, const double *corrections,
                             int32_t n_classes, int32_t *bad_index, int devices_checked,
@@ -267,20 +293,12 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
             if (seen[cls >> 6] & bit) continue;
             seen[cls >> 6] |= bit;
         }
-        for (d = 0; d < n_dev; d++) {
-            if (!((row[d] > 0.0) & (row[d] <= DBL_MAX))) {
-                *bad_index = cls * n_dev + d;
-                return HM_ST_BAD_CORRECTION;
-            }
-        }
-        if (bounds != NULL && cls < bound_classes) {
-            const double *bound = bounds + (size_t)cls * n_dev;
-            for (d = 0; d < n_dev; d++) {
-                if (!((bound[d] >= 1.0) & (bound[d] <= DBL_MAX))) {
-                    *bad_index = cls * n_dev + d;
-                    return HM_ST_BAD_CORRECTION;
-                }
-            }
+        d = first_outside(row, n_dev, 0.0, 1);
+        if (d < 0 && bounds != NULL && cls < bound_classes)
+            d = first_outside(bounds + (size_t)cls * n_dev, n_dev, 1.0, 0);
+        if (d >= 0) {
+            *bad_index = cls * n_dev + d;
+            return HM_ST_BAD_CORRECTION;
         }
     }
     return HM_ST_OK;
@@ -547,11 +565,10 @@ static int explore(hm_call *c) {
     int st, untried = 0, candidate = 0, hopeless;
     if (divisors == NULL) return HM_ST_BAD_SHAPE;
     *outcome = HM_EX_NO_UNTRIED;
-    for (d = 0; d < c->n_dev; d++) {
-        if (!(divisors[d] >= 1.0 && divisors[d] <= DBL_MAX)) {
-            c->bad_index = d;
-            return HM_ST_BAD_CORRECTION;
-        }
+    d = first_outside(divisors, c->n_dev, 1.0, 0);
+    if (d >= 0) {
+        c->bad_index = d;
+        return HM_ST_BAD_CORRECTION;
     }
     st = explore_pass(c, HM_EX_ROW_USUAL, 1, &honest);
     if (st != HM_ST_OK) return st;
