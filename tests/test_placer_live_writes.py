@@ -12,19 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edge_agent.errors import InvalidInput
-from edge_agent.placement import Placer, Policy, kernel
+from edge_agent.placement import kernel
 from edge_agent.placement import layout as L
-from edge_agent.resources.vocab import DeviceKind
-from tests.test_placer_quality import dev, task
-
-
-def _fleet(backend: str) -> Placer:
-    devices = [
-        dev("gpu", int8=1000),
-        dev("cpu", DeviceKind.CPU_ARM, int8=200),
-        dev("npu", int8=400),
-    ]
-    return Placer(devices, Policy.template("latency-first"), backend=backend)  # type: ignore[arg-type]
+from tests.test_placer_hot_path import _fleet
+from tests.test_placer_quality import task
 
 
 def test_an_unchanged_health_list_is_skipped_and_a_changed_one_applies(backend: str) -> None:
