@@ -120,3 +120,16 @@ def test_the_kernels_live_write_and_its_twin_agree(cols: list[int], values: list
             assert native._ws.devices[:, col].tolist() == flat[3 * k : 3 * k + 3]
     else:
         assert np.array_equal(native._ws.devices, _fleet("native")._ws.devices)
+
+
+@pytest.mark.parametrize("device_ids", [None, ("gpu", "cpu", "npu")])
+def test_an_array_inside_a_list_is_refused_clearly_and_changes_nothing(
+    backend: str, device_ids: tuple[str, ...] | None
+) -> None:
+    """A one-element array compared as a number passed the plain-list check, and numpy's
+    write then raised ValueError after the columns before it were written."""
+    p = _fleet(backend)
+    with pytest.raises(InvalidInput, match="queued_s must be numbers"):
+        p.update_live_many(device_ids, health=[1.0, 1.0, 1.0], queued_s=[np.array([1.0]), 0.0, 0.0])
+    assert [p.live(d)["health"] for d in p.device_ids] == [0.0, 0.0, 0.0]
+    assert p.live("gpu")["queued_s"] == 0.0

@@ -21,24 +21,27 @@ BATCH_COLUMNS: dict[str, tuple[int, float]] = {
     L.LIVE_NAMES[col]: (col, top) for col, top in L.LIVE_TOP.items()
 }
 _FLOAT_MAX = sys.float_info.max
+_PLAIN = (float, int, bool)  # numbers _listed_ok compares itself
 
 
 def _listed_ok(given: object, n: int, bound: float, integral: bool) -> bool:
-    """Return True when ``given`` is a list or tuple of ``n`` numbers, each in [0, ``bound``]
-    (a whole number when ``integral``); False when it is not, or not all are (numpy decides).
+    """Return True when ``given`` is a list or tuple of ``n`` plain numbers (float, int or
+    bool), each in [0, ``bound``] (a whole number when ``integral``); False when it is not,
+    or not all are (numpy decides).
 
-    The values numpy's check accepts, for a fraction of its cost on a fleet's few dozen:
-    ufuncs over a small array cost about five times this loop, and ``update_live_many``
-    runs once per simulated decision. nan and inf fail the range as they do there.
+    The values numpy's check accepts, for a fraction of its cost on a fleet's few dozen
+    (ufuncs over a small array cost about five times this loop): a subset of the devices'
+    lists, which the kernel's whole-fleet write does not take. nan and inf fail the range as
+    they do there; anything else (a numpy array inside the list, whose comparison is an
+    array) goes to numpy, which refuses what it cannot write.
     """
     if type(given) not in (list, tuple) or len(given) != n:  # type: ignore[arg-type]
         return False
-    try:
-        for value in given:  # type: ignore[attr-defined]
-            if not 0.0 <= value <= bound or (integral and value != math.floor(value)):
-                return False
-    except TypeError:  # not a number: numpy converts what it can and refuses the rest
-        return False
+    for value in given:  # type: ignore[attr-defined]
+        if type(value) not in _PLAIN or not 0.0 <= value <= bound:
+            return False
+        if integral and value != math.floor(value):
+            return False
     return True
 
 
