@@ -314,6 +314,8 @@ typedef struct {
     int commit;
     int reset;
     double reset_lo, reset_hi;
+    int checked; /* the inputs passed check_inputs in this call already (an exploration's
+                  * later passes: nothing was written since its first) */
 } pass_opts;
 
 /* The pessimistic bounds a pass charges by (hm_call.bound_rows): rows of `classes` classes. */
@@ -324,7 +326,7 @@ typedef struct {
 
 static const bounds_t NO_BOUNDS = {NULL, 0};
 
-static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
 
 /* Whether the pass divides device d's estimate by its optimism (a divisor, d not busy). */
 static int divides(const pass_opts *opt, int32_t d) {
@@ -382,12 +384,12 @@ static double congestion_s(const double *dev, const double *scr, const double *m
  * congestion charge's weight in score units (its weight x the latency term's scale), each
  * device's charge times its pessimistic bound (bound: the task class's row, or NULL), except
  * where the pass divides the device's estimate by its optimism (opt). */
-static int rank(const double *devices, int32_t n_dev, double *scratch, const double *inv,
-                const double *mins, int k, double guard_s, double congestion,
+static int rank(const double *devices, int32_t d_lo, int32_t d_hi, double *scratch,
+                const double *inv, const double *mins, int k, double guard_s, double congestion,
                 const double *bound, const pass_opts *opt, int32_t *chosen, double *top) {
     int32_t d;
     int n_chosen = 0, o;
-    for (d = 0; d < n_dev; d++) {
+    for (d = d_lo; d < d_hi; d++) {
         double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
         double score = 0.0;
         int pos;
@@ -435,9 +437,11 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
     if (n_task > 0 && (tasks == NULL || out == NULL))
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
-    st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index,
-                      devices_checked, bounds->rows, bounds->classes);
-    if (st != HM_ST_OK) return st;
+    if (!opt->checked) {
+        st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes,
+                          bad_index, devices_checked, bounds->rows, bounds->classes);
+        if (st != HM_ST_OK) return st;
+    }
 
     if (!devices_checked)
         for (d = 0; d < n_dev; d++)
@@ -455,7 +459,10 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen, o, j;
-        int32_t n_ok = 0, n_late = 0;
+        int32_t n_ok = 0, n_late = 0, n_excluded = 0;
+        /* the devices visited: every one, or the one a pass is restricted to (valid only) */
+        int32_t d_lo = only >= 0 && only < n_dev ? only : 0;
+        int32_t d_hi = only >= 0 ? (only < n_dev ? only + 1 : 0) : n_dev;
         double guard_s = 0.0, congestion = 0.0;
         const double *bound = (bounds->rows != NULL && task[HM_TASK_CLASS] < bounds->classes)
                                   ? bounds->rows + (size_t)task[HM_TASK_CLASS] * n_dev
@@ -465,13 +472,22 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
         o_row[HM_OUT_RUNNER_UP] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = INFINITY;
-        for (d = 0; d < n_dev; d++) {
+        if (only >= 0) { /* the other devices are excluded: marked at once, never visited */
+            if (reasons != NULL) memset(reasons + (size_t)t * n_dev, HM_R_EXCLUDED, (size_t)n_dev);
+            n_excluded = n_dev - (d_hi - d_lo);
+        }
+        for (d = d_lo; d < d_hi; d++) {
             const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
             double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
             double inv_pe = 0.0;
-            int reason = ((allowed != NULL && !allowed[d]) || (only >= 0 && d != only))
-                             ? HM_R_EXCLUDED
-                             : static_reason(dev, scr, task, &inv_pe);
+            int reason;
+            if (allowed != NULL && !allowed[d]) { /* not a candidate: counted after the loop */
+                scr[HM_SCR_REASON] = (double)HM_R_EXCLUDED;
+                if (reasons != NULL) reasons[(size_t)t * n_dev + d] = HM_R_EXCLUDED;
+                n_excluded++;
+                continue;
+            }
+            reason = static_reason(dev, scr, task, &inv_pe);
             if (reason == HM_R_OK) {
                 double corr_d = corr[d];
                 if (divides(opt, d)) corr_d = corr_d / divisors[d];
@@ -489,6 +505,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             for (o = 0; o < HM_N_OBJECTIVES; o++)
                 if (scr[o] < mins[o]) mins[o] = scr[o];
         }
+        counts[HM_R_EXCLUDED] += (double)n_excluded; /* whole numbers: as one at a time */
         if (n_ok < k) {
             /* no k devices meet the deadline: the earliest finishes, unless told to drop */
             if (n_ok + n_late < k || ((int)task[HM_TASK_FLAGS] & HM_TF_DROP_IF_LATE)) continue;
@@ -497,7 +514,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 mins[o] = INFINITY;
                 inv[o] = 0.0;
             }
-            for (d = 0; d < n_dev; d++) {
+            for (d = d_lo; d < d_hi; d++) {
                 double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
                 if (scr[HM_SCR_REASON] == (double)HM_R_DEADLINE) scr[HM_SCR_REASON] = 0.0;
                 if (scr[HM_SCR_REASON] != 0.0) continue;
@@ -512,8 +529,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
             congestion = weights[HM_W_CONGESTION] * inv[HM_OBJ_LATENCY];
         }
-        n_chosen = rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, bound, opt,
-                        chosen, top);
+        n_chosen = rank(devices, d_lo, d_hi, scratch, inv, mins, k, guard_s, congestion, bound,
+                        opt, chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
@@ -586,6 +603,7 @@ static int explore(hm_call *c) {
     }
     optimistic.divisors = divisors;
     optimistic.busy = busy;
+    optimistic.checked = 1; /* the usual pass checked the inputs; nothing was written since */
     st = explore_pass(c, HM_EX_ROW_OPTIMISTIC, 0, &optimistic);
     if (st != HM_ST_OK) return st;
     chosen = (int32_t)c->out[(size_t)HM_EX_ROW_OPTIMISTIC * HM_OUT_FIELDS + HM_OUT_ASSIGNED];
@@ -595,6 +613,7 @@ static int explore(hm_call *c) {
         return HM_ST_OK;
     }
     honest.only = chosen;
+    honest.checked = 1;
     st = explore_pass(c, HM_EX_ROW_PROBE, 1, &honest);
     if (st != HM_ST_OK) return st;
     probe = c->out + (size_t)HM_EX_ROW_PROBE * HM_OUT_FIELDS;
@@ -633,13 +652,15 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     return call_place(c, n_task, c->out, c->reasons, c->allowed, &PLAIN);
 }
 
-int hm_place_one(hm_call *c, int32_t set) {
+int hm_place_one(hm_call *c, int32_t set, const char *task) {
     int64_t *bk, *row = NULL;
     const double *o;
     double cls;
     int st;
     if (c == NULL || c->book == NULL || c->tasks == NULL) return HM_ST_BAD_SHAPE;
     if (set < -1 || set >= c->n_sets || (set >= 0 && c->sets == NULL)) return HM_ST_BAD_SHAPE;
+    /* the task buffer is the caller's, writable (const only for the kernel's passes) */
+    if (task != NULL) memcpy((double *)(uintptr_t)c->tasks, task, HM_TASK_FIELDS * sizeof(double));
     bk = c->book;
     cls = c->tasks[HM_TASK_CLASS];
     if (small_int(cls, 0, (double)c->book_classes - 1.0))

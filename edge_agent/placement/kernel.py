@@ -40,8 +40,9 @@ class KernelCall(Protocol):
 
     # ``place_one``'s ordinary call: task row 0 among the flags in ``ws.sets[set]`` (-1:
     # every device), with the exploration book's ticks (``reference_one``); returns a
-    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
-    def one(self, set: int) -> int: ...
+    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead.
+    # ``task``: a task row's float64 bytes, copied into row 0 first (where it stays)
+    def one(self, set: int, task: bytes) -> int: ...
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
@@ -103,12 +104,14 @@ class PythonCall:
     def _bound_rows(self) -> list[list[float]] | None:
         return None if self._bounds is None else self._bounds.tolist()
 
-    def one(self, set: int) -> int:
-        """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
+    def one(self, set: int, task: bytes) -> int:
+        """``hm_place_one``: ``task`` into row 0, the book's ticks, then task row 0 among
+        ``ws.sets[set]``."""
         ws = self.ws
         if not -1 <= set < ws.sets.shape[0]:
             self._bad = -1
             return L.ST_BAD_SHAPE
+        ws.tasks[0] = np.frombuffer(task, np.float64, L.TASK_FIELDS)
         book = self._book
         n_book = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
         row = reference_one.class_row(float(ws.tasks[0, L.TASK_CLASS]), n_book)
