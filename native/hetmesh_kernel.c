@@ -11,6 +11,7 @@
 #include <string.h>
 
 #define HM_CLASS_BITMAP_BITS 1024
+#define HM_VISIT_MAX 1024 /* a restricted call lists its candidates up to this many devices */
 
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
@@ -304,6 +305,29 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     return HM_ST_OK;
 }
 
+/* Write the indices of the nonzero flags among flags[0..n) to out, in order; return how many.
+ * Where the bytes of a word are in little-endian order (GCC and Clang say so), eight flags
+ * a step: eight zero flags cost a load and a test, each nonzero one a count of zero bits. */
+static int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out) {
+    int32_t d = 0, found = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; d + 8 <= n; d += 8) {
+        uint64_t w;
+        memcpy(&w, flags + d, sizeof w);
+        while (w != 0) {
+            int at = __builtin_ctzll(w) >> 3; /* the first nonzero flag's byte */
+            out[found++] = d + at;
+            w &= ~(0xFFull << (8 * at));
+        }
+    }
+#endif
+    for (; d < n; d++) {
+        out[found] = d;
+        found += flags[d] != 0;
+    }
+    return found;
+}
+
 /* One pass's options: the optimistic corrections (divisors, except where busy), a pass
  * restricted to one device (only >= 0), whether its choice is charged (commit), and the
  * probe of clamped factors (reset: a factor >= reset_hi or <= reset_lo counts as 1). */
@@ -384,15 +408,16 @@ static double congestion_s(const double *dev, const double *scr, const double *m
  * congestion charge's weight in score units (its weight x the latency term's scale), each
  * device's charge times its pessimistic bound (bound: the task class's row, or NULL), except
  * where the pass divides the device's estimate by its optimism (opt). */
-static int rank(const double *devices, int32_t d_lo, int32_t d_hi, double *scratch,
+static int rank(const double *devices, const int32_t *visit, int32_t n_visit, double *scratch,
                 const double *inv, const double *mins, int k, double guard_s, double congestion,
                 const double *bound, const pass_opts *opt, int32_t *chosen, double *top) {
-    int32_t d;
+    int32_t d, i;
     int n_chosen = 0, o;
-    for (d = d_lo; d < d_hi; d++) {
-        double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-        double score = 0.0;
+    for (i = 0; i < n_visit; i++) {
+        double *scr, score = 0.0;
         int pos;
+        d = visit != NULL ? visit[i] : i;
+        scr = scratch + (size_t)d * HM_SCR_FIELDS;
         if (scr[HM_SCR_REASON] != 0.0) continue;
         if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
         for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
@@ -427,7 +452,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
     const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
     const int32_t only = opt->only;
     const int reset = opt->reset;
-    int32_t t, d;
+    int32_t t, d, visit_buf[HM_VISIT_MAX], n_visit = n_dev;
+    const int32_t *visit = NULL;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
     *bad_index = -1;
@@ -448,6 +474,18 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             device_constants(devices + (size_t)d * HM_DEV_FIELDS,
                              scratch + (size_t)d * HM_SCR_FIELDS);
 
+    /* the devices a task's loops visit, in index order: every one (visit NULL), the one a
+     * pass is restricted to, or the candidates (up to HM_VISIT_MAX devices; past that each
+     * excluded device is visited and marked); the others are excluded */
+    if (only >= 0) {
+        n_visit = 0;
+        if (only < n_dev && (allowed == NULL || allowed[only])) visit_buf[n_visit++] = only;
+        visit = visit_buf;
+    } else if (allowed != NULL && n_dev <= HM_VISIT_MAX) {
+        n_visit = list_flagged(allowed, n_dev, visit_buf);
+        visit = visit_buf;
+    }
+
     for (t = 0; t < n_task; t++) {
         const double *task = tasks + (size_t)t * HM_TASK_FIELDS;
         const double *corr = corrections + (size_t)task[HM_TASK_CLASS] * n_dev;
@@ -459,10 +497,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen, o, j;
-        int32_t n_ok = 0, n_late = 0, n_excluded = 0;
-        /* the devices visited: every one, or the one a pass is restricted to (valid only) */
-        int32_t d_lo = only >= 0 && only < n_dev ? only : 0;
-        int32_t d_hi = only >= 0 ? (only < n_dev ? only + 1 : 0) : n_dev;
+        int32_t n_ok = 0, n_late = 0, n_excluded = 0, i;
         double guard_s = 0.0, congestion = 0.0;
         const double *bound = (bounds->rows != NULL && task[HM_TASK_CLASS] < bounds->classes)
                                   ? bounds->rows + (size_t)task[HM_TASK_CLASS] * n_dev
@@ -472,16 +507,18 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
         o_row[HM_OUT_RUNNER_UP] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = INFINITY;
-        if (only >= 0) { /* the other devices are excluded: marked at once, never visited */
+        if (visit != NULL) { /* the devices not visited are excluded: marked at once */
             if (reasons != NULL) memset(reasons + (size_t)t * n_dev, HM_R_EXCLUDED, (size_t)n_dev);
-            n_excluded = n_dev - (d_hi - d_lo);
+            n_excluded = n_dev - n_visit;
         }
-        for (d = d_lo; d < d_hi; d++) {
-            const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
-            double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            double inv_pe = 0.0;
+        for (i = 0; i < n_visit; i++) {
+            const double *dev;
+            double *scr, inv_pe = 0.0;
             int reason;
-            if (allowed != NULL && !allowed[d]) { /* not a candidate: counted after the loop */
+            d = visit != NULL ? visit[i] : i;
+            dev = devices + (size_t)d * HM_DEV_FIELDS;
+            scr = scratch + (size_t)d * HM_SCR_FIELDS;
+            if (visit == NULL && allowed != NULL && !allowed[d]) { /* counted after the loop */
                 scr[HM_SCR_REASON] = (double)HM_R_EXCLUDED;
                 if (reasons != NULL) reasons[(size_t)t * n_dev + d] = HM_R_EXCLUDED;
                 n_excluded++;
@@ -514,8 +551,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 mins[o] = INFINITY;
                 inv[o] = 0.0;
             }
-            for (d = d_lo; d < d_hi; d++) {
-                double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
+            for (i = 0; i < n_visit; i++) {
+                double *scr = scratch + (size_t)(visit != NULL ? visit[i] : i) * HM_SCR_FIELDS;
                 if (scr[HM_SCR_REASON] == (double)HM_R_DEADLINE) scr[HM_SCR_REASON] = 0.0;
                 if (scr[HM_SCR_REASON] != 0.0) continue;
                 for (o = 0; o < HM_N_OBJECTIVES; o++)
@@ -529,8 +566,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
             congestion = weights[HM_W_CONGESTION] * inv[HM_OBJ_LATENCY];
         }
-        n_chosen = rank(devices, d_lo, d_hi, scratch, inv, mins, k, guard_s, congestion, bound,
-                        opt, chosen, top);
+        n_chosen = rank(devices, visit, n_visit, scratch, inv, mins, k, guard_s, congestion,
+                        bound, opt, chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
@@ -575,8 +612,8 @@ static int explore(hm_call *c) {
     const double *divisors = c->divisors;
     const uint8_t *busy = c->busy;
     int32_t *outcome = &c->outcome;
-    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
-    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
+    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
+    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
     const double *usual, *probe;
     int32_t d, chosen;
     int st, untried = 0, candidate = 0, hopeless;
@@ -630,7 +667,7 @@ static int explore(hm_call *c) {
 
 /* HM_MODE_PROBE (see hm_place_bound). */
 static int probe_clamped(hm_call *c) {
-    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
     double cls, lo = c->clamp_lo, hi = c->clamp_hi;
     int32_t d, *stuck = &c->outcome;
     *stuck = 0;
