@@ -689,9 +689,15 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     return call_place(c, n_task, c->out, c->reasons, c->allowed, &PLAIN);
 }
 
+/* A class's book row: its last decision (output row o, the usual one) was pressed, i.e. late
+ * (HM_OUT_FLAGS nonzero) or congested (its latency over `congested` times its service). */
+static void set_pressed(int64_t *row, const double *o, double congested) {
+    row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
+                         o[HM_OUT_EST + HM_EST_LATENCY_S] > congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
+}
+
 int hm_place_one(hm_call *c, int32_t set, const char *task) {
     int64_t *bk, *row = NULL;
-    const double *o;
     double cls;
     int st;
     if (c == NULL || c->book == NULL || c->tasks == NULL) return HM_ST_BAD_SHAPE;
@@ -718,7 +724,9 @@ int hm_place_one(hm_call *c, int32_t set, const char *task) {
                 st = explore(c);
                 c->allowed = allowed;
                 c->divisors = divisors;
-                return st != HM_ST_OK ? st : HM_ONE_EXPLORED + c->outcome;
+                if (st != HM_ST_OK) return st;
+                set_pressed(row, c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS, c->congested);
+                return HM_ONE_EXPLORED + c->outcome;
             }
             row[HM_BK_TICK] = tick;
         }
@@ -729,12 +737,7 @@ int hm_place_one(hm_call *c, int32_t set, const char *task) {
     }
     st = call_place(c, 1, c->out, c->reasons,
                     set < 0 ? NULL : c->sets + (size_t)set * c->n_dev, &PLAIN);
-    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) {
-        o = c->out;
-        row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
-                             o[HM_OUT_EST + HM_EST_LATENCY_S] >
-                                 c->congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
-    }
+    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) set_pressed(row, c->out, c->congested);
     return st;
 }
 

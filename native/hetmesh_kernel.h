@@ -289,7 +289,8 @@ int hm_place_bound(hm_call *call, int32_t n_task);
  *    HM_BK_HOPELESS_EVERY while the class is pressed), reset the tick and: with
  *    divisor_rows bound, run the exploration decision (HM_MODE_EXPLORE with the class's
  *    row of divisor_rows, call->busy and the set's flags) and return its status when not
- *    OK, else HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
+ *    OK, else set the class's HM_BK_PRESSED from the usual row (as step 3 does) and return
+ *    HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
  * 2. tick the clamped-factor probe; when due, reset it and return HM_ONE_PROBE;
  * 3. decide as a plain call (mode is ignored); while counting, set the class's
  *    HM_BK_PRESSED: late (HM_OUT_FLAGS nonzero) or latency > congested * service.

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from edge_agent.placement import kernel
 from edge_agent.placement import layout as L
+from edge_agent.placement.reference_one import pressed
 from edge_agent.placement.workspace import Workspace
 from tests.test_kernel_property import problems
 
@@ -156,7 +157,8 @@ def test_a_due_exploration_run_in_the_one_call_is_the_explore_mode_call(
     problem: tuple, divisor: float
 ) -> None:
     """With the divisor rows bound, a due class is explored in the one call exactly as the
-    separate ``explore`` call over the set's flags decides (rows, reasons, charges)."""
+    separate ``explore`` call over the set's flags decides (rows, reasons, charges), and the
+    class's pressed flag is set from the usual row, as an ordinary decision sets it."""
     devices, tasks, corr, weights, _ = problem
     tasks[0, L.TASK_CLASS] = 0
     n_dev = len(devices)
@@ -173,11 +175,13 @@ def test_a_due_exploration_run_in_the_one_call_is_the_explore_mode_call(
         one.sets[1] = flags[:n_dev]
         two.allowed[:] = flags[:n_dev]
         call = kernel.bind(one, backend)
-        call.bind_book(
-            _book(len(corr), [1] * len(corr), [1] * len(corr)), CONGESTED, divisors, busy
-        )
+        book = _book(len(corr), [1] * len(corr), [1] * len(corr))
+        book[L.BK_GLOBALS + L.BK_PRESSED] = 7  # overwritten by the exploration's usual row
+        call.bind_book(book, CONGESTED, divisors, busy)
         status = call.one(1, one.tasks[0].tobytes())
         assert status >= L.ONE_EXPLORED
+        usual = one.out[L.EX_ROW_USUAL].tolist()
+        assert book[L.BK_GLOBALS + L.BK_PRESSED] == int(pressed(usual, CONGESTED))
         expected = kernel.bind(two, backend).explore(divisors[0].copy(), busy, True)
         assert expected[0] == L.ST_OK and status == L.ONE_EXPLORED + expected[2]
         assert one.out.tolist() == two.out.tolist()

@@ -121,7 +121,11 @@ class PythonCall:
             busy = None if self._busy is None else self._busy.tolist()
             allowed = None if set < 0 else ws.sets[set].tolist()
             status, _, outcome = self._explore(self._divisor_rows[cls].tolist(), busy, allowed)
-            return status if status != L.ST_OK else L.ONE_EXPLORED + outcome
+            if status != L.ST_OK:
+                return status
+            usual = ws.out[L.EX_ROW_USUAL].tolist()
+            reference_one.record(book, row, usual, self._congested)  # pressed, as step 3
+            return L.ONE_EXPLORED + outcome
         if due:
             return due
         status = self._place(1, None if set < 0 else ws.sets[set].tolist())[0]

@@ -210,6 +210,7 @@ class Placer(
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         # task 0's reason row as a memoryview: ``tobytes`` without numpy's method call
         self._reasons_row = ws.reasons0.data if ws.keep_reasons else None
+        self._reasons_row1 = ws.reasons[1].data if ws.keep_reasons else None  # a probe's
         # the device rows and corrections as flat rows of Python floats, read and written
         # in place by the run path (started / feedback / release): no numpy scalar per cell
         # (cast from a 1-D view: a 2-D view with no rows cannot be cast; an empty fleet)
@@ -243,6 +244,8 @@ class Placer(
         status = self._one(slot, bound[1])
         cls = bound[2]
         if status:
+            if status >= _EXPLORED:  # the kernel ran an exploration decision: its outcome
+                return self._explored(task.contract, cls, status - _EXPLORED)
             return self._due(status, task.contract, cls, candidates)
         reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
         row = self._out_flat[:_OUT]  # a copy: the slot is reused
@@ -292,10 +295,8 @@ class Placer(
         """The kernel's one call decided nothing: an exploration pass or the probe of
         clamped factors is due (``layout.ONE_*``), or the status is an error."""
         if status >= _EXPLORED:  # the kernel ran the exploration decision: its outcome
-            self.exploration.optimistic_pass()
             return self._explored(contract, cls, status - _EXPLORED)
         if status == _EXPLORE_DUE:
-            self.exploration.optimistic_pass()
             return self._explore(contract, cls, candidates)
         if status != _PROBE_DUE:
             kernel.check(status, self._call.bad_index(False))
