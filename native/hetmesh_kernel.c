@@ -13,6 +13,13 @@
 #define HM_CLASS_BITMAP_BITS 1024
 #define HM_VISIT_MAX 1024 /* a restricted call lists its candidates up to this many devices */
 
+/* a per-device step, inlined into each loop that runs it (a call per device costs ~20 %) */
+#if defined(__GNUC__)
+#define HM_STEP static inline __attribute__((always_inline))
+#else
+#define HM_STEP static inline
+#endif
+
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
     HM_NORM_FLOOR_3, HM_NORM_FLOOR_4, HM_NORM_FLOOR_5, HM_NORM_FLOOR_6};
@@ -132,7 +139,7 @@ static void device_constants(const double *dev, double *scr) {
 
 /* The inverse peak the task runs at on this device: its precision, or, when the task allows
  * several, the fastest of them the device offers; 0 when it offers none. */
-static double task_inv_peak(const double *dev, const double *scr, const double *task) {
+HM_STEP double task_inv_peak(const double *dev, const double *scr, const double *task) {
     int prec = (int)task[HM_TASK_PREC], p;
     uint32_t want = (uint32_t)task[HM_TASK_PREC_MASK], have;
     double best = 0.0;
@@ -148,7 +155,7 @@ static double task_inv_peak(const double *dev, const double *scr, const double *
     return best;
 }
 
-static int static_reason(const double *dev, const double *scr, const double *task,
+HM_STEP int static_reason(const double *dev, const double *scr, const double *task,
                          double *inv_pe) {
     uint32_t kind = (uint32_t)dev[HM_DEV_KIND];
     uint32_t kinds = (uint32_t)task[HM_TASK_KINDS_MASK];
@@ -178,7 +185,7 @@ static double deadline_cost(double deadline, double latency, double service_eff)
     return 3.0 + latency / deadline;
 }
 
-static int estimate(const double *dev, const double *task, double work, double moved,
+HM_STEP int estimate(const double *dev, const double *task, double work, double moved,
                     double corr, double inv_pe, double *scr) {
     double compute_s = work * inv_pe;
     double mem_s = moved * scr[HM_SCR_INV_BW];
@@ -403,45 +410,93 @@ static double congestion_s(const double *dev, const double *scr, const double *m
     return scr[HM_OBJ_THROUGHPUT] * (ramp < 1.0 ? ramp : 1.0);
 }
 
+/* rank()'s step for device d: its score, and its place among the best kept so far. */
+HM_STEP void rank_one(int32_t d, const double *devices, double *scratch,
+                            const double *inv, const double *mins, int k, double guard_s,
+                            double congestion, const double *bound, const pass_opts *opt,
+                            int32_t *chosen, double *top, int *n_chosen) {
+    double *scr = scratch + (size_t)d * HM_SCR_FIELDS, score = 0.0;
+    int pos, o;
+    if (scr[HM_SCR_REASON] != 0.0) return;
+    if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) return;
+    for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
+    if (congestion > 0.0) {
+        double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
+        if (bound != NULL && !divides(opt, d))
+            c *= bound[d];
+        score += congestion * c;
+    }
+    if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
+        score += HM_SUSPECT_PENALTY;
+    scr[HM_SCR_SCORE] = score;
+    if (*n_chosen == k + 1 && !(score < top[k])) return;
+    pos = *n_chosen < k + 1 ? *n_chosen : k;
+    if (*n_chosen < k + 1) (*n_chosen)++;
+    while (pos > 0 && score < top[pos - 1]) {
+        top[pos] = top[pos - 1];
+        chosen[pos] = chosen[pos - 1];
+        pos--;
+    }
+    top[pos] = score;
+    chosen[pos] = d;
+}
+
 /* Keep the k+1 best-scoring feasible devices in order (ties: lowest index); return how many
- * were kept. guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
+ * were kept. The devices visited: visit[0..n_visit), or 0..n_visit when visit is NULL (two
+ * loops over one inlined step: the plain loop keeps its index arithmetic cheap).
+ * guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
  * congestion charge's weight in score units (its weight x the latency term's scale), each
  * device's charge times its pessimistic bound (bound: the task class's row, or NULL), except
  * where the pass divides the device's estimate by its optimism (opt). */
 static int rank(const double *devices, const int32_t *visit, int32_t n_visit, double *scratch,
                 const double *inv, const double *mins, int k, double guard_s, double congestion,
                 const double *bound, const pass_opts *opt, int32_t *chosen, double *top) {
-    int32_t d, i;
-    int n_chosen = 0, o;
-    for (i = 0; i < n_visit; i++) {
-        double *scr, score = 0.0;
-        int pos;
-        d = visit != NULL ? visit[i] : i;
-        scr = scratch + (size_t)d * HM_SCR_FIELDS;
-        if (scr[HM_SCR_REASON] != 0.0) continue;
-        if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
-        for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
-        if (congestion > 0.0) {
-            double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
-            if (bound != NULL && !divides(opt, d))
-                c *= bound[d];
-            score += congestion * c;
-        }
-        if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
-            score += HM_SUSPECT_PENALTY;
-        scr[HM_SCR_SCORE] = score;
-        if (n_chosen == k + 1 && !(score < top[k])) continue;
-        pos = n_chosen < k + 1 ? n_chosen : k;
-        if (n_chosen < k + 1) n_chosen++;
-        while (pos > 0 && score < top[pos - 1]) {
-            top[pos] = top[pos - 1];
-            chosen[pos] = chosen[pos - 1];
-            pos--;
-        }
-        top[pos] = score;
-        chosen[pos] = d;
-    }
+    int32_t i;
+    int n_chosen = 0;
+    if (visit != NULL)
+        for (i = 0; i < n_visit; i++)
+            rank_one(visit[i], devices, scratch, inv, mins, k, guard_s, congestion, bound, opt,
+                     chosen, top, &n_chosen);
+    else
+        for (i = 0; i < n_visit; i++)
+            rank_one(i, devices, scratch, inv, mins, k, guard_s, congestion, bound, opt, chosen,
+                     top, &n_chosen);
     return n_chosen;
+}
+
+/* One task's pass over its devices (place()): what each device's step reads and counts. */
+typedef struct {
+    const double *task, *corr;
+    const pass_opts *opt;
+    double work, moved;
+    double *counts;
+    double mins[HM_N_OBJECTIVES]; /* here, not a pointer: the compiler keeps them near */
+    uint8_t *reasons; /* the task's reasons row, or NULL */
+    int32_t n_ok, n_late;
+} assess_t;
+
+/* place()'s step for device d: its hard constraints and estimate, its reason, the minima. */
+HM_STEP void assess(assess_t *a, const double *devices, double *scratch, int32_t d) {
+    const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
+    double *scr = scratch + (size_t)d * HM_SCR_FIELDS, inv_pe = 0.0;
+    const pass_opts *opt = a->opt;
+    int reason = static_reason(dev, scr, a->task, &inv_pe), o;
+    if (reason == HM_R_OK) {
+        double corr_d = a->corr[d];
+        if (divides(opt, d)) corr_d = corr_d / opt->divisors[d];
+        if (opt->reset && (corr_d >= opt->reset_hi || corr_d <= opt->reset_lo)) corr_d = 1.0;
+        reason = estimate(dev, a->task, a->work, a->moved, corr_d, inv_pe, scr);
+    }
+    scr[HM_SCR_REASON] = (double)reason;
+    if (a->reasons != NULL) a->reasons[d] = (uint8_t)reason;
+    if (reason != HM_R_OK) {
+        a->counts[reason] += 1.0;
+        a->n_late += reason == HM_R_DEADLINE;
+        return;
+    }
+    a->n_ok++;
+    for (o = 0; o < HM_N_OBJECTIVES; o++)
+        if (scr[o] < a->mins[o]) a->mins[o] = scr[o];
 }
 
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
@@ -449,9 +504,7 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
                  int32_t *bad_index, int devices_checked, const pass_opts *opt,
                  const bounds_t *bounds) {
-    const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
     const int32_t only = opt->only;
-    const int reset = opt->reset;
     int32_t t, d, visit_buf[HM_VISIT_MAX], n_visit = n_dev;
     const int32_t *visit = NULL;
     int st;
@@ -474,9 +527,9 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
             device_constants(devices + (size_t)d * HM_DEV_FIELDS,
                              scratch + (size_t)d * HM_SCR_FIELDS);
 
-    /* the devices a task's loops visit, in index order: every one (visit NULL), the one a
-     * pass is restricted to, or the candidates (up to HM_VISIT_MAX devices; past that each
-     * excluded device is visited and marked); the others are excluded */
+    /* the devices a task's loops visit, in index order: every one, the one a pass is
+     * restricted to, or the candidates; the others are excluded. Listed up to HM_VISIT_MAX
+     * devices; past that, every device is visited (visit NULL) and an excluded one marked */
     if (only >= 0) {
         n_visit = 0;
         if (only < n_dev && (allowed == NULL || allowed[only])) visit_buf[n_visit++] = only;
@@ -497,7 +550,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen, o, j;
-        int32_t n_ok = 0, n_late = 0, n_excluded = 0, i;
+        int32_t n_ok, n_late, n_excluded = 0, i;
+        assess_t ax;
         double guard_s = 0.0, congestion = 0.0;
         const double *bound = (bounds->rows != NULL && task[HM_TASK_CLASS] < bounds->classes)
                                   ? bounds->rows + (size_t)task[HM_TASK_CLASS] * n_dev
@@ -507,41 +561,35 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
         o_row[HM_OUT_RUNNER_UP] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = INFINITY;
-        if (visit != NULL) { /* the devices not visited are excluded: marked at once */
+        if (visit != NULL) { /* the devices not listed are excluded: marked at once */
             if (reasons != NULL) memset(reasons + (size_t)t * n_dev, HM_R_EXCLUDED, (size_t)n_dev);
             n_excluded = n_dev - n_visit;
         }
-        for (i = 0; i < n_visit; i++) {
-            const double *dev;
-            double *scr, inv_pe = 0.0;
-            int reason;
-            d = visit != NULL ? visit[i] : i;
-            dev = devices + (size_t)d * HM_DEV_FIELDS;
-            scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            if (visit == NULL && allowed != NULL && !allowed[d]) { /* counted after the loop */
-                scr[HM_SCR_REASON] = (double)HM_R_EXCLUDED;
-                if (reasons != NULL) reasons[(size_t)t * n_dev + d] = HM_R_EXCLUDED;
-                n_excluded++;
-                continue;
+        ax.task = task;
+        ax.corr = corr;
+        ax.opt = opt;
+        ax.work = work;
+        ax.moved = moved;
+        ax.counts = counts;
+        for (o = 0; o < HM_N_OBJECTIVES; o++) ax.mins[o] = INFINITY;
+        ax.reasons = reasons != NULL ? reasons + (size_t)t * n_dev : NULL;
+        ax.n_ok = ax.n_late = 0;
+        if (visit != NULL) {
+            for (i = 0; i < n_visit; i++) assess(&ax, devices, scratch, visit[i]);
+        } else {
+            for (d = 0; d < n_dev; d++) {
+                if (allowed != NULL && !allowed[d]) { /* not a candidate: counted after */
+                    scratch[(size_t)d * HM_SCR_FIELDS + HM_SCR_REASON] = (double)HM_R_EXCLUDED;
+                    if (ax.reasons != NULL) ax.reasons[d] = HM_R_EXCLUDED;
+                    n_excluded++;
+                    continue;
+                }
+                assess(&ax, devices, scratch, d);
             }
-            reason = static_reason(dev, scr, task, &inv_pe);
-            if (reason == HM_R_OK) {
-                double corr_d = corr[d];
-                if (divides(opt, d)) corr_d = corr_d / divisors[d];
-                if (reset && (corr_d >= reset_hi || corr_d <= reset_lo)) corr_d = 1.0;
-                reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
-            }
-            scr[HM_SCR_REASON] = (double)reason;
-            if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
-            if (reason != HM_R_OK) {
-                counts[reason] += 1.0;
-                n_late += reason == HM_R_DEADLINE;
-                continue;
-            }
-            n_ok++;
-            for (o = 0; o < HM_N_OBJECTIVES; o++)
-                if (scr[o] < mins[o]) mins[o] = scr[o];
         }
+        n_ok = ax.n_ok;
+        n_late = ax.n_late;
+        for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = ax.mins[o];
         counts[HM_R_EXCLUDED] += (double)n_excluded; /* whole numbers: as one at a time */
         if (n_ok < k) {
             /* no k devices meet the deadline: the earliest finishes, unless told to drop */
