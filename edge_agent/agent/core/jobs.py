@@ -140,13 +140,30 @@ class Jobs:
 
     def job_ended(self, job: Job, outcome: Outcome) -> None:
         """``job_finished`` by callbacks (a job ``job_begins`` started: no energy reading):
-        after its start's commit, the finish is recorded; after the finish's, the rest."""
+        after its start's commit, the finish is recorded; after the finish's, the rest.
+
+        A start the writer has not taken yet is taken back and written with the finish
+        (write-combining: one row write, placed -> done or failed, one commit waited on).
+        """
         self._jobs.pop(job.task_id, None)
         started = job.started
         if started is None or started.done():
             self._end_started(job, outcome, started)
-        else:
+            return
+        asked = self.agent.store.take_back_start(started)
+        if asked is None:  # being written: the finish follows its commit
             started.add_done_callback(functools.partial(self._end_started, job, outcome))
+            return
+        started.remove_done_callback(self._start_recorded)  # counted with the finish
+        try:
+            state, recorded = self._finish(job, outcome, None, asked)
+        except Exception:
+            started.cancel()  # nobody waits for it: the task stays placed in the file
+            _log.exception("task %s failed in the agent", job.task_id)
+            return
+        recorded.add_done_callback(
+            functools.partial(self._end_combined, job, outcome, state, started)
+        )
 
     def _end_started(
         self, job: Job, outcome: Outcome, started: asyncio.Future[bool] | None
@@ -162,11 +179,36 @@ class Jobs:
         recorded.add_done_callback(functools.partial(self._end_recorded, job, outcome, state))
 
     def _end_recorded(
-        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[None]
+        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[bool]
     ) -> None:
         try:
             recorded.result()
             self._recorded(job, outcome, state)
+        except Exception:
+            _log.exception("task %s failed in the agent", job.task_id)
+
+    def _end_combined(
+        self,
+        job: Job,
+        outcome: Outcome,
+        state: str,
+        started: asyncio.Future[bool],
+        recorded: asyncio.Future[bool],
+    ) -> None:
+        """A finish written with its start has committed (or failed): resolve the start's
+        future as its own write would have, then what follows a finish."""
+        try:
+            moved = recorded.result()
+        except Exception:
+            started.cancel()
+            _log.exception("task %s failed in the agent", job.task_id)
+            return
+        started.set_result(moved)
+        if not moved:  # never expected (write_finished logged it); whoever moved it owns it
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            return
+        try:
+            self._recorded(job, outcome, state, "placed")
         except Exception:
             _log.exception("task %s failed in the agent", job.task_id)
 
@@ -177,10 +219,10 @@ class Jobs:
         self.agent.placer.release(job.decision)
 
     def _finish(
-        self, job: Job, outcome: Outcome, energy: float | None
-    ) -> tuple[str, asyncio.Future[None]]:
+        self, job: Job, outcome: Outcome, energy: float | None, started_at: float | None = None
+    ) -> tuple[str, asyncio.Future[bool]]:
         """Feed the outcome back and ask for its record; return its state and the record's
-        future (resolved once durable)."""
+        future (resolved once durable). ``started_at``: its start is written with it."""
         agent = self.agent
         agent.overrun.finished(job)
         d = job.decision
@@ -199,13 +241,15 @@ class Jobs:
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
         return state, agent.store.finished(
-            job.task_id, state, outcome.result, outcome.error, telemetry
+            job.task_id, state, outcome.result, outcome.error, telemetry, started_at
         )
 
-    def _recorded(self, job: Job, outcome: Outcome, state: str) -> None:
-        """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool."""
+    def _recorded(self, job: Job, outcome: Outcome, state: str, before: str = "running") -> None:
+        """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool.
+
+        ``before``: the state the row left (placed for a finish written with its start)."""
         agent = self.agent
-        agent.metrics.move("running", state)
+        agent.metrics.move(before, state)
         waiter = self.finish_waiters.pop(job.task_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)
