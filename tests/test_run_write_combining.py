@@ -171,3 +171,22 @@ async def test_an_agent_writes_a_tiny_task_once_and_counts_it_through_placed_to_
         assert not any(a == "running" for _, _, a, _, _ in logged)
     finally:
         await agent.stop()
+
+
+async def test_a_finishs_telemetry_row_holds_its_sample_under_the_sample_columns(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "a.db"
+    store, (task_id,) = await placed_store(path, 1)
+    started_at = store.take_back_start(store.started(task_id))
+    sample = {"kind": "task", "device": "cpu0", "latency_s": 0.25, "emulated": 1, "energy_j": None}
+    assert await store.finished(task_id, "done", {"ok": 1}, None, sample, started_at) is True
+    with sqlite3.connect(path) as conn:
+        conn.row_factory = sqlite3.Row
+        row = conn.execute("SELECT * FROM telemetry WHERE task_id = ?", (task_id,)).fetchone()
+        (finished_at,) = conn.execute(
+            "SELECT finished_at FROM tasks WHERE id = ?", (task_id,)
+        ).fetchone()
+    assert {k: row[k] for k in sample} == sample
+    assert row["ts"] == finished_at  # the write's time, as the task's finish
+    await asyncio.to_thread(store.close)
