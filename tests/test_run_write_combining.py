@@ -23,7 +23,8 @@ from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.lifecycle import legal
 from edge_agent.agent.core.store import Store
 from edge_agent.agent.service import Agent
-from edge_agent.placement import Semantics, TaskContract
+from edge_agent.placement import TaskContract
+from tests.test_executor_commits import placed_store as placed_tasks
 
 pytestmark = pytest.mark.asyncio
 
@@ -51,13 +52,9 @@ def moves(path: Path) -> list[tuple[str, str, str, float | None, float | None]]:
 
 async def placed_store(path: Path, n: int) -> tuple[Store, list[str]]:
     """Return an open store holding ``n`` placed tasks (moves logged from here on)."""
-    store = Store(path)
-    await asyncio.to_thread(store.open)
-    rows = [r for r, _ in await store.submit([NewTask(TaskContract(Semantics(1.0)), "h")] * n)]
-    decision = {"placed": 1, "device": "cpu0", "summary": "cpu0"}
-    await store.placed([(r["id"], decision, False) for r in rows])
+    store, ids = await placed_tasks(path, n)
     log_moves(path)
-    return store, [r["id"] for r in rows]
+    return store, ids
 
 
 def hold_writer(store: Store) -> tuple[threading.Event, asyncio.Future[bool]]:

@@ -42,8 +42,20 @@ _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
 # task, thousands in a backlog, for each group (O(backlog) per start); by id it is O(1).
 _START = where(("placed",), "running", by_state=False)
 _FINISH = {state: where(("running",), state) for state in ("done", "failed")}
-#: a finish written with its start (write-combined): from placed, by id
-_FINISH_COMBINED = {state: where(("placed",), state, by_state=False) for state in _FINISH}
+#: a finish's row update by (final state, written with its start); written with it
+#: (write-combined), the row moves from placed, named by id
+_FINISH_SQL = {
+    **{
+        (state, False): f"UPDATE tasks SET state = '{state}', finished_at = ?, result = ?, "
+        f"error = ? WHERE id = ? AND {condition}"
+        for state, condition in _FINISH.items()
+    },
+    **{
+        (state, True): f"UPDATE tasks SET state = '{state}', started_at = ?, finished_at = ?, "
+        f"result = ?, error = ? WHERE id = ? AND {where(('placed',), state, by_state=False)}"
+        for state in _FINISH
+    },
+}
 _RECORD_KEYS = frozenset({"id", "state", "result", "error"})
 _log = logging.getLogger(__name__)
 
@@ -185,29 +197,17 @@ def write_finished(
     """
     now = time.time()
     encoded = [_encoded(f) for f in finishes]
-    apart: dict[str, list[tuple[Any, ...]]] = {}  # rows by final state
-    combined: dict[str, list[tuple[Any, ...]]] = {}
+    by_statement: dict[tuple[str, bool], list[tuple[Any, ...]]] = {}  # (state, combined)
     for f, (result, _) in zip(finishes, encoded, strict=True):
         if f.started_at is None:
-            apart.setdefault(f.state, []).append((now, result, f.error, f.task_id))
+            update: tuple[Any, ...] = (now, result, f.error, f.task_id)
         else:
-            combined.setdefault(f.state, []).append((f.started_at, now, result, f.error, f.task_id))
+            update = (f.started_at, now, result, f.error, f.task_id)
+        by_statement.setdefault((f.state, f.started_at is not None), []).append(update)
     moved = 0
-    for state in _FINISH:  # (another state is not written: counted as not moved)
-        if rows := apart.get(state):
-            cur = db.conn.executemany(
-                f"UPDATE tasks SET state = '{state}', finished_at = ?, result = ?, error = ? "
-                f"WHERE id = ? AND {_FINISH[state]}",
-                rows,
-            )
-            moved += max(cur.rowcount, 0)
-        if rows := combined.get(state):
-            cur = db.conn.executemany(
-                f"UPDATE tasks SET state = '{state}', started_at = ?, finished_at = ?, "
-                f"result = ?, error = ? WHERE id = ? AND {_FINISH_COMBINED[state]}",
-                rows,
-            )
-            moved += max(cur.rowcount, 0)
+    for kind, rows in by_statement.items():
+        if (statement := _FINISH_SQL.get(kind)) is not None:  # else not written: not moved
+            moved += max(db.conn.executemany(statement, rows).rowcount, 0)
     outcome = [True] * len(finishes)
     if moved != len(finishes):  # never expected: a task finishes only once it is running
         _log.error(
