@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from edge_agent.agent.config.settings import AgentConfig
+from edge_agent.agent.core.emulation import Emulation
 from edge_agent.agent.core.executor import Job
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.lifecycle import legal
@@ -187,3 +188,32 @@ async def test_a_finishs_telemetry_row_holds_its_sample_under_the_sample_columns
     assert {k: row[k] for k in sample} == sample
     assert row["ts"] == finished_at  # the write's time, as the task's finish
     await asyncio.to_thread(store.close)
+
+
+async def test_a_job_that_outlasts_its_starts_commit_reads_running_while_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Write-combining never holds a start back: a run longer than a commit is ``running``
+    in the file (and the gauge) while it runs, and its row moves twice."""
+    monkeypatch.setattr(Emulation, "target", lambda self, job, slots: (0.4, "test"))
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
+    await agent.start()
+    try:
+        log_moves(agent.config.db_path)
+        contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
+        ((row, _),) = await agent.submit([NewTask(contract, "h")])
+        async with asyncio.timeout(5):
+            while agent.metrics.tasks_in("running") < 1:
+                await asyncio.sleep(0.005)
+        stored = await agent.store.get(row["id"])
+        assert stored is not None and stored["state"] == "running"  # committed, still running
+        async with asyncio.timeout(5):
+            while agent.metrics.tasks_in("done") < 1:
+                await asyncio.sleep(0.01)
+        assert [(b, a) for _, b, a, _, _ in moves(agent.config.db_path)] == [
+            ("queued", "placed"),
+            ("placed", "running"),
+            ("running", "done"),
+        ]
+    finally:
+        await agent.stop()
