@@ -19,7 +19,7 @@ import pytest
 
 from edge_agent.agent.config.settings import AgentConfig
 from edge_agent.agent.core.emulation import Emulation
-from edge_agent.agent.core.executor import Job
+from edge_agent.agent.core.executor import Job, Outcome
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.lifecycle import legal
 from edge_agent.agent.core.store import Store
@@ -215,5 +215,51 @@ async def test_a_job_that_outlasts_its_starts_commit_reads_running_while_it_runs
             ("placed", "running"),
             ("running", "done"),
         ]
+    finally:
+        await agent.stop()
+
+
+async def test_a_job_on_the_task_path_writes_its_start_with_its_finish_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job the executor runs as a task (a command, a model, a power meter: here hooks
+    that decline ``job_begins``) ends in ``job_finished``; a start its finish finds unwritten
+    is written with it as well."""
+    n = 8
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
+    await agent.start()
+    try:
+        log_moves(agent.config.db_path)
+        held: list[tuple[threading.Event, asyncio.Future[bool]]] = []
+        finished: list[Job] = []
+        starting, finishing = agent.jobs.job_starting, agent.jobs.job_finished
+
+        async def holding(job: Job) -> bool:
+            if not held:
+                held.append(hold_writer(agent.store))
+            return await starting(job)
+
+        async def counting(job: Job, outcome: Outcome) -> None:
+            finished.append(job)
+            await finishing(job, outcome)
+
+        monkeypatch.setattr(agent.jobs, "job_begins", lambda job: None)  # the task path
+        monkeypatch.setattr(agent.jobs, "job_starting", holding)
+        monkeypatch.setattr(agent.jobs, "job_finished", counting)
+        contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
+        stored = await agent.submit([NewTask(contract, "h")] * n)
+        async with asyncio.timeout(10):
+            while len(finished) < n:
+                await asyncio.sleep(0.005)
+        gate, busy = held[0]
+        gate.set()
+        await busy
+        async with asyncio.timeout(10):
+            while agent.metrics.tasks_in("done") < n:
+                await asyncio.sleep(0.005)
+        assert agent.metrics.tasks_in("running") == 0
+        assert all(job.started is not None and job.started.result() is True for job in finished)
+        into_done = {t: b for t, b, a, _, _ in moves(agent.config.db_path) if a == "done"}
+        assert into_done == {row["id"]: "placed" for row, _ in stored}
     finally:
         await agent.stop()

@@ -123,9 +123,13 @@ class Jobs:
             self.agent.metrics.move("placed", "running")
 
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
-        """Feed the outcome back to the placer and record it (durably) with its telemetry."""
+        """Feed the outcome back to the placer and record it (durably) with its telemetry.
+
+        A start the writer has not taken yet is written with the finish (``job_ended``)."""
         self._jobs.pop(job.task_id, None)
-        if job.started is not None and not await job.started:
+        started = job.started
+        asked = None if started is None or started.done() else self._take_back(started)
+        if started is not None and asked is None and not await started:
             self._dropped(job)
             return
         energy = None
@@ -134,9 +138,17 @@ class Jobs:
             energy = energy_between(
                 job.energy_start, await asyncio.to_thread(self.agent.meters.read, device)
             )
-        state, recorded = self._finish(job, outcome, energy)
-        await recorded
-        self._recorded(job, outcome, state)
+        try:
+            state, recorded = self._finish(job, outcome, energy, asked)
+            moved = await recorded
+        except BaseException:
+            if started is not None and asked is not None:
+                started.cancel()  # nobody waits for it: the task stays placed in the file
+            raise
+        if started is not None and asked is not None:
+            self._combined(job, outcome, state, started, moved)
+        else:
+            self._recorded(job, outcome, state)
 
     def job_ended(self, job: Job, outcome: Outcome) -> None:
         """``job_finished`` by callbacks (a job ``job_begins`` started: no energy reading):
@@ -150,11 +162,10 @@ class Jobs:
         if started is None or started.done():
             self._end_started(job, outcome, started)
             return
-        asked = self.agent.store.take_back_start(started)
+        asked = self._take_back(started)
         if asked is None:  # being written: the finish follows its commit
             started.add_done_callback(functools.partial(self._end_started, job, outcome))
             return
-        started.remove_done_callback(self._start_recorded)  # counted with the finish
         try:
             state, recorded = self._finish(job, outcome, None, asked)
         except Exception:
@@ -195,22 +206,32 @@ class Jobs:
         started: asyncio.Future[bool],
         recorded: asyncio.Future[bool],
     ) -> None:
-        """A finish written with its start has committed (or failed): resolve the start's
-        future as its own write would have, then what follows a finish."""
+        """A finish written with its start has committed (or failed)."""
         try:
-            moved = recorded.result()
+            self._combined(job, outcome, state, started, recorded.result())
         except Exception:
-            started.cancel()
+            if not started.done():
+                started.cancel()
             _log.exception("task %s failed in the agent", job.task_id)
-            return
+
+    def _take_back(self, started: asyncio.Future[bool]) -> float | None:
+        """Take a start the writer has not taken back, to write it with the finish; return
+        when it was asked (None: being or already written). Its count moves with the finish."""
+        asked = self.agent.store.take_back_start(started)
+        if asked is not None:
+            started.remove_done_callback(self._start_recorded)
+        return asked
+
+    def _combined(
+        self, job: Job, outcome: Outcome, state: str, started: asyncio.Future[bool], moved: bool
+    ) -> None:
+        """A finish written with its start has committed: resolve the start's future as its
+        own write would have, then what follows a finish."""
         started.set_result(moved)
         if not moved:  # never expected (write_finished logged it); whoever moved it owns it
             _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
             return
-        try:
-            self._recorded(job, outcome, state, "placed")
-        except Exception:
-            _log.exception("task %s failed in the agent", job.task_id)
+        self._recorded(job, outcome, state, "placed")
 
     def _dropped(self, job: Job) -> None:
         # never expected: cancel and preemption take a job back before their commit;
