@@ -10,9 +10,11 @@ tests see the row writes themselves, not only the state they end in.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -62,6 +64,48 @@ def hold_writer(store: Store) -> tuple[threading.Event, asyncio.Future[bool]]:
     """Keep the writer busy (as an fsync would) until the returned event is set."""
     gate = threading.Event()
     return gate, store.db.write(lambda db: gate.wait(5))
+
+
+class WriterHold:
+    """The agent's writer kept busy from the first ``hold`` until ``release``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.held: tuple[threading.Event, asyncio.Future[bool]] | None = None
+
+    def hold(self) -> None:
+        if self.held is None:
+            self.held = hold_writer(self.store)
+
+    async def release(self) -> None:
+        assert self.held is not None, "the writer was never held"
+        gate, busy = self.held
+        gate.set()
+        await busy
+
+
+@contextlib.asynccontextmanager
+async def logging_agent(tmp_path: Path) -> AsyncIterator[Agent]:
+    """A started agent (emulated RK3588) whose file logs its tasks' moves."""
+    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
+    await agent.start()
+    try:
+        log_moves(agent.config.db_path)
+        yield agent
+    finally:
+        await agent.stop()
+
+
+async def tiny_tasks(agent: Agent, n: int) -> list[str]:
+    """Submit ``n`` tiny tasks in one op (placed together); return their ids."""
+    contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
+    return [row["id"] for row, _ in await agent.submit([NewTask(contract, "h")] * n)]
+
+
+async def until(check: Callable[[], bool]) -> None:
+    async with asyncio.timeout(10):
+        while not check():
+            await asyncio.sleep(0.005)
 
 
 async def test_a_finish_before_its_start_is_written_moves_the_row_once(tmp_path: Path) -> None:
@@ -132,34 +176,22 @@ async def test_an_agent_writes_a_tiny_task_once_and_counts_it_through_placed_to_
     written, so each task's row moves once; the gauge and the start futures read as a
     start's own commit would have left them."""
     n = 30
-    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
-    await agent.start()
-    try:
-        log_moves(agent.config.db_path)
-        held: list[tuple[threading.Event, asyncio.Future[bool]]] = []
+    async with logging_agent(tmp_path) as agent:
+        writer = WriterHold(agent.store)
         begun: list[Job] = []
         begins = agent.jobs.job_begins
 
         def holding(job: Job) -> bool | None:  # the writer is busy from the first start on
-            if not held:
-                held.append(hold_writer(agent.store))
+            writer.hold()
             begun.append(job)
             return begins(job)
 
         agent.jobs.job_begins = holding  # type: ignore[method-assign]
-        contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
-        stored = await agent.submit([NewTask(contract, "h")] * n)  # placed in one op
-        ids = [row["id"] for row, _ in stored]
-        async with asyncio.timeout(10):  # every job ran and ended, its start unwritten
-            while len(begun) < n or agent.executor.backlog():
-                await asyncio.sleep(0.005)
+        ids = await tiny_tasks(agent, n)
+        await until(lambda: len(begun) == n and not agent.executor.backlog())
         assert agent.metrics.tasks_in("done") == 0  # nothing counted before its commit
-        gate, busy = held[0]
-        gate.set()
-        await busy
-        async with asyncio.timeout(10):
-            while agent.metrics.tasks_in("done") < n:
-                await asyncio.sleep(0.005)
+        await writer.release()
+        await until(lambda: agent.metrics.tasks_in("done") == n)
         assert agent.metrics.tasks_in("running") == 0 and agent.metrics.tasks_in("placed") == 0
         assert all(job.started is not None and job.started.result() is True for job in begun)
         logged = moves(agent.config.db_path)
@@ -167,8 +199,6 @@ async def test_an_agent_writes_a_tiny_task_once_and_counts_it_through_placed_to_
         assert sorted(t for t, _ in into_done) == sorted(ids)  # one move into done each
         assert {b for _, b in into_done} == {"placed"}  # written with its start
         assert not any(a == "running" for _, _, a, _, _ in logged)
-    finally:
-        await agent.stop()
 
 
 async def test_a_finishs_telemetry_row_holds_its_sample_under_the_sample_columns(
@@ -196,27 +226,17 @@ async def test_a_job_that_outlasts_its_starts_commit_reads_running_while_it_runs
     """Write-combining never holds a start back: a run longer than a commit is ``running``
     in the file (and the gauge) while it runs, and its row moves twice."""
     monkeypatch.setattr(Emulation, "target", lambda self, job, slots: (0.4, "test"))
-    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
-    await agent.start()
-    try:
-        log_moves(agent.config.db_path)
-        contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
-        ((row, _),) = await agent.submit([NewTask(contract, "h")])
-        async with asyncio.timeout(5):
-            while agent.metrics.tasks_in("running") < 1:
-                await asyncio.sleep(0.005)
-        stored = await agent.store.get(row["id"])
+    async with logging_agent(tmp_path) as agent:
+        (task_id,) = await tiny_tasks(agent, 1)
+        await until(lambda: agent.metrics.tasks_in("running") == 1)
+        stored = await agent.store.get(task_id)
         assert stored is not None and stored["state"] == "running"  # committed, still running
-        async with asyncio.timeout(5):
-            while agent.metrics.tasks_in("done") < 1:
-                await asyncio.sleep(0.01)
+        await until(lambda: agent.metrics.tasks_in("done") == 1)
         assert [(b, a) for _, b, a, _, _ in moves(agent.config.db_path)] == [
             ("queued", "placed"),
             ("placed", "running"),
             ("running", "done"),
         ]
-    finally:
-        await agent.stop()
 
 
 async def test_a_job_on_the_task_path_writes_its_start_with_its_finish_too(
@@ -226,17 +246,13 @@ async def test_a_job_on_the_task_path_writes_its_start_with_its_finish_too(
     that decline ``job_begins``) ends in ``job_finished``; a start its finish finds unwritten
     is written with it as well."""
     n = 8
-    agent = Agent(AgentConfig(data_dir=tmp_path, port=0, profile="rk3588"))
-    await agent.start()
-    try:
-        log_moves(agent.config.db_path)
-        held: list[tuple[threading.Event, asyncio.Future[bool]]] = []
+    async with logging_agent(tmp_path) as agent:
+        writer = WriterHold(agent.store)
         finished: list[Job] = []
         starting, finishing = agent.jobs.job_starting, agent.jobs.job_finished
 
         async def holding(job: Job) -> bool:
-            if not held:
-                held.append(hold_writer(agent.store))
+            writer.hold()
             return await starting(job)
 
         async def counting(job: Job, outcome: Outcome) -> None:
@@ -246,20 +262,11 @@ async def test_a_job_on_the_task_path_writes_its_start_with_its_finish_too(
         monkeypatch.setattr(agent.jobs, "job_begins", lambda job: None)  # the task path
         monkeypatch.setattr(agent.jobs, "job_starting", holding)
         monkeypatch.setattr(agent.jobs, "job_finished", counting)
-        contract = TaskContract.from_dict({"semantics": {"gflops": 0.001}, "task_class": "t"})
-        stored = await agent.submit([NewTask(contract, "h")] * n)
-        async with asyncio.timeout(10):
-            while len(finished) < n:
-                await asyncio.sleep(0.005)
-        gate, busy = held[0]
-        gate.set()
-        await busy
-        async with asyncio.timeout(10):
-            while agent.metrics.tasks_in("done") < n:
-                await asyncio.sleep(0.005)
+        ids = await tiny_tasks(agent, n)
+        await until(lambda: len(finished) == n)
+        await writer.release()
+        await until(lambda: agent.metrics.tasks_in("done") == n)
         assert agent.metrics.tasks_in("running") == 0
         assert all(job.started is not None and job.started.result() is True for job in finished)
         into_done = {t: b for t, b, a, _, _ in moves(agent.config.db_path) if a == "done"}
-        assert into_done == {row["id"]: "placed" for row, _ in stored}
-    finally:
-        await agent.stop()
+        assert into_done == dict.fromkeys(ids, "placed")
