@@ -86,7 +86,10 @@ def test_tool_prints_the_paired_figures_with_the_sweeps_baseline() -> None:
 
 @pytest.mark.parametrize(
     ("fix", "says"),
-    [("cold:some", "write drift or cold:"), ("cold:all:datasheet", "is not one of published")],
+    [
+        ("cold:some", "write drift, or cold: or explored:"),
+        ("cold:all:datasheet", "is not one of published"),
+    ],
 )
 def test_tool_says_what_to_write_for_a_fix_it_cannot_read(fix: str, says: str) -> None:
     done = subprocess.run(
@@ -98,3 +101,22 @@ def test_tool_says_what_to_write_for_a_fix_it_cannot_read(fix: str, says: str) -
     )
     assert done.returncode != 0
     assert says in done.stderr
+
+
+def test_explored_only_stops_the_probes_and_leaves_estimates_and_bounds(
+    headroom: ModuleType,
+) -> None:
+    gap = headroom.gap
+    sc = published_scenario(0.8, TASKS, 1)
+    a = gap.agent(sc)
+    pairs = [(c, d) for _t, d, c, _r, label in gap.cold_pairs(a, sc) if "other precision" in label]
+    assert pairs  # the Orin's fp16 and the CPUs' fp32 figures for int8 tasks
+    ex = a.placer.exploration
+    assert all(ex.untried[c][d] > 1.0 for c, d in pairs)  # explorable before
+    corrections = a.placer._ws.corrections.copy()
+    bounds = ex.bound_rows.copy()
+    gap.set_true_cold_start(a, sc, "all", "other-precision", explored_only=True)
+    assert all(ex.untried[c][d] == 1.0 for c, d in pairs)  # never probed now
+    assert (a.placer._ws.corrections == corrections).all()
+    assert (ex.bound_rows == bounds).all()  # the congestion charge still counts them at bound
+    assert not a.placer._samples

@@ -136,18 +136,28 @@ def cold_pairs(a: Agent, sc: Scenario) -> Iterator[tuple[Task, int, int, float, 
 
 
 def set_true_cold_start(
-    a: Agent, sc: Scenario, which: str = "all", source: str | None = None
+    a: Agent,
+    sc: Scenario,
+    which: str = "all",
+    source: str | None = None,
+    *,
+    explored_only: bool = False,
 ) -> None:
     """Start the pairs' corrections at the truth and let them learn as usual.
 
     ``which``: "all", "optimistic" (only the pairs whose cold estimate is below the true
     mean) or "pessimistic" (only those above it); ``source``: only the pairs whose cold
     estimate is of that kind (a ``SOURCES`` key). A pair so set counts as measured once.
+    ``explored_only``: those pairs are only marked explored (never probed), their
+    estimates and pessimistic bounds (``explore.bound_rows``) left as they are.
     """
     p = a.placer
     for _first, dev, cls, ratio, label in cold_pairs(a, sc):
         kind_ok = source is None or cold_source(label) == source
         if kind_ok and (which == "all" or (ratio > 1.0) == (which == "optimistic")):
+            if explored_only:
+                p.exploration._explored(cls, dev)
+                continue
             p._ws.corrections[cls][dev] *= ratio
             p._samples[(cls, dev)] = 1
             p.exploration.tried(cls, dev)

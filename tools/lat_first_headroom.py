@@ -15,6 +15,8 @@ change aiming at that knowledge could at most take. ``FIX``:
   to the truth: WHICH is ``all``, ``optimistic`` or ``pessimistic``, SOURCE one of
   ``lat_first_gap.SOURCES`` (published at the task's precision, other-precision,
   calibrated, roofline); such a pair counts as measured.
+- ``explored:WHICH[:SOURCE]``: the same pairs only marked explored before the run (never
+  probed), their estimates left as they are: what exploring them costs.
 
 It reads the simulator's ground truth to *measure* the Placer; the Placer never sees it in
 the benchmarks. docs/simulator.md ("What the cold start's knowledge is worth, by kind")
@@ -49,16 +51,19 @@ def set_true_drift(a: gap.Agent, sc: Scenario) -> None:
 
 
 def parse_fix(text: str) -> Fix:
-    """Return the setter for ``--fix`` (``drift`` or ``cold:WHICH[:SOURCE]``)."""
+    """Return the setter for ``--fix`` (``drift``, ``cold:...`` or ``explored:...``)."""
     if text == "drift":
         return set_true_drift
     kind, _, rest = text.partition(":")
     which, _, source = rest.partition(":")
-    if kind != "cold" or which not in ("all", "optimistic", "pessimistic"):
-        raise SystemExit(f"--fix: {text!r}: write drift or cold:all|optimistic|pessimistic")
+    if kind not in ("cold", "explored") or which not in ("all", "optimistic", "pessimistic"):
+        raise SystemExit(
+            f"--fix: {text!r}: write drift, or cold: or explored: then all|optimistic|pessimistic"
+        )
     if source and source not in gap.SOURCES:
         raise SystemExit(f"--fix: source {source!r} is not one of {', '.join(gap.SOURCES)}")
-    return lambda a, sc: gap.set_true_cold_start(a, sc, which, source or None)
+    only = kind == "explored"
+    return lambda a, sc: gap.set_true_cold_start(a, sc, which, source or None, explored_only=only)
 
 
 def paired(
@@ -81,7 +86,9 @@ def paired(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--fix", required=True, help="drift, or cold:WHICH[:SOURCE]")
+    parser.add_argument(
+        "--fix", required=True, help="drift, cold:WHICH[:SOURCE] or explored:WHICH[:SOURCE]"
+    )
     parser.add_argument("--scenario", default="edge-mixed", choices=list(gap.bench.SCENARIOS))
     parser.add_argument("--load", type=float, default=0.8)
     parser.add_argument("--tasks", type=int, default=6000)
