@@ -28,7 +28,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
+import socket
 import time
 from asyncio import CancelledError
 from collections.abc import Callable
@@ -74,6 +76,9 @@ class Express:
         self.handed = 0  # connections handed to aiohttp
         self._inflight: set[asyncio.Future[Answer]] = set()
         self._lanes: set[ExpressLane] = set()  # connections the lane still reads
+        #: whole heads seen lately (request line and fields) -> (route, headers, body
+        #: length), or False: aiohttp's. Bounded (``HEADS_LIMIT``): cleared when full.
+        self._heads: dict[bytes, tuple[Route, Headers, int] | Literal[False]] = {}
         self._date = (0, b"")
 
     def route(self, method: str, path: str, handler: Route) -> None:
@@ -85,22 +90,16 @@ class Express:
         now = int(time.time())
         if self._date[0] != now:
             self._date = (now, formatdate(now, usegmt=True).encode("ascii"))
-        extra = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
-        return b"".join(
-            (
-                f"HTTP/1.1 {status} {reason}\r\n{extra}"
-                f"Content-Type: application/json; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nDate: ".encode("latin-1"),
-                self._date[1],
-                _SERVER,
-                body,
-            )
+        head = f"HTTP/1.1 {status} {reason}\r\n"
+        for name, value in headers.items():
+            head += f"{name}: {value}\r\n"
+        return b"%b%d\r\nDate: %b%b%b" % (
+            (head + _JSON_LENGTH).encode("latin-1"),
+            len(body),
+            self._date[1],
+            _SERVER,
+            body,
         )
-
-    def track(self, pending: asyncio.Future[Answer]) -> None:
-        """Remember a request in flight until it is answered (``close`` waits for it)."""
-        self._inflight.add(pending)
-        pending.add_done_callback(self._inflight.discard)
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
@@ -112,6 +111,7 @@ class Express:
             lane.close()
 
 
+_JSON_LENGTH = "Content-Type: application/json; charset=utf-8\r\nContent-Length: "
 _SERVER = f"\r\nServer: {SERVER_SOFTWARE}\r\n\r\n".encode("latin-1")
 _INTERNAL = json.dumps({"ok": False, "error": "internal error; see the log", "status": 500})
 
@@ -128,6 +128,8 @@ class ExpressLane:
         "_idle",
         "_last",
         "_paused",
+        "_sent",
+        "_sock",
         "_task",
         "_transport",
     )
@@ -149,6 +151,8 @@ class ExpressLane:
         self._idle: asyncio.TimerHandle | None = None
         self._last = 0.0
         self._paused = False  # reading stopped: too much read ahead
+        self._sent = 0  # answers sent on this connection
+        self._sock: socket.socket | None = None  # a copy of its socket (``_direct``)
         express._lanes.add(self)
 
     def feed(self, data: bytes) -> None:
@@ -172,6 +176,9 @@ class ExpressLane:
     def _leave(self) -> None:
         self._gone = True
         self._express._lanes.discard(self)
+        if self._sock is not None:
+            self._sock.close()  # the copy only: the transport still holds the connection
+            self._sock = None
         if self._idle is not None:
             self._idle.cancel()
             self._idle = None
@@ -192,9 +199,9 @@ class ExpressLane:
             except Exception:
                 self._failed(raw)
                 return
-            if isinstance(answer, asyncio.Future):
+            if isinstance(answer, asyncio.Future):  # in flight until answered (``close``)
                 self._task = answer
-                self._express.track(answer)
+                self._express._inflight.add(answer)
                 answer.add_done_callback(partial(self._resolved, raw))
                 return
             if not self._answer(raw, answer):
@@ -203,6 +210,7 @@ class ExpressLane:
     def _resolved(self, raw: bytes, pending: asyncio.Future[Answer]) -> None:
         """A route's future is done: answer its request, then go on with what follows."""
         self._task = None
+        self._express._inflight.discard(pending)
         err = CancelledError() if pending.cancelled() else pending.exception()
         if err is not None:
             self._failed(raw, err)
@@ -217,24 +225,41 @@ class ExpressLane:
         _log.error("unhandled error answering %s", line, exc_info=exc_info)
         answer = self._express.answer(500, "Internal Server Error", _INTERNAL.encode(), {})
         if self._answer(raw, answer):
-            self._transport.close()
+            self.close()
 
     def _parse(self) -> tuple[Route, Headers, int, int] | Literal[False] | None:
-        """Return (route, headers, request size, body offset); None: wait; False: aiohttp's."""
-        buf, express = self._buf, self._express
-        line_end = buf.find(b"\r\n")
-        if line_end < 0:
-            starts = any(line.startswith(buf) for line in express.routes)
-            return None if starts and len(buf) < HEAD_MAX else False
-        route = express.routes.get(buf[:line_end])
-        if route is None or self._transport.get_write_buffer_size() > WRITE_BACKLOG_MAX:
+        """Return (route, headers, request size, body offset); None: wait; False: aiohttp's.
+
+        A client sends the same head again and again (its request line, host, content type,
+        a body of the same length): a whole head seen lately is judged once (``_heads``).
+        """
+        buf = self._buf
+        end = buf.find(b"\r\n\r\n", 0, HEAD_MAX + 4)
+        if 0 <= end <= HEAD_MAX:
+            heads = self._express._heads
+            head = buf[:end]
+            found = heads.get(head)
+            if found is None:
+                if len(heads) >= HEADS_LIMIT:
+                    heads.clear()
+                found = heads[head] = self._judge(head, end)
+            if found is False or self._transport.get_write_buffer_size() > WRITE_BACKLOG_MAX:
+                return False
+            route, headers, length = found
+            size = end + 4 + length
+            if len(buf) < size:  # aiohttp's: a timed body
+                return False
+            return route, headers, size, end + 4
+        return self._waiting()
+
+    def _judge(self, head: bytes, end: int) -> tuple[Route, Headers, int] | Literal[False]:
+        """Return a whole head's (route, headers, body length), or False: aiohttp's."""
+        express = self._express
+        line_end = head.find(b"\r\n")
+        route = express.routes.get(head if line_end < 0 else head[:line_end])
+        if route is None:
             return False
-        end = buf.find(b"\r\n\r\n", line_end)
-        if end < 0:
-            return None if len(buf) < HEAD_MAX else False
-        if end > HEAD_MAX:
-            return False
-        headers = _head_fields(buf[line_end + 2 : end]) if end > line_end else {}
+        headers = _headers(head[line_end + 2 :]) if line_end >= 0 else {}
         if headers is None or not _NOT_PLAIN.isdisjoint(headers):
             return False
         if headers.get("connection", "keep-alive").lower() != "keep-alive":
@@ -242,10 +267,22 @@ class ExpressLane:
         length = headers.get("content-length", "")
         if not (length.isascii() and length.isdigit() and len(length) <= 12):
             return False
-        size = end + 4 + int(length)
-        if int(length) > express.body_cap or len(buf) < size:  # aiohttp: 413, a timed body
+        if int(length) > express.body_cap:  # aiohttp: 413
             return False
-        return route, headers, size, end + 4
+        return route, headers, int(length)
+
+    def _waiting(self) -> Literal[False] | None:
+        """For a head not yet whole: None: wait for more; False: aiohttp's."""
+        buf, express = self._buf, self._express
+        line_end = buf.find(b"\r\n")
+        if line_end < 0:
+            starts = any(line.startswith(buf) for line in express.routes)
+            return None if starts and len(buf) < HEAD_MAX else False
+        if buf[:line_end] not in express.routes:
+            return False
+        if self._transport.get_write_buffer_size() > WRITE_BACKLOG_MAX:
+            return False
+        return None if len(buf) < HEAD_MAX else False  # the head is not whole yet
 
     def _answer(self, raw: bytes, answer: Answer) -> bool:
         """Send a request's answer (None: hand it and the rest to aiohttp); return whether
@@ -260,7 +297,7 @@ class ExpressLane:
             return False
         if self._gone or self._transport.is_closing():
             return False
-        self._transport.write(answer)
+        self._send(answer)
         self._express.served += 1
         self._last = asyncio.get_running_loop().time()
         if self._idle is None:
@@ -268,6 +305,23 @@ class ExpressLane:
                 self._express.keepalive_s, self._idle_check
             )
         return True
+
+    def _send(self, answer: bytes) -> None:
+        """Write an answer: on a keep-alive connection through its socket's copy, the GIL
+        released during the system call (``_direct``), else through the transport."""
+        transport, sock = self._transport, self._sock
+        self._sent += 1
+        if sock is None and self._sent == 2:  # keep-alive: worth a copy of the socket
+            sock = self._sock = _direct(transport)
+        if sock is None or transport.get_write_buffer_size():  # (in order after the rest)
+            transport.write(answer)
+            return
+        try:
+            sent = sock.send(answer)
+        except OSError:  # full, or the connection broke: the transport deals with it
+            sent = 0
+        if sent < len(answer):
+            transport.write(answer[sent:] if sent else answer)
 
     def _idle_check(self) -> None:
         self._idle = None
@@ -278,7 +332,7 @@ class ExpressLane:
         if self._task is not None or self._buf or left > 0:  # busy, a head arriving, or used
             self._idle = loop.call_later(max(left, 1.0), self._idle_check)
             return
-        self._transport.close()
+        self.close()
 
     def _hand_over(self, data: bytes) -> None:
         gone = self._gone or self._transport.is_closing()
@@ -289,23 +343,33 @@ class ExpressLane:
             self._handover(data)
 
 
-#: Head blocks seen lately -> their fields (None: not plain). A client sends the same head
-#: again and again (its host, content type, a body of the same length): read once. Bounded:
-#: cleared when full. The fields are shared: routes read them, never change them.
-_HEADS: dict[bytes, Headers | None] = {}
-HEADS_LIMIT = 256
+def _direct(transport: asyncio.Transport) -> socket.socket | None:
+    """Return a non-blocking copy (``dup``) of a plain TCP transport's socket; None for TLS
+    or anything else.
 
-
-def _head_fields(block: bytes) -> Headers | None:
-    """Return ``_headers(block)``, read once per block seen lately."""
+    uvloop's ``transport.write`` makes its ``send`` with the GIL held, and on loopback that
+    call does the receiving side's TCP work too: about a tenth of a busy agent's GIL time
+    (``docs/performance.md``, intake path, session 10). Python's ``socket.send`` releases
+    the GIL around it, so the SQLite writer thread runs meanwhile. The copy is used only
+    while the transport's own buffer is empty (bytes stay in order; what the copy does not
+    take goes through the transport), only by the lane, and closed when the lane leaves the
+    connection (``_leave``), so the connection ends when the transport closes it.
+    """
+    if transport.get_extra_info("sslcontext") is not None:
+        return None
+    raw = transport.get_extra_info("socket")
+    if raw is None or raw.type != socket.SOCK_STREAM:
+        return None
     try:
-        return _HEADS[block]
-    except KeyError:
-        pass
-    if len(_HEADS) >= HEADS_LIMIT:
-        _HEADS.clear()
-    found = _HEADS[block] = _headers(block)
-    return found
+        sock = socket.socket(raw.family, raw.type, raw.proto, os.dup(raw.fileno()))
+    except OSError:
+        return None
+    sock.setblocking(False)
+    return sock
+
+
+#: Whole heads an ``Express`` keeps judged (``_heads``); more and it starts again.
+HEADS_LIMIT = 256
 
 
 def _headers(block: bytes) -> Headers | None:

@@ -219,6 +219,32 @@ static int estimate(const double *dev, const double *task, double work, double m
     return HM_R_OK;
 }
 
+/* x is in [lo, DBL_MAX], or (lo, DBL_MAX] when open (NaN is in neither). */
+static int in_range(double x, double lo, int open) {
+    return (open ? x > lo : x >= lo) & (x <= DBL_MAX);
+}
+
+/* The first of x[0..n) that is not in_range, or -1 (lo >= 0). Every call checks its class's
+ * correction and bound rows, so first a pass that vectorises (as all_finite_nonneg's) flags
+ * suspects by the high 32 bits alone: a double whose high word is in [floor_hi, 0x7FF00000)
+ * is positive, finite and at least the double with high word floor_hi and low word 0,
+ * which floor_hi keeps in range; only when one is flagged are they checked exactly. */
+static int32_t first_outside(const double *x, int32_t n, double lo, int open) {
+    uint64_t lo_bits, b;
+    uint32_t floor_hi, flagged = 0;
+    int32_t i;
+    memcpy(&lo_bits, &lo, sizeof lo_bits);
+    floor_hi = (uint32_t)(lo_bits >> 32) + (uint32_t)(open || (uint32_t)lo_bits != 0u);
+    for (i = 0; i < n; i++) {
+        memcpy(&b, x + i, sizeof b);
+        flagged |= ((uint32_t)(b >> 32) - floor_hi) >= (0x7FF00000u - floor_hi);
+    }
+    if (!flagged) return -1;
+    for (i = 0; i < n; i++)
+        if (!in_range(x[i], lo, open)) return i;
+    return -1;
+}
+
 static int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
                             int32_t n_task, const double *weights, const double *corrections,
                             int32_t n_classes, int32_t *bad_index, int devices_checked,
@@ -267,20 +293,12 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
             if (seen[cls >> 6] & bit) continue;
             seen[cls >> 6] |= bit;
         }
-        for (d = 0; d < n_dev; d++) {
-            if (!((row[d] > 0.0) & (row[d] <= DBL_MAX))) {
-                *bad_index = cls * n_dev + d;
-                return HM_ST_BAD_CORRECTION;
-            }
-        }
-        if (bounds != NULL && cls < bound_classes) {
-            const double *bound = bounds + (size_t)cls * n_dev;
-            for (d = 0; d < n_dev; d++) {
-                if (!((bound[d] >= 1.0) & (bound[d] <= DBL_MAX))) {
-                    *bad_index = cls * n_dev + d;
-                    return HM_ST_BAD_CORRECTION;
-                }
-            }
+        d = first_outside(row, n_dev, 0.0, 1);
+        if (d < 0 && bounds != NULL && cls < bound_classes)
+            d = first_outside(bounds + (size_t)cls * n_dev, n_dev, 1.0, 0);
+        if (d >= 0) {
+            *bad_index = cls * n_dev + d;
+            return HM_ST_BAD_CORRECTION;
         }
     }
     return HM_ST_OK;
@@ -547,11 +565,10 @@ static int explore(hm_call *c) {
     int st, untried = 0, candidate = 0, hopeless;
     if (divisors == NULL) return HM_ST_BAD_SHAPE;
     *outcome = HM_EX_NO_UNTRIED;
-    for (d = 0; d < c->n_dev; d++) {
-        if (!(divisors[d] >= 1.0 && divisors[d] <= DBL_MAX)) {
-            c->bad_index = d;
-            return HM_ST_BAD_CORRECTION;
-        }
+    d = first_outside(divisors, c->n_dev, 1.0, 0);
+    if (d >= 0) {
+        c->bad_index = d;
+        return HM_ST_BAD_CORRECTION;
     }
     st = explore_pass(c, HM_EX_ROW_USUAL, 1, &honest);
     if (st != HM_ST_OK) return st;
@@ -661,4 +678,43 @@ int hm_place_one(hm_call *c, int32_t set) {
                                  c->congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
     }
     return st;
+}
+
+/* Whether v may stand in live column col (hm_set_live): 1 yes, 0 no, -1 not a live column. */
+static int live_value_ok(int32_t col, double v) {
+    int ok = (v >= 0.0) & (v <= DBL_MAX);
+    switch (col) {
+    case HM_DEV_UTIL:
+    case HM_DEV_PRED_UTIL:
+        return ok & (v <= 1.0);
+    case HM_DEV_HEALTH:
+        return (v == 0.0) | (v == 1.0) | (v == 2.0);
+    case HM_DEV_QUEUE_S:
+    case HM_DEV_MEM_FREE:
+    case HM_DEV_LINK_S:
+    case HM_DEV_LINK_BW:
+    case HM_DEV_CARBON:
+        return ok;
+    default:
+        return -1;
+    }
+}
+
+int32_t hm_set_live(hm_call *c, const int32_t *cols, int32_t n_cols, const double *values) {
+    int32_t k, d, n_dev;
+    if (c == NULL || n_cols < 0 || (n_cols > 0 && (cols == NULL || values == NULL)))
+        return -2;
+    n_dev = c->n_dev;
+    for (k = 0; k < n_cols; k++) {
+        const double *v = values + (size_t)k * n_dev;
+        if (live_value_ok(cols[k], 0.0) < 0) return -2;
+        for (d = 0; d < n_dev; d++)
+            if (!live_value_ok(cols[k], v[d])) return k * n_dev + d;
+    }
+    for (k = 0; k < n_cols; k++) {
+        const double *v = values + (size_t)k * n_dev;
+        double *cell = c->devices + cols[k];
+        for (d = 0; d < n_dev; d++) cell[(size_t)d * HM_DEV_FIELDS] = v[d];
+    }
+    return -1;
 }

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 6
+#define HM_ABI_VERSION 7
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -294,6 +294,19 @@ int hm_place_bound(hm_call *call, int32_t n_task);
  * A set outside [-1, n_sets) or no book: HM_ST_BAD_SHAPE. A class outside the book's
  * rows skips the class's bookkeeping (place then refuses the task). */
 int hm_place_one(hm_call *call, int32_t set);
+
+/* Write live columns of every device (update_live_many's whole-fleet write): for k < n_cols,
+ * values[k * n_dev + d] into column cols[k] of device row d, after checking every value
+ * against its column's bounds, those the bound calls check a device row by: finite and
+ * >= 0; at most 1 for HM_DEV_UTIL and HM_DEV_PRED_UTIL; 0, 1 or 2 for HM_DEV_HEALTH. The
+ * columns must be among those and HM_DEV_QUEUE_S, MEM_FREE, LINK_S, LINK_BW, CARBON.
+ *
+ * Returns -1 when every value was written; else nothing is written and it returns the
+ * position in `values` of the first bad value, or -2 for a column outside the live ones
+ * (or no call, or n_cols < 0). devices_checked is left as it was: these checks keep a
+ * valid row valid, and the caller clears it when a utilization column, which the kept
+ * per-device constants are computed from, was written. */
+int32_t hm_set_live(hm_call *call, const int32_t *cols, int32_t n_cols, const double *values);
 
 /* cffi:end */
 

@@ -211,14 +211,18 @@ async def test_an_idle_keep_alive_connection_of_the_lane_is_closed(
     agent_daemon: Serve,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """Also once its answers went through the lane's copy of the socket (from the second
+    on): the copy is closed with the lane, so the client sees the connection end."""
     monkeypatch.setattr("edge_agent.agent.web.api.KEEPALIVE_S", 0.3)
     async with agent_daemon(emulated_agent()) as url:
         reader, writer = await asyncio.open_connection("127.0.0.1", _port(url))
-        writer.write(_post())
-        [(status, _, _)] = await _answers(reader, 1)
+        statuses = []
+        for _ in range(3):
+            writer.write(_post())
+            statuses += [a[0] for a in await _answers(reader, 1)]
         closed = await asyncio.wait_for(reader.read(), 5)  # b"": the agent closed it
         writer.close()
-    assert status == 202 and closed == b""
+    assert statuses == [202] * 3 and closed == b""
 
 
 async def test_a_busy_lane_connection_outlives_aiohttps_keep_alive_time(
@@ -346,30 +350,43 @@ async def test_nothing_the_lane_acknowledged_is_lost_to_kill_9(tmp_path: Path) -
     assert len(acked) >= 200 and set(acked) <= stored
 
 
-async def test_a_head_seen_before_is_read_once_and_each_other_head_as_its_own(
+async def test_a_head_seen_before_is_judged_once_and_each_other_head_as_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The lane reads a head block it has seen lately from its cache: the same fields (or
-    the same refusal) as reading it again, a block differing in one byte read on its own,
-    and the cache bounded."""
+    """The lane judges a whole head (request line and fields) it has seen lately from its
+    cache: the same route and fields (or the same hand-over to aiohttp) as judging it again,
+    a head differing in one byte judged on its own, and the cache bounded."""
     from edge_agent import http_express
 
-    monkeypatch.setattr(http_express, "_HEADS", {})
     monkeypatch.setattr(http_express, "HEADS_LIMIT", 4)
     read: list[bytes] = []
     real = http_express._headers
     monkeypatch.setattr(http_express, "_headers", lambda b: read.append(b) or real(b))
-    plain = b"Host: a\r\nContent-Length: 12\r\nIdempotency-Key: k1"
+    seen: list[dict[str, str]] = []
+
+    def route(headers: dict[str, str], body: bytes) -> bytes:
+        seen.append(headers)
+        return b"ok:" + body
+
+    express = http_express.Express(1024, 60.0)
+    express.route("POST", "/x", route)
+    plain = b"Host: a\r\nContent-Length: 2\r\nIdempotency-Key: k1"
     other = plain.replace(b"k1", b"k2")
-    twice = b"Host: a\r\nHost: b"
-    fields = [http_express._head_fields(b) for b in (plain, plain, other, twice, twice, plain)]
-    assert fields[0] == {"host": "a", "content-length": "12", "idempotency-key": "k1"}
-    assert fields[1] == fields[5] == fields[0] and fields[2]["idempotency-key"] == "k2"
-    assert fields[3] is None and fields[4] is None  # a field twice: aiohttp's, every time
+    twice = b"Host: a\r\nHost: b\r\nContent-Length: 2"
+    handed: list[bytes] = []
+    for block in (plain, plain, other, plain, twice, twice):
+        transport = _Transport()
+        lane = http_express.ExpressLane(express, transport, handed.append, lambda b: None)  # type: ignore[arg-type]
+        lane.feed(b"POST /x HTTP/1.1\r\n" + block + b"\r\n\r\nhi")
+        assert transport.written == ([] if block == twice else [b"ok:hi"])
+    assert seen[0] == {"host": "a", "content-length": "2", "idempotency-key": "k1"}
+    assert seen[1] == seen[3] == seen[0] and seen[2]["idempotency-key"] == "k2"
+    assert len(seen) == 4 and len(handed) == 2  # a field twice: aiohttp's, every time
     assert read == [plain, other, twice]
+    lane = http_express.ExpressLane(express, _Transport(), handed.append, lambda b: None)  # type: ignore[arg-type]
     for i in range(10):
-        http_express._head_fields(b"Host: h%d" % i)
-    assert len(http_express._HEADS) <= 4
+        lane.feed(b"POST /x HTTP/1.1\r\nHost: h%d\r\nContent-Length: 0\r\n\r\n" % i)
+    assert len(express._heads) <= 4
 
 
 class _Transport:
@@ -390,6 +407,9 @@ class _Transport:
 
     def get_write_buffer_size(self) -> int:
         return 0
+
+    def get_extra_info(self, name: str) -> None:
+        return None  # no socket: answers go through ``write``
 
     def pause_reading(self) -> None: ...
 
@@ -433,3 +453,48 @@ async def test_a_route_answers_at_once_or_by_a_future_in_order_and_a_failure_is_
         assert len(transport.written) == 4 and transport.written[3].startswith(b"HTTP/1.1 500 ")
         assert transport.closed and busy == [True, False] * 4
         assert express.served == 4 and not express._inflight
+
+
+async def test_keep_alive_answers_go_through_the_sockets_copy_in_order_with_the_transport() -> None:
+    """From a connection's second answer on, the lane sends through a copy of its socket;
+    while the transport still holds unsent bytes it writes through the transport (so the
+    answers stay in order), and leaving the connection closes the copy."""
+    import socket
+
+    from edge_agent import http_express
+
+    ours, peer = socket.socketpair()
+    peer.settimeout(5)
+
+    class Transport(_Transport):
+        backlog = 0
+
+        def get_write_buffer_size(self) -> int:
+            return self.backlog
+
+        def get_extra_info(self, name: str) -> Any:
+            return ours if name == "socket" else None
+
+    def request(body: bytes) -> bytes:
+        return b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    express = http_express.Express(1024, 60.0)
+    express.route("POST", "/x", lambda headers, body: b"A:" + body)
+    transport = Transport()
+    lane = http_express.ExpressLane(express, transport, lambda b: None, lambda b: None)  # type: ignore[arg-type]
+    try:
+        lane.feed(request(b"1"))  # a first answer: the transport's (most connections' only)
+        lane.feed(request(b"2"))  # the second: through the copy
+        transport.backlog = 5  # the transport has bytes left to send: after them
+        lane.feed(request(b"3"))
+        transport.backlog = 0
+        lane.feed(request(b"4"))
+        assert transport.written == [b"A:1", b"A:3"]
+        assert peer.recv(64) == b"A:2A:4"
+        copy = lane._sock
+        assert copy is not None and copy.fileno() != ours.fileno()
+        lane.lost()
+        assert copy.fileno() == -1 and lane._sock is None and ours.fileno() >= 0
+    finally:
+        ours.close()
+        peer.close()

@@ -11,7 +11,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 6
+    AVAILABLE = lib.hm_abi_version() == 7
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -57,6 +57,10 @@ class NativeCall:
         self.task0_restricted = partial(lib.hm_place_bound, self._r, 1)
         # place_one's ordinary call (``one(set)``), once a book is bound (``bind_book``)
         self.one = partial(lib.hm_place_one, self._c)
+        # update_live_many's whole-fleet write: set_live(cols, n_cols, values) -> -1 when
+        # written, else the first bad value's position (cffi converts the lists; a value that
+        # is not a number raises TypeError, an integer past the largest float OverflowError)
+        self.set_live = partial(lib.hm_set_live, self._c)
         self._book: Any = None
         self._bounds: Any = None  # the bound rows both structs point into (kept alive)
         self._busy: Any = None  # the busy flags bound in both structs (kept alive there)

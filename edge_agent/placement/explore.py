@@ -167,6 +167,7 @@ class Explorer:
         self._holds = [0] * n_devices  # per device: measuring decisions in flight on it
         #: per device, 1 while a measuring decision is in flight on it (not optimistic then)
         self.busy = np.zeros(n_devices, np.uint8)
+        self._busy_cells = self.busy.data  # the flags as Python ints (cheaper than numpy's items)
         self._stats = ExplorationStats()
         self.enabled = enabled  # False: never probe (decisions are still counted)
         self.paused = False  # set while the Placer previews: nothing is counted or probed
@@ -301,14 +302,14 @@ class Explorer:
         self._unhold(key)
         self._probing[key] = device
         self._holds[device] += 1
-        self.busy[device] = 1
+        self._busy_cells[device] = 1
 
     def _unhold(self, key: object) -> None:
         device = self._probing.pop(key, None)
         if device is not None:
             self._holds[device] -= 1
             if not self._holds[device]:
-                self.busy[device] = 0
+                self._busy_cells[device] = 0
 
     def deferred(self) -> None:
         """A due probe the task could not carry (its deadline): due again later, no back-off."""

@@ -6,6 +6,9 @@ Set ``HETMESH_PURE_PYTHON=1`` to force the twin (read once, through ``default_ba
 from __future__ import annotations
 
 import os
+import sys
+from array import array
+from collections.abc import Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -16,6 +19,7 @@ from edge_agent.placement import layout as L
 from edge_agent.placement.workspace import Workspace
 
 Backend = Literal["native", "python"]
+_FLOAT_MAX = sys.float_info.max
 Rows = np.ndarray | None  # bind_book's divisor rows and busy flags (None: not bound)
 
 
@@ -52,6 +56,11 @@ class KernelCall(Protocol):
     def probe(self, lo: float, hi: float, restricted: bool) -> tuple[int, int, bool]: ...
 
     def devices_changed(self) -> None: ...
+
+    # ``hm_set_live``: ``values[k * n_dev + d]`` into live column ``cols[k]`` of every device
+    # ``d``, all checked first (-1: written; else the first bad value's position, nothing
+    # written; -2: a column that is not live). Not a number: TypeError, nothing written
+    def set_live(self, cols: Sequence[int], n_cols: int, values: Sequence[float]) -> int: ...
 
 
 def native_available() -> bool:
@@ -119,6 +128,27 @@ class PythonCall:
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""
+
+    def set_live(self, cols: Sequence[int], n_cols: int, values: Sequence[float]) -> int:
+        """``hm_set_live``: write live columns of every device, each value checked first."""
+        ws = self.ws
+        n = int(ws.n_dev)
+        packed = array("d", values)  # a value that is not a number raises, as cffi does
+        if n_cols < 0 or len(cols) < n_cols or len(packed) < n_cols * n:
+            return -2
+        for k, col in enumerate(cols[:n_cols]):
+            top = L.LIVE_TOP.get(col)
+            if top is None:
+                return -2
+            health = col == L.DEV_HEALTH
+            for d, value in enumerate(packed[k * n : (k + 1) * n]):
+                if not 0.0 <= value <= min(top, _FLOAT_MAX) or (
+                    health and value not in (0.0, 1.0, 2.0)
+                ):
+                    return k * n + d
+        for k, col in enumerate(cols[:n_cols]):
+            ws.devices[:, col] = packed[k * n : (k + 1) * n]
+        return -1
 
     def __call__(self, n_task: int) -> tuple[int, int]:
         """Place tasks ``0..n_task-1`` of the workspace; return (status, bad index)."""

@@ -7,6 +7,8 @@ whole batch without touching Python objects.
 
 from __future__ import annotations
 
+import math
+
 # --- device row (capability, then live state) ---------------------------------------
 DEV_KIND = 0  # DeviceKind value
 DEV_PEAK_INT8 = 1  # GOPS
@@ -51,6 +53,21 @@ LIVE_NAMES = {
     DEV_CONFIG: "loaded_config",
     DEV_SLOTS: "slots",
 }
+#: the live columns written for every device at once (``update_live_many``, the kernel's
+#: ``hm_set_live``), each with its largest valid value (health: a Health value, 0, 1 or 2)
+LIVE_TOP = {
+    DEV_UTIL: 1.0,
+    DEV_PRED_UTIL: 1.0,
+    DEV_QUEUE_S: math.inf,
+    DEV_MEM_FREE: math.inf,
+    DEV_HEALTH: 2.0,
+    DEV_LINK_S: math.inf,
+    DEV_LINK_BW: math.inf,
+    DEV_CARBON: math.inf,
+}
+#: the live columns the kernel's kept per-device constants are computed from: writing one
+#: must make the next call recompute them (``KernelCall.devices_changed``)
+CONSTANTS_FROM = frozenset({DEV_UTIL, DEV_PRED_UTIL})
 
 # --- task row ------------------------------------------------------------------------
 TASK_KINDS_MASK = 0  # 0 = any kind

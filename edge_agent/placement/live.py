@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -18,34 +18,30 @@ from edge_agent.resources.vocab import Health
 
 #: The columns ``update_live_many`` sets: keyword -> (device column, largest valid value).
 BATCH_COLUMNS: dict[str, tuple[int, float]] = {
-    "utilization": (L.DEV_UTIL, 1.0),
-    "predicted_utilization": (L.DEV_PRED_UTIL, 1.0),
-    "queued_s": (L.DEV_QUEUE_S, math.inf),
-    "memory_free_bytes": (L.DEV_MEM_FREE, math.inf),
-    "health": (L.DEV_HEALTH, 2.0),
-    "link_latency_s": (L.DEV_LINK_S, math.inf),
-    "link_bw_gbs": (L.DEV_LINK_BW, math.inf),
-    "carbon_g_per_kwh": (L.DEV_CARBON, math.inf),
+    L.LIVE_NAMES[col]: (col, top) for col, top in L.LIVE_TOP.items()
 }
 _FLOAT_MAX = sys.float_info.max
+_PLAIN = (float, int, bool)  # numbers _listed_ok compares itself
 
 
 def _listed_ok(given: object, n: int, bound: float, integral: bool) -> bool:
-    """Return True when ``given`` is a list or tuple of ``n`` numbers, each in [0, ``bound``]
-    (a whole number when ``integral``); False when it is not, or not all are (numpy decides).
+    """Return True when ``given`` is a list or tuple of ``n`` plain numbers (float, int or
+    bool), each in [0, ``bound``] (a whole number when ``integral``); False when it is not,
+    or not all are (numpy decides).
 
-    The values numpy's check accepts, for a fraction of its cost on a fleet's few dozen:
-    ufuncs over a small array cost about five times this loop, and ``update_live_many``
-    runs once per simulated decision. nan and inf fail the range as they do there.
+    The values numpy's check accepts, for a fraction of its cost on a fleet's few dozen
+    (ufuncs over a small array cost about five times this loop): a subset of the devices'
+    lists, which the kernel's whole-fleet write does not take. nan and inf fail the range as
+    they do there; anything else (a numpy array inside the list, whose comparison is an
+    array) goes to numpy, which refuses what it cannot write.
     """
     if type(given) not in (list, tuple) or len(given) != n:  # type: ignore[arg-type]
         return False
-    try:
-        for value in given:  # type: ignore[attr-defined]
-            if not 0.0 <= value <= bound or (integral and value != math.floor(value)):
-                return False
-    except TypeError:  # not a number: numpy converts what it can and refuses the rest
-        return False
+    for value in given:  # type: ignore[attr-defined]
+        if type(value) not in _PLAIN or not 0.0 <= value <= bound:
+            return False
+        if integral and value != math.floor(value):
+            return False
     return True
 
 
@@ -142,7 +138,36 @@ class LiveState:
         ``health=[...]``, ...) takes one value per device, or one value for all. The
         same bounds as ``update_live``; any bad value raises and changes nothing. For one
         device, or FPGA slots and configurations, use ``update_live``.
+
+        Every device's lists or tuples, the common case (a simulator's agent before each
+        decision), go to the kernel's ``set_live`` in one call: checked and written there;
+        anything else (arrays, one value for all, a subset of devices, a bad value) goes
+        through numpy, which words the error.
         """
+        if device_ids is None or device_ids is self.device_ids:  # every device, in order
+            n = len(self.device_ids)
+            cols: list[int] = []
+            values: list[float] = []
+            for name, given in columns.items():
+                found = BATCH_COLUMNS.get(name)
+                if found is None or type(given) not in (list, tuple) or len(given) != n:  # type: ignore[comparison-overlap, arg-type]
+                    break
+                cols.append(found[0])
+                values += given  # type: ignore[arg-type]
+            else:
+                try:
+                    written = self._call.set_live(cols, len(cols), values) == -1
+                except (TypeError, OverflowError):  # not a number, or past the largest float
+                    written = False
+                if written:
+                    self._changed(cols)
+                    return
+        self._update_checked(device_ids, columns)
+
+    def _update_checked(
+        self, device_ids: Sequence[str] | None, columns: dict[str, ArrayLike]
+    ) -> None:
+        """``update_live_many`` checked by numpy (or a plain list by ``_listed_ok``)."""
         rows = self._live_index(device_ids)
         n = len(self.device_ids) if device_ids is None else len(device_ids)
         checked: list[tuple[int, ArrayLike]] = []
@@ -174,7 +199,13 @@ class LiveState:
         devices = self._ws.devices
         for col, column in checked:
             devices[rows, col] = column
-        self._call.devices_changed()
+        self._changed(col for col, _ in checked)
+
+    def _changed(self, cols: Iterable[int]) -> None:
+        """Columns were written, checked with the kernel's bounds: its rows stay valid, and
+        only a column its kept per-device constants are computed from needs them redone."""
+        if not L.CONSTANTS_FROM.isdisjoint(cols):
+            self._call.devices_changed()
 
     def _live_index(self, device_ids: Sequence[str] | None) -> slice | npt.NDArray[np.intp]:
         """Return the device rows of ``device_ids`` (the last list's rows are kept)."""

@@ -207,7 +207,8 @@ class Placer(
         self._sets_flat = ws.sets.data.cast("B")
         self._row_len = ws.sets.shape[1]
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
-        self._reasons_row = ws.reasons0 if ws.keep_reasons else None
+        # task 0's reason row as a memoryview: ``tobytes`` without numpy's method call
+        self._reasons_row = ws.reasons0.data if ws.keep_reasons else None
         # the device rows and corrections as flat rows of Python floats, read and written
         # in place by the run path (started / feedback / release): no numpy scalar per cell
         # (cast from a 1-D view: a 2-D view with no rows cannot be cast; an empty fleet)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 from edge_agent.agent.core.intake import NewTask
@@ -23,6 +24,8 @@ _log = logging.getLogger(__name__)
 
 Stored = tuple[dict[str, Any], bool]
 Submit = Callable[[list[NewTask]], Awaitable[list[Stored]]]
+#: Told a submission's outcome once its group's commit returned: (row, created), or the error.
+Done = Callable[[Stored | None, Exception | None], None]
 
 
 class SubmitCoalescer:
@@ -30,7 +33,7 @@ class SubmitCoalescer:
 
     def __init__(self, submit: Submit) -> None:
         self._submit = submit
-        self._pending: list[tuple[NewTask, asyncio.Future[Stored]]] = []
+        self._pending: list[tuple[NewTask, Done]] = []
         self._tasks: set[asyncio.Task[None]] = set()
         self.groups = 0  # groups submitted (for tests and figures)
 
@@ -41,12 +44,17 @@ class SubmitCoalescer:
     def enqueue(self, task: NewTask) -> asyncio.Future[Stored]:
         """``submit`` without a coroutine: the future resolves to (row, created) once the
         group's commit returned (or fails as ``submit`` raises)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Stored] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush)
-        self._pending.append((task, future))
+        future: asyncio.Future[Stored] = asyncio.get_running_loop().create_future()
+        self.then(task, partial(_answer, future))
         return future
+
+    def then(self, task: NewTask, done: Done) -> None:
+        """``enqueue`` without a future: ``done`` is called from the loop (it must not
+        raise) once the group's commit returned, or with the error the group failed with.
+        A caller that answers from there saves a future and a loop callback per task."""
+        if not self._pending:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._pending.append((task, done))
 
     def _flush(self) -> None:
         group, self._pending = self._pending, []
@@ -55,26 +63,33 @@ class SubmitCoalescer:
             self._tasks.add(job)
             job.add_done_callback(self._tasks.discard)
 
-    async def _store(self, group: list[tuple[NewTask, asyncio.Future[Stored]]]) -> None:
+    async def _store(self, group: list[tuple[NewTask, Done]]) -> None:
         self.groups += 1
         try:
             results = await self._submit([task for task, _ in group])
         except Exception as err:
             if len(group) == 1 or not isinstance(err, InvalidInput):  # not one bad request
-                for _, future in group:
-                    _answer(future, None, err)
+                for _, done in group:
+                    done(None, err)
                 return
             _log.debug("a group of %s submissions failed (%s); one by one", len(group), err)
             await asyncio.gather(*(self._store([one]) for one in group))
             return
-        for (_, future), stored in zip(group, results, strict=True):
-            _answer(future, stored, None)
+        # told from the loop's next turn, as futures' callbacks would be: the scheduler,
+        # woken by this group, takes it to the kernel first, then the 202s are written
+        asyncio.get_running_loop().call_soon(_tell, group, results)
 
     async def drain(self) -> None:
         """Wait for the groups in flight (before the store closes)."""
         while self._pending or self._tasks:
             self._flush()
             await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+def _tell(group: list[tuple[NewTask, Done]], results: list[Stored]) -> None:
+    """Tell each caller of a stored group its (row, created)."""
+    for (_, done), stored in zip(group, results, strict=True):
+        done(stored, None)
 
 
 def _answer(future: asyncio.Future[Stored], value: Stored | None, err: Exception | None) -> None:

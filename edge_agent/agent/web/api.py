@@ -269,29 +269,36 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
     body, or whose store write failed (rolled back: nothing stored); the 202 is the same
     document."""
 
-    def answer(task: NewTask, stored: asyncio.Future[Stored]) -> bytes | None:
-        try:
-            row, created = stored.result()
-        except (InvalidInput, StoreError):  # the group's transaction rolled back
-            return None
+    def answer(task: NewTask, stored: Stored) -> bytes:
+        row, created = stored
         text = _accepted_text(app, task, row, created)
         return express.answer(202, "Accepted", text.encode(), _location(row))
 
-    def resolve(out: asyncio.Future[Answer], task: NewTask, stored: asyncio.Future[Stored]) -> None:
+    def resolve(
+        out: asyncio.Future[Answer], task: NewTask, stored: Stored | None, err: Exception | None
+    ) -> None:
+        """The group's write is done (``SubmitCoalescer.then``): answer, never raise."""
         if out.done():
             return
+        if isinstance(err, InvalidInput | StoreError):  # rolled back: aiohttp's answer
+            out.set_result(None)
+            return
         try:
+            if err is not None or stored is None:
+                raise err or RuntimeError("a submission's group gave no outcome")
             out.set_result(answer(task, stored))
-        except BaseException as err:
-            out.set_exception(err)
+        except BaseException as failed:
+            out.set_exception(failed)
 
     async def slow(doc: Any, key: str | None) -> Answer:  # a model to read: in a thread
         try:
             task = await asyncio.to_thread(app[AGENT].intake.task, doc, key)
         except Exception:  # nothing stored yet: aiohttp's answer names the problem
             return None
-        stored = app[SUBMITS].enqueue(task)
-        await asyncio.wait([stored])
+        try:
+            stored = await app[SUBMITS].submit(task)
+        except (InvalidInput, StoreError):  # the group's transaction rolled back
+            return None
         return answer(task, stored)
 
     def submit(headers: Headers, body: bytes) -> Answer | asyncio.Future[Answer]:
@@ -306,9 +313,8 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
             return None
         if not isinstance(found, NewTask):
             return asyncio.ensure_future(slow(found, key))
-        stored = app[SUBMITS].enqueue(found)
         out: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        stored.add_done_callback(partial(resolve, out, found))
+        app[SUBMITS].then(found, partial(resolve, out, found))
         return out
 
     return submit
