@@ -40,7 +40,7 @@ import math
 
 from edge_agent.placement import learning
 from edge_agent.placement.decision import Decision
-from edge_agent.placement.explore import CALIBRATED, POOLED, Explorer
+from edge_agent.placement.explore import CALIBRATED, POOLED, TWIN, Explorer
 from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.device import Device
@@ -59,6 +59,11 @@ def calibrated_label(n_models: int) -> str:
 def _poolable(source: str) -> bool:
     """Return whether a pair's estimate is a cold start that pooled evidence may replace."""
     return source in (ROOFLINE, POOLED) or source.startswith(CALIBRATED)
+
+
+def _twinnable(source: str) -> bool:
+    """Return whether a twin's measurement of the same class may replace a pair's estimate."""
+    return source == TWIN or _poolable(source)
 
 
 def hardware_key(device: Device) -> tuple[str, str] | None:
@@ -116,9 +121,28 @@ class DevicePooling:
         published = self._published_logs.get(d, {}).get(cls)
         if published is not None:
             self._drift_logs.setdefault(d, {})[cls] = log_factor - published
+        for j in self._twins[d]:
+            self._lend_twin(cls, d, j, log_factor)
         if repool:
             self._repool(d)
             self._redrift(d)
+
+    def _lend_twin(self, cls: int, d: int, j: int, log_factor: float) -> None:
+        """Start twin ``j``'s cold (cls, j) from (cls, d)'s measured factor (labelled ``TWIN``).
+
+        Scaled by how much slower than its published figures ``j`` runs than ``d`` does,
+        where both devices have measured that on models of their own.
+        """
+        sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
+        if not _twinnable(sources[j]) or self._samples.get((cls, j), 0):
+            return  # a published prior (scaled by the twins' drift: ``_redrift``), or measured
+        own, twin = self._drift_logs.get(j), self._drift_logs.get(d)
+        if own and twin:
+            log_factor += sum(own.values()) / len(own) - sum(twin.values()) / len(twin)
+        self._ws.corrections[cls, j] = learning.clamp(math.exp(log_factor))
+        if sources[j] != TWIN:
+            self._sources[cls] = (*sources[:j], TWIN, *sources[j + 1 :])
+            self.exploration.set_sources(cls, self._sources[cls] or ())
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
         """A task still running ``elapsed`` s, far past its charge: a lower bound, used now.
@@ -190,7 +214,7 @@ class DevicePooling:
             return
         sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
         if not _poolable(sources[d]) or self._samples.get((cls, d), 0):
-            return  # a published prior, or measured: its own evidence wins
+            return  # a published prior, a twin's measurement, or measured: better evidence
         self._ws.corrections[cls, d] = learning.clamp(factor)
         if sources[d] != label:
             self._sources[cls] = (*sources[:d], label, *sources[d + 1 :])
