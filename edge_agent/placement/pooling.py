@@ -31,7 +31,8 @@ seeds 1-3 at 80%, from 1.117 / 1.468 / 1.155 to 1.126 / 1.428 / 1.144.
 Identical hardware runs one network alike (the model's error on that hardware is the
 same; instances differ by their clocks and thermals): a class measured on a device lends
 its factor to the same class's cold pairs (roofline, pooled, calibrated) on the device's
-twins, times the ratio of the two devices' drifts where both are measured (a twin slower
+twins (while the pair has few measurements, as the re-pool), times the ratio of the two
+devices' drifts where both are measured (a twin slower
 than its datasheet stays so), labelled ``explore.TWIN`` (explored within ``TWIN_WITHIN``).
 A published prior is not replaced: it is already the vendor's figure for that hardware,
 scaled by the twins' drift once one is measured (``DRIFTED``). Its own first measurement
@@ -74,6 +75,11 @@ def _poolable(source: str) -> bool:
 def _twinnable(source: str) -> bool:
     """Return whether a twin's measurement of the same class may replace a pair's estimate."""
     return source == TWIN or _poolable(source)
+
+
+def _mean(logs: dict[int, float] | None) -> float | None:
+    """Return the mean of a device's logs, or None when it has none."""
+    return sum(logs.values()) / len(logs) if logs else None
 
 
 def hardware_key(device: Device) -> tuple[str, str] | None:
@@ -126,32 +132,37 @@ class DevicePooling:
         self._lend(cls, d, math.log(factor), repool=n <= _POOL_SAMPLES)
 
     def _lend(self, cls: int, d: int, log_factor: float, *, repool: bool) -> None:
-        """Record (cls, d)'s measured factor (and its drift from a published figure)."""
+        """Record (cls, d)'s measured factor (and its drift from a published figure); while
+        the pair has few measurements, lend it to the device's twins and re-pool."""
         self._learned_logs.setdefault(d, {})[cls] = log_factor
         published = self._published_logs.get(d, {}).get(cls)
         if published is not None:
             self._drift_logs.setdefault(d, {})[cls] = log_factor - published
-        for j in self._twins[d]:
-            self._lend_twin(cls, d, j, log_factor)
         if repool:
+            if self._twins[d]:
+                self._lend_twins(cls, d, log_factor)
             self._repool(d)
             self._redrift(d)
 
-    def _lend_twin(self, cls: int, d: int, j: int, log_factor: float) -> None:
-        """Start twin ``j``'s cold (cls, j) from (cls, d)'s measured factor (labelled ``TWIN``).
+    def _lend_twins(self, cls: int, d: int, log_factor: float) -> None:
+        """Start the cold (cls, j) of ``d``'s twins from (cls, d)'s measured factor (``TWIN``).
 
-        Scaled by how much slower than its published figures ``j`` runs than ``d`` does,
-        where both devices have measured that on models of their own.
+        Each is scaled by how much slower than its published figures twin ``j`` runs than
+        ``d`` does, where both devices have measured that on models of their own.
         """
-        sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
-        if not _twinnable(sources[j]) or self._samples.get((cls, j), 0):
-            return  # a published prior (scaled by the twins' drift: ``_redrift``), or measured
-        own, twin = self._drift_logs.get(j), self._drift_logs.get(d)
-        if own and twin:
-            log_factor += sum(own.values()) / len(own) - sum(twin.values()) / len(twin)
-        self._ws.corrections[cls, j] = learning.clamp(math.exp(log_factor))
-        if sources[j] != TWIN:
-            self._sources[cls] = (*sources[:j], TWIN, *sources[j + 1 :])
+        sources = list(self._sources[cls] or (ROOFLINE,) * len(self.devices))
+        drift_d = _mean(self._drift_logs.get(d))
+        samples, corrections, labelled = self._samples, self._ws.corrections, False
+        for j in self._twins[d]:
+            if samples.get((cls, j), 0) or not _twinnable(sources[j]):
+                continue  # measured, or a published prior (drifted with its twins: _redrift)
+            drift_j = _mean(self._drift_logs.get(j))
+            shift = 0.0 if drift_j is None or drift_d is None else drift_j - drift_d
+            corrections[cls, j] = learning.clamp(math.exp(log_factor + shift))
+            if sources[j] != TWIN:
+                sources[j], labelled = TWIN, True
+        if labelled:
+            self._sources[cls] = tuple(sources)
             self.exploration.set_sources(cls, self._sources[cls] or ())
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
