@@ -4,7 +4,9 @@ A flood of tiny tasks keeps many starts and finishes waiting for the writer at a
 (``store_runs.Gather``). Killed mid-flood, the file holds every finished task with its
 result, its telemetry row and its one outbox record (the same transaction), and no record
 of a task it does not hold as finished; after the restart every task ends done with exactly
-one outbox record: none lost, none run twice past its recorded finish.
+one outbox record: none lost, none run twice past its recorded finish. Most of those tiny
+tasks end before the writer takes their start (write-combining: one row write, placed ->
+done); a trigger logs each row's moves, and every one of them is a legal move.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from edge_agent.agent.core.lifecycle import legal
 from tests.test_agent_restart import call, spawn, stop
+from tests.test_run_write_combining import log_moves, moves
 
 TINY = {"semantics": {"gflops": 0.001}, "task_class": "tiny"}
 N_TASKS = 1500
@@ -50,6 +54,7 @@ def test_a_kill_9_mid_flood_leaves_each_finish_whole_and_runs_the_rest_once(
 ) -> None:
     db_path = tmp_path / "data" / "agent.db"
     proc, port = spawn(tmp_path)
+    log_moves(db_path)  # the agent has made its schema
     try:
         accepted = []
         for _ in range(N_TASKS // BATCH):  # within the batch limit (openapi.MAX_BATCH)
@@ -69,6 +74,14 @@ def test_a_kill_9_mid_flood_leaves_each_finish_whole_and_runs_the_rest_once(
     assert finished and len(finished) < N_TASKS, "the kill did not land mid-flood"
     assert {i for i, r in records.items() if r} == finished  # a record exactly when finished
     assert all(records[i] == ["done"] and samples.get(i) == 1 for i in finished)
+    logged = moves(db_path)
+    assert all(legal(before, after) for _, before, after, _, _ in logged)
+    into_done = [(i, b, start, end) for i, b, a, start, end in logged if a == "done"]
+    assert sorted(i for i, _, _, _ in into_done) == sorted(finished)  # once each
+    assert any(b == "placed" for _, b, _, _ in into_done)  # start written with its finish
+    assert all(
+        start is not None and end is not None and start <= end for *_, start, end in into_done
+    )
 
     proc, port = spawn(tmp_path)
     try:
@@ -84,3 +97,6 @@ def test_a_kill_9_mid_flood_leaves_each_finish_whole_and_runs_the_rest_once(
     assert sorted(states) == sorted(accepted) and set(states.values()) == {"done"}
     assert all(records.get(i) == ["done"] for i in accepted)  # exactly one record each
     assert all(samples.get(i) == 1 for i in accepted)
+    logged = moves(db_path)
+    assert all(legal(before, after) for _, before, after, _, _ in logged)
+    assert sorted(i for i, _, a, _, _ in logged if a == "done") == sorted(accepted)  # once each

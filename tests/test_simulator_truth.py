@@ -72,3 +72,27 @@ def test_a_device_with_no_figure_is_left_out_and_never_given_work() -> None:
     for name, metrics in doc["policies"].items():  # hetmesh and every baseline
         assert set(metrics["device_share"]) == {NPU.device.kind.name.lower()}, name
         assert metrics["rejected"] == 0, name
+
+
+def test_identical_devices_share_a_scaled_pairs_error_and_only_their_slowdowns_differ() -> None:
+    # two boxes of one profile: the GOPs rule's error is the network's on that hardware
+    fleet = parse_fleet(
+        {
+            "boxes": [
+                {"id": "a", "profile": "hailo8_host"},
+                {"id": "b", "profile": "hailo8_host", "slowdown": {"npu": 1.5}},
+            ]
+        },
+        "f.json",
+    )
+    npus = [sd for sd in fleet.devices if sd.local_id == "npu"]
+    assert len(npus) == 2 and npus[1].slowdown == pytest.approx(1.5)
+    tt = ("mobilenet_v2", "int8")
+    for seed in range(1, 6):
+        truth = GroundTruth(fleet, [tt], 1, 0.0, seed)
+        assert [truth.source[tt][sd.index] for sd in npus] == ["scaled", "scaled"]
+        first, second = (truth.base[tt][sd.index] for sd in npus)
+        assert second == pytest.approx(first * 1.5)
+    # the factor is still drawn per run: another seed, another error
+    bases = {GroundTruth(fleet, [tt], 1, 0.0, s).base[tt][npus[0].index] for s in (1, 2)}
+    assert len(bases) == 2

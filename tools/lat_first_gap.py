@@ -44,6 +44,7 @@ import dataclasses
 import itertools
 import math
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -97,11 +98,31 @@ def set_true_corrections(a: Agent, sc: Scenario) -> None:
         a.placer._samples[pair] = 1_000_000  # a long average
 
 
-def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
-    """Start the pairs' corrections at the truth and let them learn as usual.
+#: ``set_true_cold_start``'s ``source``: the kinds of cold estimate, by their label's start
+SOURCES = {
+    "published": "published ",  # at the task's precision ("published int8 (measured)")
+    "other-precision": "published, other precision",
+    "calibrated": "roofline calibrated on",
+    "roofline": "roofline",  # the bare roofline (exactly this label)
+}
 
-    ``which``: "all", "optimistic" (only the pairs whose cold estimate is below the true
-    mean) or "pessimistic" (only those above it). A pair so set counts as measured once.
+
+def cold_source(label: str) -> str:
+    """Return the kind of a cold estimate's label (a ``SOURCES`` key), or "other"."""
+    if label == SOURCES["roofline"]:
+        return "roofline"
+    for kind in ("other-precision", "published", "calibrated"):
+        if label.startswith(SOURCES[kind]):
+            return kind
+    return "other"
+
+
+def cold_pairs(a: Agent, sc: Scenario) -> Iterator[tuple[Task, int, int, float, str]]:
+    """Yield each (first task of a type, device, class, true mean / cold estimate, label).
+
+    The ratio is above 1 where the cold estimate is optimistic; read through ``preview``,
+    which registers the class (its priors and pooling) as the first decision would. Lazily,
+    pair by pair: what the caller sets before the next is seen by it (as in a run).
     """
     p = a.placer
     for tt in sc.truth.types:
@@ -109,11 +130,37 @@ def set_true_cold_start(a: Agent, sc: Scenario, which: str = "all") -> None:
         prepared = a._contract(first, False)
         for dev in sc.feasible[tt]:
             d = p.preview(prepared, candidates=(p.device_ids[dev],))
-            ratio = true_mean(sc, first, dev) * first.work / d.service_s  # > 1: optimistic
-            if which == "all" or (ratio > 1.0) == (which == "optimistic"):
-                p._ws.corrections[d.task_class_index][dev] *= ratio
-                p._samples[(d.task_class_index, dev)] = 1
-                p.exploration.tried(d.task_class_index, dev)
+            ratio = true_mean(sc, first, dev) * first.work / d.service_s
+            label = d.sources[dev] if d.sources else SOURCES["roofline"]
+            yield first, dev, d.task_class_index, ratio, label
+
+
+def set_true_cold_start(
+    a: Agent,
+    sc: Scenario,
+    which: str = "all",
+    source: str | None = None,
+    *,
+    explored_only: bool = False,
+) -> None:
+    """Start the pairs' corrections at the truth and let them learn as usual.
+
+    ``which``: "all", "optimistic" (only the pairs whose cold estimate is below the true
+    mean) or "pessimistic" (only those above it); ``source``: only the pairs whose cold
+    estimate is of that kind (a ``SOURCES`` key). A pair so set counts as measured once.
+    ``explored_only``: those pairs are only marked explored (never probed), their
+    estimates and pessimistic bounds (``explore.bound_rows``) left as they are.
+    """
+    p = a.placer
+    for _first, dev, cls, ratio, label in cold_pairs(a, sc):
+        kind_ok = source is None or cold_source(label) == source
+        if kind_ok and (which == "all" or (ratio > 1.0) == (which == "optimistic")):
+            if explored_only:
+                p.exploration._explored(cls, dev)
+                continue
+            p._ws.corrections[cls][dev] *= ratio
+            p._samples[(cls, dev)] = 1
+            p.exploration.tried(cls, dev)
 
 
 def ratio_by_tenth(sc: Scenario, a: Agent, oracle: np.ndarray) -> tuple[float, list[float]]:

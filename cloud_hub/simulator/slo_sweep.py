@@ -107,6 +107,29 @@ def seed_summary(ratios: Sequence[float], seeds: str) -> dict[str, Any]:
     }
 
 
+def paired_summary(base: Sequence[float], variant: Sequence[float]) -> dict[str, Any]:
+    """Return a variant's figures against a baseline's on the same seeds, paired by seed.
+
+    ``diff``: the mean of variant - base per seed, ``se`` its standard error (None for one
+    seed); ``better`` / ``worse``: seeds where the variant is lower / higher (identical
+    figures, within 1e-9, count as neither); ``over_1_05``: seeds above 1.05, each side.
+    """
+    if len(base) != len(variant) or not base:
+        raise ValueError("paired_summary: one figure per seed on each side, at least one")
+    diffs = [v - b for b, v in zip(base, variant, strict=True)]
+    summary = seed_summary(diffs, "")
+    return {
+        "base_mean": math.fsum(base) / len(base),
+        "variant_mean": math.fsum(variant) / len(variant),
+        "diff": summary["mean"],
+        "se": summary["se"],
+        "better": sum(d < -1e-9 for d in diffs),
+        "worse": sum(d > 1e-9 for d in diffs),
+        "over_1_05": (sum(b > 1.05 for b in base), sum(v > 1.05 for v in variant)),
+        "n": len(diffs),
+    }
+
+
 def parse_seeds(text: str) -> list[int]:
     """Return the seeds of "1-10", "1,3,8" or a mix ("1-3,8"); ValueError says what to write."""
     seeds: list[int] = []

@@ -10,8 +10,10 @@ For a (model, precision) on a device the base time is, in this order (the label 
    figure for the same network on the same unit, e.g. a CPU's fp32 row for an int8 task).
 4. ``scaled``: another model's figure on the same device (1-3; the same kind of task
    first, then the nearest in GOPs) times the published GOPs ratio of the two models
-   (``models.py``), times its own lognormal factor per (type, device) (median 1, sigma
-   ``SCALED_SIGMA``, calibrated on the published pairs: see docs/simulator.md). It uses
+   (``models.py``), times its own lognormal factor per (type, hardware) (median 1, sigma
+   ``SCALED_SIGMA``, calibrated on the published pairs: see docs/simulator.md; identical
+   devices, the same profile's same unit, share it: the rule's error is the network's on
+   that hardware, not the instance's; the fleet's slowdowns differ per instance). It uses
    no datasheet peak, efficiency or bandwidth: it is not the kernel's roofline.
 5. ``none``: the device has no figure at all: the pair is left out of the scenario
    (``GroundTruth.available`` drops it; ``agents.AgentChooser`` marks such devices offline
@@ -39,7 +41,7 @@ PUBLISHED = frozenset({"measured-rate", "published", "published-other-precision"
 #: Spread (sigma of the log) of the GOPs-scaling rule's error, leave-one-out over the 103
 #: published (model, device) pairs of the profiles (``tools/truth_scaling_error.py``:
 #: median |log error| 0.485, so a robust sigma of 0.72); a scaled pair draws one factor
-#: from it, per (type, device), from the run's seed.
+#: from it, per (type, hardware: profile and unit), from the run's seed.
 SCALED_SIGMA = 0.72
 _SCALED_SEED = 0x5CA1ED  # mixed with the run's seed: a draw independent of the task noise
 
@@ -110,6 +112,13 @@ def figure_s(sd: SimDevice, model: str, precision: str) -> tuple[float, str]:
     return math.inf, "none"
 
 
+def _hardware(sd: SimDevice) -> tuple[str, str | int]:
+    """Return what identical devices share: (profile, unit); an inline device is its own."""
+    if sd.profile is None:
+        return "", sd.index
+    return sd.profile.id, sd.local_id
+
+
 class GroundTruth:
     """True service times for a fleet, a set of task types and a task count."""
 
@@ -125,13 +134,16 @@ class GroundTruth:
             tt: model_info(tt[0]).contract(tt[1]).semantics.input_bytes for tt in self.types
         }
         scale_rng = np.random.default_rng([seed, _SCALED_SEED])
+        first_of_hardware: dict[tuple[str, str | int], int] = {}
+        for sd in fleet.devices:
+            first_of_hardware.setdefault(_hardware(sd), sd.index)
         for tt in self.types:
             times, labels = [], []
             factors = np.exp(SCALED_SIGMA * scale_rng.standard_normal(len(fleet.devices)))
             for sd in fleet.devices:
                 base, label = figure_s(sd, *tt)
-                if label == "scaled":
-                    base *= float(factors[sd.index])
+                if label == "scaled":  # the rule's error is the hardware's: twins share it
+                    base *= float(factors[first_of_hardware[_hardware(sd)]])
                 times.append(base * sd.slowdown)
                 labels.append(label)
             self.base[tt] = times

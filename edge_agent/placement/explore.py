@@ -13,7 +13,8 @@ tries such pairs now and then, bounded:
   twice: as usual, and with each untried pair's estimate divided by its optimism (``WITHIN``
   by source: the roofline ``ROOFLINE_WITHIN``, the roofline times the device's factor on
   other models ``POOLED_WITHIN``, a published figure at another precision
-  ``OTHER_PRECISION_WITHIN``). When the optimistic pass picks an untried device, the task
+  ``OTHER_PRECISION_WITHIN``, the class's factor measured on an identical device
+  ``TWIN_WITHIN``). When the optimistic pass picks an untried device, the task
   goes there (``Decision.probe``): it is the best untried feasible device whose estimate is
   within that factor of the usual choice, under the same policy and constraints.
   Otherwise the usual decision stands and nothing is probed, and that class's interval
@@ -86,6 +87,12 @@ POOLED = "roofline x factor learned on other models"
 #: the roofline times the geometric mean of published / roofline over the other models the
 #: device's profile publishes (``pooling``): the same spread as ``POOLED``
 CALIBRATED = "roofline calibrated on"
+#: the same class's factor measured on an identical device (``pooling``: the same profile's
+#: same unit), times the two devices' drifts' ratio where both are known: the network's error
+#: on that hardware is the twin's, so what is left is this instance's own difference (its
+#: clocks, thermals: the fleets' hidden slowdowns are 1.5-2x) and the twin's few samples
+TWIN = "measured on an identical device"
+TWIN_WITHIN = 1.5
 _ROOFLINE = "roofline"
 _ASSIGNED = L.OUT_ASSIGNED
 _CLASSES_FIRST = 8  # classes the first book has rows for (it doubles as they come)
@@ -103,6 +110,8 @@ def optimism(source: str) -> float:
         return POOLED_WITHIN
     if source.startswith(_OTHER_PRECISION):
         return OTHER_PRECISION_WITHIN
+    if source == TWIN:
+        return TWIN_WITHIN
     return 1.0  # a published figure at the task's precision, or learned
 
 

@@ -123,9 +123,13 @@ class Jobs:
             self.agent.metrics.move("placed", "running")
 
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
-        """Feed the outcome back to the placer and record it (durably) with its telemetry."""
+        """Feed the outcome back to the placer and record it (durably) with its telemetry.
+
+        A start the writer has not taken yet is written with the finish (``job_ended``)."""
         self._jobs.pop(job.task_id, None)
-        if job.started is not None and not await job.started:
+        started = job.started
+        asked = None if started is None or started.done() else self._take_back(started)
+        if started is not None and asked is None and not await started:
             self._dropped(job)
             return
         energy = None
@@ -134,19 +138,43 @@ class Jobs:
             energy = energy_between(
                 job.energy_start, await asyncio.to_thread(self.agent.meters.read, device)
             )
-        state, recorded = self._finish(job, outcome, energy)
-        await recorded
-        self._recorded(job, outcome, state)
+        try:
+            state, recorded = self._finish(job, outcome, energy, asked)
+            moved = await recorded
+        except BaseException:
+            if started is not None and asked is not None:
+                started.cancel()  # nobody waits for it: the task stays placed in the file
+            raise
+        if started is not None and asked is not None:
+            self._combined(job, outcome, state, started, moved)
+        else:
+            self._recorded(job, outcome, state)
 
     def job_ended(self, job: Job, outcome: Outcome) -> None:
         """``job_finished`` by callbacks (a job ``job_begins`` started: no energy reading):
-        after its start's commit, the finish is recorded; after the finish's, the rest."""
+        after its start's commit, the finish is recorded; after the finish's, the rest.
+
+        A start the writer has not taken yet is taken back and written with the finish
+        (write-combining: one row write, placed -> done or failed, one commit waited on).
+        """
         self._jobs.pop(job.task_id, None)
         started = job.started
         if started is None or started.done():
             self._end_started(job, outcome, started)
-        else:
+            return
+        asked = self._take_back(started)
+        if asked is None:  # being written: the finish follows its commit
             started.add_done_callback(functools.partial(self._end_started, job, outcome))
+            return
+        try:
+            state, recorded = self._finish(job, outcome, None, asked)
+        except Exception:
+            started.cancel()  # nobody waits for it: the task stays placed in the file
+            _log.exception("task %s failed in the agent", job.task_id)
+            return
+        recorded.add_done_callback(
+            functools.partial(self._end_combined, job, outcome, state, started)
+        )
 
     def _end_started(
         self, job: Job, outcome: Outcome, started: asyncio.Future[bool] | None
@@ -162,13 +190,48 @@ class Jobs:
         recorded.add_done_callback(functools.partial(self._end_recorded, job, outcome, state))
 
     def _end_recorded(
-        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[None]
+        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[bool]
     ) -> None:
         try:
             recorded.result()
             self._recorded(job, outcome, state)
         except Exception:
             _log.exception("task %s failed in the agent", job.task_id)
+
+    def _end_combined(
+        self,
+        job: Job,
+        outcome: Outcome,
+        state: str,
+        started: asyncio.Future[bool],
+        recorded: asyncio.Future[bool],
+    ) -> None:
+        """A finish written with its start has committed (or failed)."""
+        try:
+            self._combined(job, outcome, state, started, recorded.result())
+        except Exception:
+            if not started.done():
+                started.cancel()
+            _log.exception("task %s failed in the agent", job.task_id)
+
+    def _take_back(self, started: asyncio.Future[bool]) -> float | None:
+        """Take a start the writer has not taken back, to write it with the finish; return
+        when it was asked (None: being or already written). Its count moves with the finish."""
+        asked = self.agent.store.take_back_start(started)
+        if asked is not None:
+            started.remove_done_callback(self._start_recorded)
+        return asked
+
+    def _combined(
+        self, job: Job, outcome: Outcome, state: str, started: asyncio.Future[bool], moved: bool
+    ) -> None:
+        """A finish written with its start has committed: resolve the start's future as its
+        own write would have, then what follows a finish."""
+        started.set_result(moved)
+        if not moved:  # never expected (write_finished logged it); whoever moved it owns it
+            _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
+            return
+        self._recorded(job, outcome, state, "placed")
 
     def _dropped(self, job: Job) -> None:
         # never expected: cancel and preemption take a job back before their commit;
@@ -177,10 +240,10 @@ class Jobs:
         self.agent.placer.release(job.decision)
 
     def _finish(
-        self, job: Job, outcome: Outcome, energy: float | None
-    ) -> tuple[str, asyncio.Future[None]]:
+        self, job: Job, outcome: Outcome, energy: float | None, started_at: float | None = None
+    ) -> tuple[str, asyncio.Future[bool]]:
         """Feed the outcome back and ask for its record; return its state and the record's
-        future (resolved once durable)."""
+        future (resolved once durable). ``started_at``: its start is written with it."""
         agent = self.agent
         agent.overrun.finished(job)
         d = job.decision
@@ -199,13 +262,15 @@ class Jobs:
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
         return state, agent.store.finished(
-            job.task_id, state, outcome.result, outcome.error, telemetry
+            job.task_id, state, outcome.result, outcome.error, telemetry, started_at
         )
 
-    def _recorded(self, job: Job, outcome: Outcome, state: str) -> None:
-        """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool."""
+    def _recorded(self, job: Job, outcome: Outcome, state: str, before: str = "running") -> None:
+        """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool.
+
+        ``before``: the state the row left (placed for a finish written with its start)."""
         agent = self.agent
-        agent.metrics.move("running", state)
+        agent.metrics.move(before, state)
         waiter = self.finish_waiters.pop(job.task_id, None)
         if waiter is not None and not waiter.done():
             waiter.set_result(outcome)

@@ -49,7 +49,10 @@ MOVES: dict[tuple[str | None, str], str] = {
     ("placed", "running"): "took its device slot (Store.started)",
     ("placed", "cancelled"): "cancelled before it started (Store.cancel)",
     ("placed", "failed"): "a peer's task refused by its pool here (Store.refuse_forwarded); "
-    "a peer's task cut by a restart (Store.recover)",
+    "a peer's task cut by a restart (Store.recover); ran and failed before its start was "
+    "written: both in one row write (Store.finished with started_at)",
+    ("placed", "done"): "ran before its start was written: start and finish in one row write "
+    "(Store.finished with started_at)",
     ("placed", "interrupted"): "cut by a restart (Store.recover)",
     ("running", "done"): "ran (Store.finished)",
     ("running", "failed"): "ran and failed (Store.finished); a peer's task cut by a restart",

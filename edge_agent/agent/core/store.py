@@ -158,6 +158,12 @@ class Store(TaskMoves):
         """Mark a placed task running (group-committed); False if it is no longer placed."""
         return self.runs.started(task_id)
 
+    def take_back_start(self, started: asyncio.Future[bool]) -> float | None:
+        """Withdraw a start (``started``'s) not yet taken by the writer, to be written with
+        the task's finish (``finished(..., started_at=)``); return when it was asked, or None
+        (being or already written). Its future is then the caller's to resolve."""
+        return self.runs.take_back_start(started)
+
     def finished(
         self,
         task_id: str,
@@ -165,13 +171,18 @@ class Store(TaskMoves):
         result: dict[str, Any] | None,
         error: str | None,
         telemetry: dict[str, Any] | None,
-    ) -> asyncio.Future[None]:
+        started_at: float | None = None,
+    ) -> asyncio.Future[bool]:
         """Record a task's outcome, its telemetry sample and an outbox entry for the hub.
 
         Group-committed with the other finishes of the moment; the future resolves once
-        durable (a future, not a coroutine: no frame per task around the wait).
+        durable (a future, not a coroutine: no frame per task around the wait) with whether
+        the row moved. ``started_at``: its start was taken back (``take_back_start``) and is
+        written with it, in one row write (placed -> ``state``).
         """
-        return self.runs.finished(store_runs.Finish(task_id, state, result, error, telemetry))
+        return self.runs.finished(
+            store_runs.Finish(task_id, state, result, error, telemetry, started_at)
+        )
 
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""

@@ -8,6 +8,12 @@ writer's next transaction; each caller's future resolves only after that commit.
 ``done`` in the store exactly when its result is durable, a full disk delays the writes and
 loses none (``persist`` retries), and after a ``kill -9`` a task whose finish had not
 committed is still ``placed`` or ``running`` and is run again (``Store.recover``).
+
+Write-combining: a task that finishes before the writer has taken its start (a tiny job,
+a busy writer) has its start taken back (``RunLog.take_back_start``) and written with its
+finish, one row write (placed -> done or failed, ``started_at`` the time the start was
+asked) in the finish's transaction. A ``kill -9`` before that commit leaves the task
+``placed``, as a start not yet committed does: it runs again.
 """
 
 from __future__ import annotations
@@ -18,9 +24,8 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _string  # the encoder's own, in C
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 import sqlite_utils
 
@@ -37,6 +42,20 @@ _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
 # task, thousands in a backlog, for each group (O(backlog) per start); by id it is O(1).
 _START = where(("placed",), "running", by_state=False)
 _FINISH = {state: where(("running",), state) for state in ("done", "failed")}
+#: a finish's row update by (final state, written with its start); written with it
+#: (write-combined), the row moves from placed, named by id
+_FINISH_SQL = {
+    **{
+        (state, False): f"UPDATE tasks SET state = '{state}', finished_at = ?, result = ?, "
+        f"error = ? WHERE id = ? AND {condition}"
+        for state, condition in _FINISH.items()
+    },
+    **{
+        (state, True): f"UPDATE tasks SET state = '{state}', started_at = ?, finished_at = ?, "
+        f"result = ?, error = ? WHERE id = ? AND {where(('placed',), state, by_state=False)}"
+        for state in _FINISH
+    },
+}
 _RECORD_KEYS = frozenset({"id", "state", "result", "error"})
 _log = logging.getLogger(__name__)
 
@@ -49,7 +68,8 @@ class Gather(Generic[I, R]):
     the writer runs it on its own thread); an item added after that queues the next op.
     So a busy writer (a commit's fsync) writes everything that arrived meanwhile as one op,
     and an idle one writes an item at once. Each item's future resolves once the
-    transaction holding it has committed, as before.
+    transaction holding it has committed, as before. An item the writer has not taken yet
+    can be taken back (``take_back``): it is not written and its future is the caller's.
     """
 
     def __init__(
@@ -57,7 +77,7 @@ class Gather(Generic[I, R]):
     ) -> None:
         self._db, self._write = db, write
         self._lock = threading.Lock()
-        self._pending: list[tuple[I, asyncio.Future[R]]] = []
+        self._pending: dict[asyncio.Future[R], I] = {}  # in the order added
         self._queued = False  # an op is queued that will take the pending items
         self._writing: set[asyncio.Task[None]] = set()
 
@@ -65,7 +85,7 @@ class Gather(Generic[I, R]):
         """Queue ``item``; the future resolves with its result once its group has committed."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         with self._lock:
-            self._pending.append((item, future))
+            self._pending[future] = item
             if self._queued:
                 return future
             self._queued = True
@@ -74,33 +94,40 @@ class Gather(Generic[I, R]):
         task.add_done_callback(self._writing.discard)
         return future
 
-    def _take(self) -> list[tuple[I, asyncio.Future[R]]]:
+    def take_back(self, future: asyncio.Future[R]) -> I | None:
+        """Withdraw the item of ``future`` if the writer has not taken it; return it, or
+        None (taken: it is being or has been written). A withdrawn future is never resolved
+        here."""
         with self._lock:
-            group, self._pending, self._queued = self._pending, [], False
-        return group
+            return self._pending.pop(future, None)
+
+    def _take(self) -> list[tuple[asyncio.Future[R], I]]:
+        with self._lock:
+            pending, self._pending, self._queued = self._pending, {}, False
+        return list(pending.items())
 
     async def _persist(self) -> None:
-        group: list[tuple[I, asyncio.Future[R]]] | None = None
+        group: list[tuple[asyncio.Future[R], I]] | None = None
 
         def op(db: sqlite_utils.Database) -> list[R]:
             nonlocal group
             if group is None:  # the first attempt; a retry writes the same group again
                 group = self._take()
-            return self._write(db, [item for item, _ in group])
+            return self._write(db, [item for _, item in group])
 
         try:
             results = await self._db.persist(op)
         except BaseException as err:
             if group is None:  # never ran (the store closed): fail what it would have taken
                 group = self._take()
-            for _, future in group:
+            for future, _ in group:
                 if not future.done():
                     future.set_exception(err)
             if isinstance(err, asyncio.CancelledError):
                 raise
             return
         assert group is not None
-        for (_, future), result in zip(group, results, strict=True):
+        for (future, _), result in zip(group, results, strict=True):
             if not future.done():
                 future.set_result(result)
 
@@ -114,21 +141,36 @@ class Gather(Generic[I, R]):
             await asyncio.wait(list(self._writing), timeout=timeout_s)
 
 
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """A task's outcome, its telemetry sample (None: none) and nothing else."""
+class Finish(NamedTuple):
+    """A task's outcome, its telemetry sample (None: none) and nothing else (a named tuple:
+    one is made per task, at a quarter of a frozen dataclass's cost).
+
+    ``started_at``: None when its start is written apart (placed -> running, already or
+    in an earlier op); a time when the start is written with it (write-combined: the row
+    moves placed -> ``state`` and its ``started_at`` is that time).
+    """
 
     task_id: str
     state: str  # done or failed
     result: dict[str, Any] | None
     error: str | None
     telemetry: dict[str, Any] | None
+    started_at: float | None = None
 
 
-def write_started(db: sqlite_utils.Database, task_ids: Sequence[str]) -> list[bool]:
-    """Mark placed tasks running; per task, False where it is no longer placed."""
+#: a start to write: the task's id and when it was asked (epoch seconds)
+Start = tuple[str, float]
+
+
+def write_started(db: sqlite_utils.Database, starts: Sequence[Start]) -> list[bool]:
+    """Mark placed tasks running; per task, False where it is no longer placed.
+
+    ``started_at`` is the write's time (a start is written within a commit of its asking);
+    the time asked is for a start taken back and written with its finish.
+    """
     now = time.time()
     moved: set[str] = set()
+    task_ids = [task_id for task_id, _ in starts]
     for i in range(0, len(task_ids), _IDS_AT_ONCE):
         part = task_ids[i : i + _IDS_AT_ONCE]
         cur = db.execute(start_statement(len(part)), [now, *part])
@@ -147,36 +189,61 @@ def start_statement(n: int) -> str:
 
 def write_finished(
     db: sqlite_utils.Database, finishes: Sequence[Finish], outbox_limit: int
-) -> list[None]:
-    """Record outcomes, their telemetry rows and one outbox record each (one op)."""
+) -> list[bool]:
+    """Record outcomes, their telemetry rows and one outbox record each (one op).
+
+    Per finish, whether its row moved (False: it was no longer running, or placed for one
+    written with its start; never expected, logged).
+    """
     now = time.time()
     encoded = [_encoded(f) for f in finishes]
+    by_statement: dict[tuple[str, bool], list[tuple[Any, ...]]] = {}  # (state, combined)
+    for f, (result, _) in zip(finishes, encoded, strict=True):
+        if f.started_at is None:
+            update: tuple[Any, ...] = (now, result, f.error, f.task_id)
+        else:
+            update = (f.started_at, now, result, f.error, f.task_id)
+        by_statement.setdefault((f.state, f.started_at is not None), []).append(update)
     moved = 0
-    for state, condition in _FINISH.items():
-        cur = db.conn.executemany(
-            f"UPDATE tasks SET state = ?, finished_at = ?, result = ?, error = ? "
-            f"WHERE id = ? AND {condition}",
-            [
-                (state, now, result, f.error, f.task_id)
-                for f, (result, _) in zip(finishes, encoded, strict=True)
-                if f.state == state
-            ],
-        )
-        moved += max(cur.rowcount, 0)
+    for kind, rows in by_statement.items():
+        if (statement := _FINISH_SQL.get(kind)) is not None:  # else not written: not moved
+            moved += max(db.conn.executemany(statement, rows).rowcount, 0)
+    outcome = [True] * len(finishes)
     if moved != len(finishes):  # never expected: a task finishes only once it is running
         _log.error(
             "%s of %s finished tasks were no longer running", len(finishes) - moved, len(finishes)
         )
+        outcome = _moved(db, finishes, now)
     shapes: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}  # telemetry rows by columns
     for f in finishes:
-        if f.telemetry is not None:
-            row = {"ts": now, "task_id": f.task_id, **f.telemetry}
+        if (sample := f.telemetry) is None:
+            continue
+        if "ts" in sample or "task_id" in sample:  # never expected: the row's own columns win
+            row = {"ts": now, "task_id": f.task_id, **sample}
             shapes.setdefault(tuple(row), []).append(tuple(row.values()))
+        else:
+            shapes.setdefault(("ts", "task_id", *sample), []).append(
+                (now, f.task_id, *sample.values())
+            )
     for columns, rows in shapes.items():
         marks = ", ".join("?" for _ in columns)
         db.conn.executemany(f"INSERT INTO telemetry ({', '.join(columns)}) VALUES ({marks})", rows)
     outbox.append_encoded(db, [("task", record) for _, record in encoded], now, outbox_limit)
-    return [None] * len(finishes)
+    return outcome
+
+
+def _moved(db: sqlite_utils.Database, finishes: Sequence[Finish], now: float) -> list[bool]:
+    """Per finish, whether this write moved its row (its state, and ``finished_at`` now)."""
+    written: set[tuple[str, str]] = set()
+    ids = [f.task_id for f in finishes]
+    for i in range(0, len(ids), _IDS_AT_ONCE):
+        part = ids[i : i + _IDS_AT_ONCE]
+        marks = ", ".join("?" for _ in part)
+        cur = db.execute(
+            f"SELECT id, state FROM tasks WHERE id IN ({marks}) AND finished_at = ?", [*part, now]
+        )
+        written.update((task_id, state) for task_id, state in cur.fetchall())
+    return [(f.task_id, f.state) in written for f in finishes]
 
 
 def task_record(f: Finish) -> dict[str, Any]:
@@ -192,8 +259,13 @@ def _encoded(f: Finish) -> tuple[str | None, str]:
     result with a non-finite float (JSON has none) keeps it in the row, as ``json.dumps``
     writes it, and has null in the record, as ``outbox.encode`` writes it.
     """
-    measured = {k: v for k, v in (f.telemetry or {}).items() if k != "kind"}
-    if _RECORD_KEYS & measured.keys():  # never expected: a sample naming a record field
+    sample = f.telemetry
+    if sample is None:
+        rest: dict[str, Any] = {"error": f.error}
+    elif _RECORD_KEYS.isdisjoint(sample):
+        rest = {"error": f.error, **sample}  # the measured fields: the sample but its kind
+        rest.pop("kind", None)
+    else:  # never expected: a sample naming a record field
         row = None if f.result is None else json.dumps(f.result)
         return row, outbox.encode(task_record(f))
     if f.result is None:
@@ -204,7 +276,7 @@ def _encoded(f: Finish) -> tuple[str | None, str]:
         except ValueError:
             row, spliced = json.dumps(f.result), json.dumps(outbox.plain(f.result))
     head = f'{{"id": {_string(f.task_id)}, "state": {_string(f.state)}'  # as ``encode`` writes
-    tail = outbox.encode({"error": f.error, **measured})
+    tail = outbox.encode(rest)
     return row, f'{head}, "result": {spliced}, {tail[1:]}'
 
 
@@ -212,17 +284,26 @@ class RunLog:
     """Starts and finishes of tasks on the devices, written a group at a time."""
 
     def __init__(self, db: Database, outbox_limit: int) -> None:
-        self._starts: Gather[str, bool] = Gather(db, write_started)
-        self._finishes: Gather[Finish, None] = Gather(
+        self._starts: Gather[Start, bool] = Gather(db, write_started)
+        self._finishes: Gather[Finish, bool] = Gather(
             db, lambda conn, items: write_finished(conn, items, outbox_limit)
         )
 
     def started(self, task_id: str) -> asyncio.Future[bool]:
         """Record the start (placed -> running); resolves False if it was no longer placed."""
-        return self._starts.add(task_id)
+        return self._starts.add((task_id, time.time()))
 
-    def finished(self, finish: Finish) -> asyncio.Future[None]:
-        """Record the outcome; resolves once it is durable."""
+    def take_back_start(self, started: asyncio.Future[bool]) -> float | None:
+        """Withdraw a start the writer has not taken (``started``: its future, from
+        ``started``); return when it was asked, to be written with the task's finish
+        (``Finish.started_at``), or None: it is being or has been written. A withdrawn
+        start's future is the caller's to resolve."""
+        start = self._starts.take_back(started)
+        return None if start is None else start[1]
+
+    def finished(self, finish: Finish) -> asyncio.Future[bool]:
+        """Record the outcome; resolves once it is durable: True, or False where the row
+        was no longer running (placed, for a finish written with its start)."""
         return self._finishes.add(finish)
 
     async def drain(self, timeout_s: float) -> None:
