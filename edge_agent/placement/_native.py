@@ -58,6 +58,7 @@ class NativeCall:
         # place_one's ordinary call (``one(set, task)``: a task row's bytes, which cffi hands
         # to C without a copy), once a book is bound (``bind_book``)
         self.one = partial(lib.hm_place_one, self._c)
+        self.one_entry = (lib.hm_place_one, self._c)  # the same, without the partial
         # update_live_many's whole-fleet write: set_live(cols, n_cols, values) -> -1 when
         # written, else the first bad value's position (cffi converts the lists; a value that
         # is not a number raises TypeError, an integer past the largest float OverflowError)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -43,6 +43,11 @@ class KernelCall(Protocol):
     # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead.
     # ``task``: a task row's float64 bytes, copied into row 0 first (where it stays)
     def one(self, set: int, task: bytes) -> int: ...
+
+    # ``one`` as (a function, its first argument): ``f(arg, set, task)`` is ``one(set, task)``
+    # with no bound method or partial in between (place_one's hot path calls it so)
+    @property
+    def one_entry(self) -> tuple[Callable[[object, int, bytes], int], object]: ...
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
@@ -132,6 +137,11 @@ class PythonCall:
         if status == L.ST_OK:
             reference_one.record(book, row, ws.out[0].tolist(), self._congested)
         return status
+
+    @property
+    def one_entry(self) -> tuple[Callable[[object, int, bytes], int], object]:
+        """``one`` as (the function, this call): ``f(arg, set, task)``."""
+        return PythonCall.one, self  # type: ignore[return-value]
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""

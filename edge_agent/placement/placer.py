@@ -200,7 +200,8 @@ class Placer(
         explorer = self.exploration
         self._call.bind_book(self._book, CONGESTED, explorer.divisor_rows, explorer.busy)
         self._call.bind_bounds(explorer.bound_rows)  # the charge's pessimistic bounds
-        self._one = self._call.one  # place_one's ordinary call: one kernel call
+        # place_one's ordinary call, one kernel call: ``self._one(self._one_arg, set, task)``
+        self._one, self._one_arg = self._call.one_entry
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
@@ -241,7 +242,7 @@ class Placer(
         else:
             kept = self._slots.get(id(candidates))
             slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
-        status = self._one(slot, bound[1])
+        status = self._one(self._one_arg, slot, bound[1])
         cls = bound[2]
         if status:
             if status >= _EXPLORED:  # the kernel ran an exploration decision: its outcome
@@ -284,7 +285,7 @@ class Placer(
             self._task0_bytes[:] = row
             return self._look_again(prepared.contract, cls, candidates)
         slot = -1 if candidates is None else self._slot(candidates)
-        status = self._one(slot, row)
+        status = self._one(self._one_arg, slot, row)
         if status:
             return self._due(status, prepared.contract, cls, candidates)
         return self._decided(prepared.contract, cls, False)
