@@ -19,24 +19,19 @@ line is JSON. Needs valgrind; about a minute.
 
 from __future__ import annotations
 
-import argparse
-import json
 import random
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import time
 from itertools import starmap
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_placement import fleet, workload
+from placement_instructions import run
 
-import edge_agent
 from edge_agent.placement import Placer, Policy
 
 ROWS = ("null", "mix", "ordinary", "explore", "release_fresh")
@@ -78,37 +73,15 @@ def _segments(calls: int) -> None:
     time.sleep(0)
 
 
-def _total(dump: Path) -> int:
-    match = re.search(r"^totals:\s+(\d+)", dump.read_text(), re.MULTILINE)
-    return int(match.group(1)) if match else 0
+def _less_null(raw: dict[str, float]) -> dict[str, float]:
+    """Each row less the wrapper's cost (the ``null`` row, kept as itself)."""
+    return {row: n - raw["null"] for row, n in raw.items() if row != "null"} | {"null": raw["null"]}
 
 
 def main(argv: list[str] | None = None) -> int:
     """Count each row under callgrind and print instructions per call, then JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=3000)
-    parser.add_argument("--segments", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.segments:
-        _segments(args.calls)
-        return 0
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (apt-get install valgrind)")
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cg"
-        cmd = ["valgrind", "--tool=callgrind", "--dump-before=time_sleep"]
-        cmd += ["--collect-atstart=no", "--toggle-collect=starmap_next"]
-        cmd += [f"--callgrind-out-file={out}", sys.executable, __file__, "--segments"]
-        subprocess.run([*cmd, f"--calls={args.calls}"], check=True, capture_output=True)
-        # dump 1: start-up and warm-up (nothing counted); dumps 2..: one per row
-        raw = {row: _total(Path(f"{out}.{k + 2}")) / args.calls for k, row in enumerate(ROWS)}
-    per_call = {row: round(n - raw["null"]) for row, n in raw.items() if row != "null"}
-    per_call["null"] = round(raw["null"])
-    for row, n in per_call.items():
-        print(f"{row:16s} {n:8d} instructions a call")
-    where = str(Path(edge_agent.__file__).parent)  # which install was counted
-    print(json.dumps({**per_call, "calls": args.calls, "edge_agent": where}))
-    return 0
+    toggle = ["--collect-atstart=no", "--toggle-collect=starmap_next"]
+    return run(__doc__ or "", __file__, ROWS, _segments, argv, valgrind=toggle, adjust=_less_null)
 
 
 if __name__ == "__main__":
