@@ -11,6 +11,14 @@
 #include <string.h>
 
 #define HM_CLASS_BITMAP_BITS 1024
+#define HM_VISIT_MAX 1024 /* a restricted call lists its candidates up to this many devices */
+
+/* a per-device step, inlined into each loop that runs it (a call per device costs ~20 %) */
+#if defined(__GNUC__)
+#define HM_STEP static inline __attribute__((always_inline))
+#else
+#define HM_STEP static inline
+#endif
 
 static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_0, HM_NORM_FLOOR_1, HM_NORM_FLOOR_2,
@@ -131,7 +139,7 @@ static void device_constants(const double *dev, double *scr) {
 
 /* The inverse peak the task runs at on this device: its precision, or, when the task allows
  * several, the fastest of them the device offers; 0 when it offers none. */
-static double task_inv_peak(const double *dev, const double *scr, const double *task) {
+HM_STEP double task_inv_peak(const double *dev, const double *scr, const double *task) {
     int prec = (int)task[HM_TASK_PREC], p;
     uint32_t want = (uint32_t)task[HM_TASK_PREC_MASK], have;
     double best = 0.0;
@@ -147,7 +155,7 @@ static double task_inv_peak(const double *dev, const double *scr, const double *
     return best;
 }
 
-static int static_reason(const double *dev, const double *scr, const double *task,
+HM_STEP int static_reason(const double *dev, const double *scr, const double *task,
                          double *inv_pe) {
     uint32_t kind = (uint32_t)dev[HM_DEV_KIND];
     uint32_t kinds = (uint32_t)task[HM_TASK_KINDS_MASK];
@@ -177,7 +185,7 @@ static double deadline_cost(double deadline, double latency, double service_eff)
     return 3.0 + latency / deadline;
 }
 
-static int estimate(const double *dev, const double *task, double work, double moved,
+HM_STEP int estimate(const double *dev, const double *task, double work, double moved,
                     double corr, double inv_pe, double *scr) {
     double compute_s = work * inv_pe;
     double mem_s = moved * scr[HM_SCR_INV_BW];
@@ -304,6 +312,29 @@ static int32_t check_inputs(const double *devices, int32_t n_dev, const double *
     return HM_ST_OK;
 }
 
+/* Write the indices of the nonzero flags among flags[0..n) to out, in order; return how many.
+ * Where the bytes of a word are in little-endian order (GCC and Clang say so), eight flags
+ * a step: eight zero flags cost a load and a test, each nonzero one a count of zero bits. */
+static int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out) {
+    int32_t d = 0, found = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; d + 8 <= n; d += 8) {
+        uint64_t w;
+        memcpy(&w, flags + d, sizeof w);
+        while (w != 0) {
+            int at = __builtin_ctzll(w) >> 3; /* the first nonzero flag's byte */
+            out[found++] = d + at;
+            w &= ~(0xFFull << (8 * at));
+        }
+    }
+#endif
+    for (; d < n; d++) {
+        out[found] = d;
+        found += flags[d] != 0;
+    }
+    return found;
+}
+
 /* One pass's options: the optimistic corrections (divisors, except where busy), a pass
  * restricted to one device (only >= 0), whether its choice is charged (commit), and the
  * probe of clamped factors (reset: a factor >= reset_hi or <= reset_lo counts as 1). */
@@ -314,6 +345,8 @@ typedef struct {
     int commit;
     int reset;
     double reset_lo, reset_hi;
+    int checked; /* the inputs passed check_inputs in this call already (an exploration's
+                  * later passes: nothing was written since its first) */
 } pass_opts;
 
 /* The pessimistic bounds a pass charges by (hm_call.bound_rows): rows of `classes` classes. */
@@ -324,7 +357,7 @@ typedef struct {
 
 static const bounds_t NO_BOUNDS = {NULL, 0};
 
-static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
 
 /* Whether the pass divides device d's estimate by its optimism (a divisor, d not busy). */
 static int divides(const pass_opts *opt, int32_t d) {
@@ -377,44 +410,93 @@ static double congestion_s(const double *dev, const double *scr, const double *m
     return scr[HM_OBJ_THROUGHPUT] * (ramp < 1.0 ? ramp : 1.0);
 }
 
+/* rank()'s step for device d: its score, and its place among the best kept so far. */
+HM_STEP void rank_one(int32_t d, const double *devices, double *scratch,
+                            const double *inv, const double *mins, int k, double guard_s,
+                            double congestion, const double *bound, const pass_opts *opt,
+                            int32_t *chosen, double *top, int *n_chosen) {
+    double *scr = scratch + (size_t)d * HM_SCR_FIELDS, score = 0.0;
+    int pos, o;
+    if (scr[HM_SCR_REASON] != 0.0) return;
+    if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) return;
+    for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
+    if (congestion > 0.0) {
+        double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
+        if (bound != NULL && !divides(opt, d))
+            c *= bound[d];
+        score += congestion * c;
+    }
+    if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
+        score += HM_SUSPECT_PENALTY;
+    scr[HM_SCR_SCORE] = score;
+    if (*n_chosen == k + 1 && !(score < top[k])) return;
+    pos = *n_chosen < k + 1 ? *n_chosen : k;
+    if (*n_chosen < k + 1) (*n_chosen)++;
+    while (pos > 0 && score < top[pos - 1]) {
+        top[pos] = top[pos - 1];
+        chosen[pos] = chosen[pos - 1];
+        pos--;
+    }
+    top[pos] = score;
+    chosen[pos] = d;
+}
+
 /* Keep the k+1 best-scoring feasible devices in order (ties: lowest index); return how many
- * were kept. guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
+ * were kept. The devices visited: visit[0..n_visit), or 0..n_visit when visit is NULL (two
+ * loops over one inlined step: the plain loop keeps its index arithmetic cheap).
+ * guard_s > 0: skip devices whose finish is later than that; congestion > 0: the
  * congestion charge's weight in score units (its weight x the latency term's scale), each
  * device's charge times its pessimistic bound (bound: the task class's row, or NULL), except
  * where the pass divides the device's estimate by its optimism (opt). */
-static int rank(const double *devices, int32_t n_dev, double *scratch, const double *inv,
-                const double *mins, int k, double guard_s, double congestion,
+static int rank(const double *devices, const int32_t *visit, int32_t n_visit, double *scratch,
+                const double *inv, const double *mins, int k, double guard_s, double congestion,
                 const double *bound, const pass_opts *opt, int32_t *chosen, double *top) {
-    int32_t d;
-    int n_chosen = 0, o;
-    for (d = 0; d < n_dev; d++) {
-        double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-        double score = 0.0;
-        int pos;
-        if (scr[HM_SCR_REASON] != 0.0) continue;
-        if (guard_s > 0.0 && scr[HM_OBJ_LATENCY] > guard_s) continue;
-        for (o = 0; o < HM_N_OBJECTIVES; o++) score += (scr[o] - mins[o]) * inv[o];
-        if (congestion > 0.0) {
-            double c = congestion_s(devices + (size_t)d * HM_DEV_FIELDS, scr, mins);
-            if (bound != NULL && !divides(opt, d))
-                c *= bound[d];
-            score += congestion * c;
-        }
-        if (devices[(size_t)d * HM_DEV_FIELDS + HM_DEV_HEALTH] == 1.0)
-            score += HM_SUSPECT_PENALTY;
-        scr[HM_SCR_SCORE] = score;
-        if (n_chosen == k + 1 && !(score < top[k])) continue;
-        pos = n_chosen < k + 1 ? n_chosen : k;
-        if (n_chosen < k + 1) n_chosen++;
-        while (pos > 0 && score < top[pos - 1]) {
-            top[pos] = top[pos - 1];
-            chosen[pos] = chosen[pos - 1];
-            pos--;
-        }
-        top[pos] = score;
-        chosen[pos] = d;
-    }
+    int32_t i;
+    int n_chosen = 0;
+    if (visit != NULL)
+        for (i = 0; i < n_visit; i++)
+            rank_one(visit[i], devices, scratch, inv, mins, k, guard_s, congestion, bound, opt,
+                     chosen, top, &n_chosen);
+    else
+        for (i = 0; i < n_visit; i++)
+            rank_one(i, devices, scratch, inv, mins, k, guard_s, congestion, bound, opt, chosen,
+                     top, &n_chosen);
     return n_chosen;
+}
+
+/* One task's pass over its devices (place()): what each device's step reads and counts. */
+typedef struct {
+    const double *task, *corr;
+    const pass_opts *opt;
+    double work, moved;
+    double *counts;
+    double mins[HM_N_OBJECTIVES]; /* here, not a pointer: the compiler keeps them near */
+    uint8_t *reasons; /* the task's reasons row, or NULL */
+    int32_t n_ok, n_late;
+} assess_t;
+
+/* place()'s step for device d: its hard constraints and estimate, its reason, the minima. */
+HM_STEP void assess(assess_t *a, const double *devices, double *scratch, int32_t d) {
+    const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
+    double *scr = scratch + (size_t)d * HM_SCR_FIELDS, inv_pe = 0.0;
+    const pass_opts *opt = a->opt;
+    int reason = static_reason(dev, scr, a->task, &inv_pe), o;
+    if (reason == HM_R_OK) {
+        double corr_d = a->corr[d];
+        if (divides(opt, d)) corr_d = corr_d / opt->divisors[d];
+        if (opt->reset && (corr_d >= opt->reset_hi || corr_d <= opt->reset_lo)) corr_d = 1.0;
+        reason = estimate(dev, a->task, a->work, a->moved, corr_d, inv_pe, scr);
+    }
+    scr[HM_SCR_REASON] = (double)reason;
+    if (a->reasons != NULL) a->reasons[d] = (uint8_t)reason;
+    if (reason != HM_R_OK) {
+        a->counts[reason] += 1.0;
+        a->n_late += reason == HM_R_DEADLINE;
+        return;
+    }
+    a->n_ok++;
+    for (o = 0; o < HM_N_OBJECTIVES; o++)
+        if (scr[o] < a->mins[o]) a->mins[o] = scr[o];
 }
 
 static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
@@ -422,10 +504,9 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                  double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
                  int32_t *bad_index, int devices_checked, const pass_opts *opt,
                  const bounds_t *bounds) {
-    const double *divisors = opt->divisors, reset_lo = opt->reset_lo, reset_hi = opt->reset_hi;
     const int32_t only = opt->only;
-    const int reset = opt->reset;
-    int32_t t, d;
+    int32_t t, d, visit_buf[HM_VISIT_MAX], n_visit = n_dev;
+    const int32_t *visit = NULL;
     int st;
     if (bad_index == NULL) return HM_ST_BAD_SHAPE;
     *bad_index = -1;
@@ -435,14 +516,28 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
     if (n_task > 0 && (tasks == NULL || out == NULL))
         return HM_ST_BAD_SHAPE;
     if ((int64_t)n_classes * n_dev > INT32_MAX) return HM_ST_BAD_SHAPE;
-    st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes, bad_index,
-                      devices_checked, bounds->rows, bounds->classes);
-    if (st != HM_ST_OK) return st;
+    if (!opt->checked) {
+        st = check_inputs(devices, n_dev, tasks, n_task, weights, corrections, n_classes,
+                          bad_index, devices_checked, bounds->rows, bounds->classes);
+        if (st != HM_ST_OK) return st;
+    }
 
     if (!devices_checked)
         for (d = 0; d < n_dev; d++)
             device_constants(devices + (size_t)d * HM_DEV_FIELDS,
                              scratch + (size_t)d * HM_SCR_FIELDS);
+
+    /* the devices a task's loops visit, in index order: every one, the one a pass is
+     * restricted to, or the candidates; the others are excluded. Listed up to HM_VISIT_MAX
+     * devices; past that, every device is visited (visit NULL) and an excluded one marked */
+    if (only >= 0) {
+        n_visit = 0;
+        if (only < n_dev && (allowed == NULL || allowed[only])) visit_buf[n_visit++] = only;
+        visit = visit_buf;
+    } else if (allowed != NULL && n_dev <= HM_VISIT_MAX) {
+        n_visit = list_flagged(allowed, n_dev, visit_buf);
+        visit = visit_buf;
+    }
 
     for (t = 0; t < n_task; t++) {
         const double *task = tasks + (size_t)t * HM_TASK_FIELDS;
@@ -455,7 +550,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         double work = task[HM_TASK_GFLOP] / task[HM_TASK_COUNT];
         double moved = task[HM_TASK_BYTES] / task[HM_TASK_COUNT];
         int n_chosen, o, j;
-        int32_t n_ok = 0, n_late = 0;
+        int32_t n_ok, n_late, n_excluded = 0, i;
+        assess_t ax;
         double guard_s = 0.0, congestion = 0.0;
         const double *bound = (bounds->rows != NULL && task[HM_TASK_CLASS] < bounds->classes)
                                   ? bounds->rows + (size_t)task[HM_TASK_CLASS] * n_dev
@@ -465,30 +561,36 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
         for (j = 0; j < HM_MAX_GANG; j++) o_row[HM_OUT_ASSIGNED + j] = HM_NO_DEVICE;
         o_row[HM_OUT_RUNNER_UP] = HM_NO_DEVICE;
         for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = INFINITY;
-        for (d = 0; d < n_dev; d++) {
-            const double *dev = devices + (size_t)d * HM_DEV_FIELDS;
-            double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
-            double inv_pe = 0.0;
-            int reason = ((allowed != NULL && !allowed[d]) || (only >= 0 && d != only))
-                             ? HM_R_EXCLUDED
-                             : static_reason(dev, scr, task, &inv_pe);
-            if (reason == HM_R_OK) {
-                double corr_d = corr[d];
-                if (divides(opt, d)) corr_d = corr_d / divisors[d];
-                if (reset && (corr_d >= reset_hi || corr_d <= reset_lo)) corr_d = 1.0;
-                reason = estimate(dev, task, work, moved, corr_d, inv_pe, scr);
-            }
-            scr[HM_SCR_REASON] = (double)reason;
-            if (reasons != NULL) reasons[(size_t)t * n_dev + d] = (uint8_t)reason;
-            if (reason != HM_R_OK) {
-                counts[reason] += 1.0;
-                n_late += reason == HM_R_DEADLINE;
-                continue;
-            }
-            n_ok++;
-            for (o = 0; o < HM_N_OBJECTIVES; o++)
-                if (scr[o] < mins[o]) mins[o] = scr[o];
+        if (visit != NULL) { /* the devices not listed are excluded: marked at once */
+            if (reasons != NULL) memset(reasons + (size_t)t * n_dev, HM_R_EXCLUDED, (size_t)n_dev);
+            n_excluded = n_dev - n_visit;
         }
+        ax.task = task;
+        ax.corr = corr;
+        ax.opt = opt;
+        ax.work = work;
+        ax.moved = moved;
+        ax.counts = counts;
+        for (o = 0; o < HM_N_OBJECTIVES; o++) ax.mins[o] = INFINITY;
+        ax.reasons = reasons != NULL ? reasons + (size_t)t * n_dev : NULL;
+        ax.n_ok = ax.n_late = 0;
+        if (visit != NULL) {
+            for (i = 0; i < n_visit; i++) assess(&ax, devices, scratch, visit[i]);
+        } else {
+            for (d = 0; d < n_dev; d++) {
+                if (allowed != NULL && !allowed[d]) { /* not a candidate: counted after */
+                    scratch[(size_t)d * HM_SCR_FIELDS + HM_SCR_REASON] = (double)HM_R_EXCLUDED;
+                    if (ax.reasons != NULL) ax.reasons[d] = HM_R_EXCLUDED;
+                    n_excluded++;
+                    continue;
+                }
+                assess(&ax, devices, scratch, d);
+            }
+        }
+        n_ok = ax.n_ok;
+        n_late = ax.n_late;
+        for (o = 0; o < HM_N_OBJECTIVES; o++) mins[o] = ax.mins[o];
+        counts[HM_R_EXCLUDED] += (double)n_excluded; /* whole numbers: as one at a time */
         if (n_ok < k) {
             /* no k devices meet the deadline: the earliest finishes, unless told to drop */
             if (n_ok + n_late < k || ((int)task[HM_TASK_FLAGS] & HM_TF_DROP_IF_LATE)) continue;
@@ -497,8 +599,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 mins[o] = INFINITY;
                 inv[o] = 0.0;
             }
-            for (d = 0; d < n_dev; d++) {
-                double *scr = scratch + (size_t)d * HM_SCR_FIELDS;
+            for (i = 0; i < n_visit; i++) {
+                double *scr = scratch + (size_t)(visit != NULL ? visit[i] : i) * HM_SCR_FIELDS;
                 if (scr[HM_SCR_REASON] == (double)HM_R_DEADLINE) scr[HM_SCR_REASON] = 0.0;
                 if (scr[HM_SCR_REASON] != 0.0) continue;
                 for (o = 0; o < HM_N_OBJECTIVES; o++)
@@ -512,8 +614,8 @@ static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_
                 guard_s = weights[HM_W_QUEUE_GUARD] * mins[HM_OBJ_LATENCY];
             congestion = weights[HM_W_CONGESTION] * inv[HM_OBJ_LATENCY];
         }
-        n_chosen = rank(devices, n_dev, scratch, inv, mins, k, guard_s, congestion, bound, opt,
-                        chosen, top);
+        n_chosen = rank(devices, visit, n_visit, scratch, inv, mins, k, guard_s, congestion,
+                        bound, opt, chosen, top);
         if (n_chosen > k) {
             n_chosen--;
             o_row[HM_OUT_RUNNER_UP] = (double)chosen[n_chosen];
@@ -558,8 +660,8 @@ static int explore(hm_call *c) {
     const double *divisors = c->divisors;
     const uint8_t *busy = c->busy;
     int32_t *outcome = &c->outcome;
-    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
-    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0};
+    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
+    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
     const double *usual, *probe;
     int32_t d, chosen;
     int st, untried = 0, candidate = 0, hopeless;
@@ -586,6 +688,7 @@ static int explore(hm_call *c) {
     }
     optimistic.divisors = divisors;
     optimistic.busy = busy;
+    optimistic.checked = 1; /* the usual pass checked the inputs; nothing was written since */
     st = explore_pass(c, HM_EX_ROW_OPTIMISTIC, 0, &optimistic);
     if (st != HM_ST_OK) return st;
     chosen = (int32_t)c->out[(size_t)HM_EX_ROW_OPTIMISTIC * HM_OUT_FIELDS + HM_OUT_ASSIGNED];
@@ -595,6 +698,7 @@ static int explore(hm_call *c) {
         return HM_ST_OK;
     }
     honest.only = chosen;
+    honest.checked = 1;
     st = explore_pass(c, HM_EX_ROW_PROBE, 1, &honest);
     if (st != HM_ST_OK) return st;
     probe = c->out + (size_t)HM_EX_ROW_PROBE * HM_OUT_FIELDS;
@@ -611,7 +715,7 @@ static int explore(hm_call *c) {
 
 /* HM_MODE_PROBE (see hm_place_bound). */
 static int probe_clamped(hm_call *c) {
-    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0};
+    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
     double cls, lo = c->clamp_lo, hi = c->clamp_hi;
     int32_t d, *stuck = &c->outcome;
     *stuck = 0;
@@ -633,13 +737,21 @@ int hm_place_bound(hm_call *c, int32_t n_task) {
     return call_place(c, n_task, c->out, c->reasons, c->allowed, &PLAIN);
 }
 
-int hm_place_one(hm_call *c, int32_t set) {
+/* A class's book row: its last decision (output row o, the usual one) was pressed, i.e. late
+ * (HM_OUT_FLAGS nonzero) or congested (its latency over `congested` times its service). */
+static void set_pressed(int64_t *row, const double *o, double congested) {
+    row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
+                         o[HM_OUT_EST + HM_EST_LATENCY_S] > congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
+}
+
+int hm_place_one(hm_call *c, int32_t set, const char *task) {
     int64_t *bk, *row = NULL;
-    const double *o;
     double cls;
     int st;
     if (c == NULL || c->book == NULL || c->tasks == NULL) return HM_ST_BAD_SHAPE;
     if (set < -1 || set >= c->n_sets || (set >= 0 && c->sets == NULL)) return HM_ST_BAD_SHAPE;
+    /* the task buffer is the caller's, writable (const only for the kernel's passes) */
+    if (task != NULL) memcpy((double *)(uintptr_t)c->tasks, task, HM_TASK_FIELDS * sizeof(double));
     bk = c->book;
     cls = c->tasks[HM_TASK_CLASS];
     if (small_int(cls, 0, (double)c->book_classes - 1.0))
@@ -660,7 +772,9 @@ int hm_place_one(hm_call *c, int32_t set) {
                 st = explore(c);
                 c->allowed = allowed;
                 c->divisors = divisors;
-                return st != HM_ST_OK ? st : HM_ONE_EXPLORED + c->outcome;
+                if (st != HM_ST_OK) return st;
+                set_pressed(row, c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS, c->congested);
+                return HM_ONE_EXPLORED + c->outcome;
             }
             row[HM_BK_TICK] = tick;
         }
@@ -671,12 +785,7 @@ int hm_place_one(hm_call *c, int32_t set) {
     }
     st = call_place(c, 1, c->out, c->reasons,
                     set < 0 ? NULL : c->sets + (size_t)set * c->n_dev, &PLAIN);
-    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) {
-        o = c->out;
-        row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
-                             o[HM_OUT_EST + HM_EST_LATENCY_S] >
-                                 c->congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
-    }
+    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) set_pressed(row, c->out, c->congested);
     return st;
 }
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#define HM_ABI_VERSION 7
+#define HM_ABI_VERSION 8
 
 /* device row */
 #define HM_DEV_KIND 0
@@ -279,21 +279,25 @@ typedef struct {
 int hm_place_bound(hm_call *call, int32_t n_task);
 
 /* place_one's ordinary call: task row 0, committed, among the devices flagged in row `set`
- * of call->sets (set -1: every device), with the exploration bookkeeping in call->book:
+ * of call->sets (set -1: every device), with the exploration bookkeeping in call->book.
+ * `task`: HM_TASK_FIELDS doubles' bytes (a prepared task's), first copied into task row 0
+ * (which then stays there for a probe or an exploration the call leaves due), or NULL to
+ * decide the row already there:
  *
  * 1. while book[HM_BK_COUNTING]: count the decision; when exploring and the task's class
  *    has untried pairs, tick the class and, once its tick reaches its interval (at most
  *    HM_BK_HOPELESS_EVERY while the class is pressed), reset the tick and: with
  *    divisor_rows bound, run the exploration decision (HM_MODE_EXPLORE with the class's
  *    row of divisor_rows, call->busy and the set's flags) and return its status when not
- *    OK, else HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
+ *    OK, else set the class's HM_BK_PRESSED from the usual row (as step 3 does) and return
+ *    HM_ONE_EXPLORED + its outcome; without, return HM_ONE_EXPLORE undecided;
  * 2. tick the clamped-factor probe; when due, reset it and return HM_ONE_PROBE;
  * 3. decide as a plain call (mode is ignored); while counting, set the class's
  *    HM_BK_PRESSED: late (HM_OUT_FLAGS nonzero) or latency > congested * service.
  *
  * A set outside [-1, n_sets) or no book: HM_ST_BAD_SHAPE. A class outside the book's
  * rows skips the class's bookkeeping (place then refuses the task). */
-int hm_place_one(hm_call *call, int32_t set);
+int hm_place_one(hm_call *call, int32_t set, const char *task);
 
 /* Write live columns of every device (update_live_many's whole-fleet write): for k < n_cols,
  * values[k * n_dev + d] into column cols[k] of device row d, after checking every value

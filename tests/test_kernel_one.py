@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from edge_agent.placement import kernel
 from edge_agent.placement import layout as L
+from edge_agent.placement.reference_one import pressed
 from edge_agent.placement.workspace import Workspace
 from tests.test_kernel_property import problems
 
@@ -77,9 +78,12 @@ def _run(backend: kernel.Backend, case: tuple, counting: int) -> tuple[list, np.
     call.bind_book(book, CONGESTED, rows_bound, np.array(busy, np.uint8))
     statuses, rows = [], []
     for task, slot in calls:
-        ws.tasks[0] = tasks[task]
+        ws.tasks[0] = 0.0  # the call copies the task's row in itself
         ws.out[:] = 0.0  # so that rows a call leaves alone compare equal
-        status = call.one(slot)
+        row = np.asarray(tasks[task], np.float64).tobytes()
+        status = call.one(slot, row)
+        if status != L.ST_BAD_SHAPE:  # copied first, and left there (a due pass reads it)
+            assert ws.tasks[0].tobytes() == row
         statuses.append(status)
         if status == L.ST_OK or status >= L.ONE_EXPLORED:
             rows.append((ws.out.tolist(), ws.reasons[:2].tolist(), ws.devices.tolist()))
@@ -121,7 +125,7 @@ def test_a_decided_call_is_a_plain_restricted_call_and_the_ticks_come_first(
         book[L.BK_HOPELESS_EVERY] = 3  # pressed or not, the interval stays 3
         call, reference = kernel.bind(ws, backend), kernel.bind(plain, backend)
         call.bind_book(book, CONGESTED, None, None)
-        got = [call.one(1) for _ in range(7)]
+        got = [call.one(1, ws.tasks[0].tobytes()) for _ in range(7)]
         due = {3: L.ONE_EXPLORE, 6: L.ONE_EXPLORE, 7: L.ONE_PROBE}
         assert got == [due.get(k + 1, L.ST_OK) for k in range(7)]
         for _ in range(got.count(L.ST_OK)):
@@ -143,7 +147,7 @@ def test_a_set_outside_the_kept_rows_is_refused(problem: tuple, backend: kernel.
     call.bind_book(book, CONGESTED, None, None)
     before = ws.devices.copy()
     for slot in (-2, ws.sets.shape[0]):
-        assert call.one(slot) == L.ST_BAD_SHAPE
+        assert call.one(slot, ws.tasks[0].tobytes()) == L.ST_BAD_SHAPE
     assert book[L.BK_DECISIONS] == 0 and (ws.devices == before).all()  # nothing counted
 
 
@@ -153,7 +157,8 @@ def test_a_due_exploration_run_in_the_one_call_is_the_explore_mode_call(
     problem: tuple, divisor: float
 ) -> None:
     """With the divisor rows bound, a due class is explored in the one call exactly as the
-    separate ``explore`` call over the set's flags decides (rows, reasons, charges)."""
+    separate ``explore`` call over the set's flags decides (rows, reasons, charges), and the
+    class's pressed flag is set from the usual row, as an ordinary decision sets it."""
     devices, tasks, corr, weights, _ = problem
     tasks[0, L.TASK_CLASS] = 0
     n_dev = len(devices)
@@ -170,11 +175,13 @@ def test_a_due_exploration_run_in_the_one_call_is_the_explore_mode_call(
         one.sets[1] = flags[:n_dev]
         two.allowed[:] = flags[:n_dev]
         call = kernel.bind(one, backend)
-        call.bind_book(
-            _book(len(corr), [1] * len(corr), [1] * len(corr)), CONGESTED, divisors, busy
-        )
-        status = call.one(1)
+        book = _book(len(corr), [1] * len(corr), [1] * len(corr))
+        book[L.BK_GLOBALS + L.BK_PRESSED] = 7  # overwritten by the exploration's usual row
+        call.bind_book(book, CONGESTED, divisors, busy)
+        status = call.one(1, one.tasks[0].tobytes())
         assert status >= L.ONE_EXPLORED
+        usual = one.out[L.EX_ROW_USUAL].tolist()
+        assert book[L.BK_GLOBALS + L.BK_PRESSED] == int(pressed(usual, CONGESTED))
         expected = kernel.bind(two, backend).explore(divisors[0].copy(), busy, True)
         assert expected[0] == L.ST_OK and status == L.ONE_EXPLORED + expected[2]
         assert one.out.tolist() == two.out.tolist()

@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,31 +99,47 @@ def _totals(dump: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Count each row under callgrind and print instructions per call, then JSON."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def run(
+    doc: str,
+    script: str,
+    rows: Sequence[str],
+    segments: Callable[[int], None],
+    argv: list[str] | None,
+    *,
+    valgrind: Sequence[str] = (),
+    adjust: Callable[[dict[str, float]], dict[str, float]] = dict,
+) -> int:
+    """A counting tool's main: with ``--segments`` run ``segments(calls)`` (as valgrind runs
+    ``script``), else run ``script`` under callgrind (with ``valgrind`` options) and print
+    each row's instructions a call (``adjust``-ed: ``placement_instructions`` keeps them as
+    counted), then JSON."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--segments", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.segments:
-        _segments(args.calls)
+        segments(args.calls)
         return 0
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (apt-get install valgrind)")
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cg"
-        cmd = ["valgrind", "--tool=callgrind", "--dump-before=time_sleep"]
-        cmd += [f"--callgrind-out-file={out}", sys.executable, __file__, "--segments"]
+        cmd = ["valgrind", "--tool=callgrind", "--dump-before=time_sleep", *valgrind]
+        cmd += [f"--callgrind-out-file={out}", sys.executable, script, "--segments"]
         subprocess.run([*cmd, f"--calls={args.calls}"], check=True, capture_output=True)
-        # dump 1: start-up and warm-up; dumps 2..: one per row, in ROWS order
-        per_call = {
-            row: round(_totals(Path(f"{out}.{k + 2}")) / args.calls) for k, row in enumerate(ROWS)
-        }
+        # dump 1: start-up and warm-up; dumps 2..: one per row, in ``rows`` order
+        raw = {row: _totals(Path(f"{out}.{k + 2}")) / args.calls for k, row in enumerate(rows)}
+    per_call = {row: round(n) for row, n in adjust(raw).items()}
     for row, n in per_call.items():
         print(f"{row:28s} {n:8d} instructions a call")
     where = str(Path(edge_agent.__file__).parent)  # which install was counted
     print(json.dumps({**per_call, "calls": args.calls, "edge_agent": where}))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Count each row under callgrind and print instructions per call, then JSON."""
+    return run(__doc__ or "", __file__, ROWS, _segments, argv)
 
 
 if __name__ == "__main__":

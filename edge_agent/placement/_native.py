@@ -11,7 +11,7 @@ from edge_agent.placement.workspace import Workspace
 try:
     from edge_agent.placement._kernel import ffi, lib  # compiled by pip install
 
-    AVAILABLE = lib.hm_abi_version() == 7
+    AVAILABLE = lib.hm_abi_version() == 8
 except ImportError:  # pragma: no cover - exercised when the extension is missing
     ffi = lib = None
     AVAILABLE = False
@@ -55,8 +55,10 @@ class NativeCall:
         # place_one's calls, bound whole: one C call each, no Python frame in between
         self.task0 = partial(lib.hm_place_bound, self._c, 1)
         self.task0_restricted = partial(lib.hm_place_bound, self._r, 1)
-        # place_one's ordinary call (``one(set)``), once a book is bound (``bind_book``)
+        # place_one's ordinary call (``one(set, task)``: a task row's bytes, which cffi hands
+        # to C without a copy), once a book is bound (``bind_book``)
         self.one = partial(lib.hm_place_one, self._c)
+        self.one_entry = (lib.hm_place_one, self._c)  # the same, without the partial
         # update_live_many's whole-fleet write: set_live(cols, n_cols, values) -> -1 when
         # written, else the first bad value's position (cffi converts the lists; a value that
         # is not a number raises TypeError, an integer past the largest float OverflowError)

@@ -4,19 +4,21 @@ clamped factors (the ``ExplorationPasses`` mixin; the bookkeeping is ``explore.E
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Collection, Sequence
 
 from edge_agent.placement import kernel, learning
 from edge_agent.placement import layout as L
-from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.decision import Decision, DecisionContext, decided
 from edge_agent.placement.explore import CONGESTED, Explorer
+from edge_agent.placement.reference_one import pressed
 from edge_agent.placement.workspace import Workspace
 from edge_agent.tasks.contract import TaskContract
 
-_LATENCY = L.OUT_EST + L.EST_LATENCY_S
-_SERVICE = L.OUT_EST + L.EST_SERVICE_S
+_SERVICE, _ASSIGNED = L.OUT_EST + L.EST_SERVICE_S, L.OUT_ASSIGNED
 _USUAL = L.EX_ROW_USUAL * L.OUT_FIELDS  # the rows' offsets in ``Workspace.out_flat``
 _PROBE = L.EX_ROW_PROBE * L.OUT_FIELDS
+_EX_PROBE, _EX_NO_UNTRIED, _EX_DEFERRED = L.EX_PROBE, L.EX_NO_UNTRIED, L.EX_DEFERRED
 
 
 class ExplorationPasses:
@@ -26,6 +28,9 @@ class ExplorationPasses:
     _ws: Workspace
     _ctx: DecisionContext
     _call: kernel.KernelCall
+    _out_flat: array[float]  # the workspace's output rows, flat (``Placer._bind``)
+    _reasons_row: memoryview | None  # reasons rows 0 and 1 (None: reasons not kept)
+    _reasons_row1: memoryview | None
     _restricted_to: Collection[str] | None
     _sources: list[tuple[str, ...] | None]
     exploration: Explorer
@@ -50,33 +55,36 @@ class ExplorationPasses:
         status, bad, outcome = self._call.explore(explorer.divisors(cls), explorer.busy, restricted)
         if status:
             kernel.check(status, bad)
+        usual = self._ws.out[L.EX_ROW_USUAL].tolist()  # pressed, as the one call sets it
+        explorer.set_pressed(cls, pressed(usual, CONGESTED))
         return self._explored(contract, cls, outcome)
 
     def _explored(self, contract: TaskContract, cls: int, outcome: int) -> Decision:
         """Return the decision of an exploration call that ended with ``outcome`` (``EX_*``;
-        its rows in the workspace) and record what it did."""
-        ws = self._ws
+        its rows in the workspace) and record what it did (the class's pressed flag is the
+        kernel's: ``hm_place_one`` sets it from the usual row)."""
         explorer = self.exploration
-        out = ws.out_flat  # rows as array slices: each a copy, one allocation
+        explorer.optimistic_pass()
+        out = self._out_flat  # rows as array slices: each a copy, one allocation
         usual: Sequence[float] = out[_USUAL : _USUAL + L.OUT_FIELDS]
-        hopeless = usual[L.OUT_ASSIGNED] >= 0 and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
-        explorer.set_pressed(cls, hopeless or (usual[_LATENCY] > CONGESTED * usual[_SERVICE]))
-        if outcome == L.EX_PROBE:
+        if outcome == _EX_PROBE:
             row: Sequence[float] = out[_PROBE : _PROBE + L.OUT_FIELDS]
-            reasons = ws.reasons[1].tobytes() if ws.keep_reasons else None
-            decision = Decision(
-                contract, row, self._ctx, reasons, cls, self._sources[cls], probe=True
-            )
-            usual_s = usual[_SERVICE] if usual[L.OUT_ASSIGNED] >= 0 else math.inf
-            chosen = int(row[L.OUT_ASSIGNED])
-            explorer.probed(cls, chosen, decision, usual_s, hopeless=hopeless)
+            kept = self._reasons_row1
+            reasons = None if kept is None else kept.tobytes()
+            decision = decided(contract, row, self._ctx, reasons, cls, self._sources[cls])
+            decision.probe = True
+            placed = usual[_ASSIGNED] >= 0
+            hopeless = placed and (int(usual[L.OUT_FLAGS]) & L.OF_LATE) != 0
+            usual_s = usual[_SERVICE] if placed else math.inf
+            explorer.probed(cls, int(row[_ASSIGNED]), decision, usual_s, hopeless=hopeless)
             return decision
-        if outcome in (L.EX_NO_UNTRIED, L.EX_DEFERRED):  # due again later, no back-off
+        if outcome in (_EX_NO_UNTRIED, _EX_DEFERRED):  # due again later, no back-off
             explorer.deferred()  # (no untried device: each runs another class's probe)
         else:  # no untried device among the candidates, or none won: back off
             explorer.fruitless(cls)
-        reasons = ws.reasons0.tobytes() if ws.keep_reasons else None
-        return Decision(contract, usual, self._ctx, reasons, cls, self._sources[cls])
+        kept = self._reasons_row
+        reasons = None if kept is None else kept.tobytes()
+        return decided(contract, usual, self._ctx, reasons, cls, self._sources[cls])
 
     def _probe(self, candidates: Collection[str] | None) -> tuple[int, int, bool]:
         """Decide task 0, committed, with its class's clamped factors counted as 1 when it has

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import sys
 from array import array
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Literal, Protocol
 
 import numpy as np
@@ -40,8 +40,14 @@ class KernelCall(Protocol):
 
     # ``place_one``'s ordinary call: task row 0 among the flags in ``ws.sets[set]`` (-1:
     # every device), with the exploration book's ticks (``reference_one``); returns a
-    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead
-    def one(self, set: int) -> int: ...
+    # status, or ``layout.ONE_EXPLORE``/``ONE_PROBE`` when that pass is due instead.
+    # ``task``: a task row's float64 bytes, copied into row 0 first (where it stays)
+    def one(self, set: int, task: bytes) -> int: ...
+
+    # ``one`` as (a function, its first argument): ``f(arg, set, task)`` is ``one(set, task)``
+    # with no bound method or partial in between (place_one's hot path calls it so)
+    @property
+    def one_entry(self) -> tuple[Callable[[object, int, bytes], int], object]: ...
 
     def bind_book(self, book: np.ndarray, congested: float, rows: Rows, busy: Rows) -> None: ...
 
@@ -103,12 +109,14 @@ class PythonCall:
     def _bound_rows(self) -> list[list[float]] | None:
         return None if self._bounds is None else self._bounds.tolist()
 
-    def one(self, set: int) -> int:
-        """``hm_place_one``: the book's ticks, then task row 0 among ``ws.sets[set]``."""
+    def one(self, set: int, task: bytes) -> int:
+        """``hm_place_one``: ``task`` into row 0, the book's ticks, then task row 0 among
+        ``ws.sets[set]``."""
         ws = self.ws
         if not -1 <= set < ws.sets.shape[0]:
             self._bad = -1
             return L.ST_BAD_SHAPE
+        ws.tasks[0] = np.frombuffer(task, np.float64, L.TASK_FIELDS)
         book = self._book
         n_book = (len(book) - L.BK_GLOBALS) // L.BK_CLASS_FIELDS
         row = reference_one.class_row(float(ws.tasks[0, L.TASK_CLASS]), n_book)
@@ -118,13 +126,22 @@ class PythonCall:
             busy = None if self._busy is None else self._busy.tolist()
             allowed = None if set < 0 else ws.sets[set].tolist()
             status, _, outcome = self._explore(self._divisor_rows[cls].tolist(), busy, allowed)
-            return status if status != L.ST_OK else L.ONE_EXPLORED + outcome
+            if status != L.ST_OK:
+                return status
+            usual = ws.out[L.EX_ROW_USUAL].tolist()
+            reference_one.record(book, row, usual, self._congested)  # pressed, as step 3
+            return L.ONE_EXPLORED + outcome
         if due:
             return due
         status = self._place(1, None if set < 0 else ws.sets[set].tolist())[0]
         if status == L.ST_OK:
             reference_one.record(book, row, ws.out[0].tolist(), self._congested)
         return status
+
+    @property
+    def one_entry(self) -> tuple[Callable[[object, int, bytes], int], object]:
+        """``one`` as (the function, this call): ``f(arg, set, task)``."""
+        return PythonCall.one, self  # type: ignore[return-value]
 
     def devices_changed(self) -> None:
         """Nothing to do: the twin validates every row on every call."""

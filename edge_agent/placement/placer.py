@@ -15,7 +15,7 @@ from edge_agent.placement.batch import BatchPlacing
 from edge_agent.placement.codec import PreparedTask, device_row, prepare
 from edge_agent.placement.corrections import CorrectionTable
 from edge_agent.placement.deadline_placing import DeadlinePlacing
-from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.decision import Decision, DecisionContext, decided
 from edge_agent.placement.edf import WaitingWork
 from edge_agent.placement.exploration_passes import ExplorationPasses
 from edge_agent.placement.explore import CONGESTED, Explorer
@@ -37,7 +37,7 @@ _OUT = L.OUT_FIELDS  # an output row's length in ``Workspace.out_flat``
 _MASKS_KEPT = SETS_KEPT  # immutable candidate sets whose device flags are kept
 # the kernel's one-call returns besides a status
 _EXPLORE_DUE, _PROBE_DUE, _EXPLORED = L.ONE_EXPLORE, L.ONE_PROBE, L.ONE_EXPLORED
-_ASSIGNED = L.OUT_ASSIGNED
+_ASSIGNED, _COUNTING = L.OUT_ASSIGNED, L.BK_COUNTING
 
 
 class Placer(
@@ -196,10 +196,12 @@ class Placer(
         ws = self._ws
         self._call = kernel.bind(ws, self.backend)
         self._book = self.exploration.book
+        self._book_cells = self._book.data  # the book as Python ints (``Explorer.paused``)
         explorer = self.exploration
         self._call.bind_book(self._book, CONGESTED, explorer.divisor_rows, explorer.busy)
         self._call.bind_bounds(explorer.bound_rows)  # the charge's pessimistic bounds
-        self._one = self._call.one  # place_one's ordinary call: one kernel call
+        # place_one's ordinary call, one kernel call: ``self._one(self._one_arg, set, task)``
+        self._one, self._one_arg = self._call.one_entry
         self._task0 = self._call.task0  # place_one's calls, bound once
         self._task0_restricted = self._call.task0_restricted
         self._task0_bytes = ws.task0.data.cast("B")  # a prepared row's bytes copy in cheaply
@@ -209,6 +211,7 @@ class Placer(
         self._out_flat = ws.out_flat  # task 0's output row: out_flat[:_OUT]
         # task 0's reason row as a memoryview: ``tobytes`` without numpy's method call
         self._reasons_row = ws.reasons0.data if ws.keep_reasons else None
+        self._reasons_row1 = ws.reasons[1].data if ws.keep_reasons else None  # a probe's
         # the device rows and corrections as flat rows of Python floats, read and written
         # in place by the run path (started / feedback / release): no numpy scalar per cell
         # (cast from a 1-D view: a 2-D view with no rows cannot be cast; an empty fleet)
@@ -226,7 +229,34 @@ class Placer(
         """
         if self._edf:
             return self._place_edf(task, candidates)
-        return self._place(task, candidates)
+        if not isinstance(task, PreparedTask) or (bound := task.bound) is None:
+            return self._place(task, candidates)
+        if bound[0] is not self._token:  # prepared by another Placer
+            return self._place(task, candidates)
+        # the hot path (a task prepared by this Placer): one kernel call decides, or says an
+        # exploration pass is due; it copies the task's row in itself (the bytes, no copy)
+        if self._started:  # a dict: tested without a call
+            self._running.credit(self._ws.devices, self._overrun)
+        if candidates is None:
+            slot = -1
+        else:
+            kept = self._slots.get(id(candidates))
+            slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
+        status = self._one(self._one_arg, slot, bound[1])
+        cls = bound[2]
+        if status:
+            if status >= _EXPLORED:  # the kernel ran an exploration decision: its outcome
+                return self._explored(task.contract, cls, status - _EXPLORED)
+            return self._due(status, task.contract, cls, candidates)
+        reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
+        row = self._out_flat[:_OUT]  # a copy: the slot is reused
+        decision = decided(task.contract, row, self._ctx, reasons, cls, self._sources[cls])
+        untried = self.exploration.untried[cls]
+        if untried is not None:  # a first task on an untried pair measures it, as a probe
+            device = int(row[_ASSIGNED])  # (not in a preview: ``Explorer.paused``)
+            if device >= 0 and untried[device] > 1.0 and self._book_cells[_COUNTING]:
+                self.exploration.hold(decision, device)
+        return decision
 
     def _place(
         self,
@@ -235,7 +265,8 @@ class Placer(
         *,
         explore: bool = True,
     ) -> Decision:
-        """Place one task with every queue counted as it stands (``place_one``).
+        """Place one task with every queue counted as it stands (``place_one`` for a task this
+        Placer did not prepare; ``_place_edf``'s call).
 
         ``explore=False``: a second look at the same task, neither probed nor counted.
         """
@@ -244,34 +275,20 @@ class Placer(
         prepared = task if isinstance(task, PreparedTask) else prepare(task)
         bound = prepared.bound
         if bound is not None and bound[0] is self._token:  # class index already in the row
-            self._task0_bytes[:] = bound[1]
-            cls = bound[2]
+            row, cls = bound[1], bound[2]
         else:
             cls = self._class_of(prepared)  # may grow the workspace
-            ws = self._ws
-            ws.tasks[0] = prepared.row
-            ws.tasks[0, L.TASK_CLASS] = cls
+            packed = array("d", prepared.row)
+            packed[L.TASK_CLASS] = cls
+            row = packed.tobytes()
         if not explore:
+            self._task0_bytes[:] = row
             return self._look_again(prepared.contract, cls, candidates)
-        # the hot path: one kernel call decides, or says an exploration pass is due
-        if candidates is None:
-            slot = -1
-        else:
-            kept = self._slots.get(id(candidates))
-            slot = kept[1] if kept is not None and kept[0] is candidates else self._slot(candidates)
-        status = self._one(slot)
+        slot = -1 if candidates is None else self._slot(candidates)
+        status = self._one(self._one_arg, slot, row)
         if status:
             return self._due(status, prepared.contract, cls, candidates)
-        reasons = None if self._reasons_row is None else self._reasons_row.tobytes()
-        row = self._out_flat[:_OUT]  # a copy: the slot is reused
-        decision = Decision(prepared.contract, row, self._ctx, reasons, cls, self._sources[cls])
-        explorer = self.exploration
-        untried = explorer.untried[cls]
-        if untried is not None:  # a first task on an untried pair measures it, as a probe
-            device = int(row[_ASSIGNED])
-            if device >= 0 and untried[device] > 1.0 and not explorer.paused:
-                explorer.hold(decision, device)
-        return decision
+        return self._decided(prepared.contract, cls, False)
 
     def _due(
         self, status: int, contract: TaskContract, cls: int, candidates: Collection[str] | None
@@ -279,10 +296,8 @@ class Placer(
         """The kernel's one call decided nothing: an exploration pass or the probe of
         clamped factors is due (``layout.ONE_*``), or the status is an error."""
         if status >= _EXPLORED:  # the kernel ran the exploration decision: its outcome
-            self.exploration.optimistic_pass()
             return self._explored(contract, cls, status - _EXPLORED)
         if status == _EXPLORE_DUE:
-            self.exploration.optimistic_pass()
             return self._explore(contract, cls, candidates)
         if status != _PROBE_DUE:
             kernel.check(status, self._call.bad_index(False))
