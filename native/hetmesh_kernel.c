@@ -53,15 +53,19 @@ static int all_finite_nonneg(const double *x, size_t n) {
     return 1;
 }
 
+/* Whether h is a Health value (0 online, 1 suspect, 2 offline). */
+static int health_ok(double h) {
+    return (h == 0.0) | (h == 1.0) | (h == 2.0);
+}
+
 /* The checks of a device row beyond all_finite_nonneg. Kind and masks are read truncated
  * to integers, as the Python twin's int() does. */
 static int device_ranges_ok(const double *r) {
-    double h = r[HM_DEV_HEALTH];
     return (r[HM_DEV_KIND] <= 31.0) & (r[HM_DEV_PREC_MASK] <= MASK_MAX) &
            (r[HM_DEV_OPS_MASK] <= MASK_MAX) & (r[HM_DEV_FORMAT_MASK] <= MASK_MAX) &
            (r[HM_DEV_EFFICIENCY] > 0.0) & (r[HM_DEV_EFFICIENCY] <= 1.0) &
            (r[HM_DEV_UTIL] <= 1.0) & (r[HM_DEV_PRED_UTIL] <= 1.0) &
-           ((h == 0.0) | (h == 1.0) | (h == 2.0)) & small_int(r[HM_DEV_SLOTS], 0, HM_MAX_SLOTS) &
+           health_ok(r[HM_DEV_HEALTH]) & small_int(r[HM_DEV_SLOTS], 0, HM_MAX_SLOTS) &
            small_int(r[HM_DEV_SLOT_NEXT], 0, HM_MAX_SLOTS - 1);
 }
 
@@ -797,7 +801,7 @@ static int live_value_ok(int32_t col, double v) {
     case HM_DEV_PRED_UTIL:
         return ok & (v <= 1.0);
     case HM_DEV_HEALTH:
-        return (v == 0.0) | (v == 1.0) | (v == 2.0);
+        return health_ok(v);
     case HM_DEV_QUEUE_S:
     case HM_DEV_MEM_FREE:
     case HM_DEV_LINK_S:
