@@ -26,6 +26,7 @@ connections, the connection cap); an idle keep-alive connection closes after
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 import logging
 import os
@@ -44,11 +45,27 @@ _log = logging.getLogger(__name__)
 
 #: Request headers (names lower-case) as the lane hands them to a route.
 Headers = dict[str, str]
-#: A route: the request's headers and body -> the whole HTTP answer, or None: "aiohttp's";
-#: at once, or as a future that resolves to it (no task per request: the lane answers from
-#: the future's callback).
+#: A route: the request's headers, body and teller -> the whole HTTP answer,
+#: or None: "aiohttp's"; at once, as a future that resolves to it (no task per request: the
+#: lane answers from the future's callback), or ``LATER``: the route calls the teller with
+#: the answer (or the error the lane answers 500 for) from a later loop callback, once.
 Answer = bytes | None
-Route = Callable[[Headers, bytes], "Answer | asyncio.Future[Answer]"]
+#: A request's teller (``ExpressLane._told`` for that request): a route that answers
+#: through it costs no future and no loop callback per request. It does not raise; a second
+#: call, or one after the connection went away, is ignored.
+Tell = Callable[["Answer | BaseException"], None]
+
+
+class Later(enum.Enum):
+    """What a route returns when it will answer through the teller it was given."""
+
+    LATER = "later"
+
+
+LATER = Later.LATER
+Route = Callable[[Headers, bytes, Tell], "Answer | asyncio.Future[Answer] | Later"]
+#: How often ``Express.close`` looks whether the routes told their ``LATER`` answers.
+CLOSE_POLL_S = 0.01
 
 #: Longest request head the lane reads (aiohttp's own limit on a line or field is 8190).
 HEAD_MAX = 8192
@@ -75,6 +92,7 @@ class Express:
         self.served = 0  # requests answered in the lane
         self.handed = 0  # connections handed to aiohttp
         self._inflight: set[asyncio.Future[Answer]] = set()
+        self._later: set[ExpressLane] = set()  # lanes waiting for a teller's answer
         self._lanes: set[ExpressLane] = set()  # connections the lane still reads
         #: whole heads seen lately (request line and fields) -> (route, headers, body
         #: length), or False: aiohttp's. Bounded (``HEADS_LIMIT``): cleared when full.
@@ -105,8 +123,12 @@ class Express:
         """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
         then close the lane's connections (aiohttp closes those it was handed)."""
         self.closing = True
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout_s
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout_s)
+        while self._later and loop.time() < end:
+            await asyncio.sleep(CLOSE_POLL_S)
         for lane in list(self._lanes):
             lane.close()
 
@@ -128,6 +150,7 @@ class ExpressLane:
         "_idle",
         "_last",
         "_paused",
+        "_raw",
         "_sent",
         "_sock",
         "_task",
@@ -146,7 +169,8 @@ class ExpressLane:
         self._handover = handover  # give these bytes (and the connection) to aiohttp
         self._busy = busy  # tell the guard a request started (True) or was answered
         self._buf = b""
-        self._task: asyncio.Future[Answer] | None = None  # the request in flight
+        self._task: asyncio.Future[Answer] | Later | None = None  # the request in flight
+        self._raw = b""  # the request a ``LATER`` answer is for
         self._gone = False  # handed over or lost
         self._idle: asyncio.TimerHandle | None = None
         self._last = 0.0
@@ -195,9 +219,14 @@ class ExpressLane:
             raw, self._buf = self._buf[:size], self._buf[size:]
             self._busy(True)
             try:
-                answer = None if self._express.closing else route(headers, raw[body_at:])
+                tell = partial(self._told, raw)  # the request's own: told once
+                answer = None if self._express.closing else route(headers, raw[body_at:], tell)
             except Exception:
                 self._failed(raw)
+                return
+            if answer is LATER:  # told through ``_told``
+                self._task, self._raw = LATER, raw
+                self._express._later.add(self)
                 return
             if isinstance(answer, asyncio.Future):  # in flight until answered (``close``)
                 self._task = answer
@@ -217,6 +246,23 @@ class ExpressLane:
             return
         if self._answer(raw, pending.result()):
             self._pump()
+
+    def _told(self, raw: bytes, outcome: Answer | BaseException) -> None:
+        """A route's ``LATER`` answer (or error) to ``raw``: answer it, then go on with what
+        follows, from the route's own callback (no loop callback between). Never raises."""
+        if self._task is not LATER or raw is not self._raw:  # told twice: the first stands
+            return
+        self._raw = b""
+        self._task = None
+        self._express._later.discard(self)
+        try:
+            if isinstance(outcome, BaseException):
+                self._failed(raw, outcome)
+            elif self._answer(raw, outcome):
+                self._pump()
+        except Exception:  # the teller's caller tells others after this one
+            _log.exception("answering a request in the express lane failed")
+            self.close()
 
     def _failed(self, raw: bytes, err: BaseException | None = None) -> None:
         """The route raised: log it, answer 500 and close the connection."""

@@ -99,6 +99,41 @@ async def test_one_failing_op_does_not_undo_its_group(tmp_path: Path) -> None:
         await db.write(insert(7))
 
 
+async def test_every_op_savepoint_is_one_statement_text(tmp_path: Path) -> None:
+    """Each op runs in a savepoint of one fixed name (parsed once, kept in the statement
+    cache), across groups; a failing op is still undone alone, even one that nests its own
+    ``atomic`` inside."""
+    db = Database(tmp_path / "s.db", [(1, "t", lambda d: d.execute("CREATE TABLE t (x)"))])
+    await asyncio.to_thread(db.open)
+    seen: list[str] = []
+    await db.write(lambda d: d.conn.set_trace_callback(seen.append))
+
+    def insert(value: int, *, nested: bool = False) -> None:
+        def op(d: sqlite_utils.Database) -> None:
+            if nested:
+                with d.atomic():
+                    d.execute("INSERT INTO t VALUES (?)", (value,))
+            else:
+                d.execute("INSERT INTO t VALUES (?)", (value,))
+            if value % 3 == 2:
+                raise ValueError("bad op")
+
+        return op  # type: ignore[return-value]
+
+    for first in (0, 10, 20):  # three groups, one after the other
+        group = [db.write(insert(first + i, nested=i % 2 == 1)) for i in range(6)]
+        results = await asyncio.gather(*group, return_exceptions=True)
+        assert [isinstance(r, ValueError) for r in results] == [
+            (first + i) % 3 == 2 for i in range(6)
+        ]
+    rows = await db.read(lambda d: sorted(r[0] for r in d.execute("SELECT x FROM t")))
+    assert rows == [v for f in (0, 10, 20) for v in range(f, f + 6) if v % 3 != 2]
+    ops = [s for s in seen if s.startswith("SAVEPOINT") and "sqlite_utils" not in s]
+    assert len(ops) == 18  # one savepoint per op (the nested ones are sqlite_utils')
+    assert len(set(ops)) == 1  # all of one text
+    await asyncio.to_thread(db.close)
+
+
 async def test_recover_marks_interrupted_and_returns_waiting(tmp_path: Path) -> None:
     store = await opened(tmp_path / "a.db")
     rows = [r for r, _ in await store.submit([new(None, g) for g in (1.0, 2.0, 3.0)])]

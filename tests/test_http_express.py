@@ -364,7 +364,7 @@ async def test_a_head_seen_before_is_judged_once_and_each_other_head_as_its_own(
     monkeypatch.setattr(http_express, "_headers", lambda b: read.append(b) or real(b))
     seen: list[dict[str, str]] = []
 
-    def route(headers: dict[str, str], body: bytes) -> bytes:
+    def route(headers: dict[str, str], body: bytes, tell: Any) -> bytes:
         seen.append(headers)
         return b"ok:" + body
 
@@ -425,7 +425,7 @@ async def test_a_route_answers_at_once_or_by_a_future_in_order_and_a_failure_is_
     loop = asyncio.get_running_loop()
     later: list[asyncio.Future[bytes | None]] = []
 
-    def route(headers: dict[str, str], body: bytes) -> Any:
+    def route(headers: dict[str, str], body: bytes, tell: Any) -> Any:
         if body == b"now":
             return b"A:" + body
         if body == b"boom":
@@ -455,6 +455,55 @@ async def test_a_route_answers_at_once_or_by_a_future_in_order_and_a_failure_is_
         assert express.served == 4 and not express._inflight
 
 
+async def test_a_route_answers_later_through_the_lanes_teller_in_order() -> None:
+    """A route that returns ``LATER`` answers through the teller it was given: the answer is
+    sent from the teller's call itself (no loop turn between), a pipelined request waits for
+    it, a second call is ignored, an error told is a 500 that closes the connection, an
+    answer told after the connection went away is dropped, and ``close`` waits for the
+    answers still to be told."""
+    from edge_agent import http_express
+
+    tellers: list[Callable[[Any], None]] = []
+
+    def route(headers: dict[str, str], body: bytes, tell: Any) -> Any:
+        if body == b"now":
+            return b"A:" + body
+        tellers.append(tell)
+        return http_express.LATER
+
+    def request(body: bytes) -> bytes:
+        return b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+
+    express = http_express.Express(1024, 60.0)
+    express.route("POST", "/x", route)
+    transport, busy = _Transport(), list[bool]()
+    lane = http_express.ExpressLane(express, transport, lambda b: None, busy.append)  # type: ignore[arg-type]
+    lane.feed(request(b"wait") + request(b"now") + request(b"wait") + request(b"wait"))
+    assert transport.written == [] and express._later == {lane} and len(tellers) == 1
+    tellers[0](b"B:1")  # answered at once, and the pipelined requests after it
+    assert transport.written == [b"B:1", b"A:now"] and len(tellers) == 2
+    tellers[0](b"B:again")  # told twice: ignored
+    tellers[1](b"B:2")
+    assert transport.written == [b"B:1", b"A:now", b"B:2"] and len(tellers) == 3
+    tellers[2](RuntimeError("the store broke"))
+    assert len(transport.written) == 4 and transport.written[3].startswith(b"HTTP/1.1 500 ")
+    assert transport.closed and busy == [True, False] * 4 and not express._later
+
+    gone = _Transport()
+    lane = http_express.ExpressLane(express, gone, lambda b: None, lambda b: None)  # type: ignore[arg-type]
+    lane.feed(request(b"wait"))
+    lane.lost()
+    tellers[-1](b"B:late")
+    assert gone.written == [] and not express._later
+
+    waiting = _Transport()
+    lane = http_express.ExpressLane(express, waiting, lambda b: None, lambda b: None)  # type: ignore[arg-type]
+    lane.feed(request(b"wait"))
+    asyncio.get_running_loop().call_later(0.05, tellers[-1], b"B:closing")
+    await express.close(timeout_s=5.0)
+    assert waiting.written == [b"B:closing"] and waiting.closed
+
+
 async def test_keep_alive_answers_go_through_the_sockets_copy_in_order_with_the_transport() -> None:
     """From a connection's second answer on, the lane sends through a copy of its socket;
     while the transport still holds unsent bytes it writes through the transport (so the
@@ -479,7 +528,7 @@ async def test_keep_alive_answers_go_through_the_sockets_copy_in_order_with_the_
         return b"POST /x HTTP/1.1\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
 
     express = http_express.Express(1024, 60.0)
-    express.route("POST", "/x", lambda headers, body: b"A:" + body)
+    express.route("POST", "/x", lambda headers, body, tell: b"A:" + body)
     transport = Transport()
     lane = http_express.ExpressLane(express, transport, lambda b: None, lambda b: None)  # type: ignore[arg-type]
     try:

@@ -48,6 +48,10 @@ _Item = tuple[Op, asyncio.AbstractEventLoop, "asyncio.Future[Any]", bool]
 
 #: Most ops committed in one transaction.
 GROUP_LIMIT = 512
+#: Each op's savepoint in a group's transaction (``_in_savepoint``): one text, parsed once.
+_SAVEPOINT = "SAVEPOINT hetmesh_op"
+_ROLLBACK_TO = "ROLLBACK TO SAVEPOINT hetmesh_op"
+_RELEASE = "RELEASE SAVEPOINT hetmesh_op"
 #: ``persist``'s back-off between attempts while the storage fails: first, then doubled to max.
 RETRY_FIRST_S = 0.05
 RETRY_MAX_S = 5.0
@@ -271,8 +275,7 @@ class Database:
             with db.atomic():
                 for op, _, _, _ in group:
                     try:
-                        with db.atomic():
-                            outcomes.append((True, op(db)))
+                        outcomes.append((True, _in_savepoint(db, op)))
                     except Exception as err:
                         if storage_failed(err):
                             raise
@@ -323,6 +326,26 @@ class Database:
             self.damaged = f"{self.path} cannot be read ({err})"
             steps = f": stop the service and run `{self.repair}`" if self.repair else ""
             raise StoreError(f"database {self.damaged}{steps}") from err
+
+
+def _in_savepoint(db: sqlite_utils.Database, op: Op) -> Any:
+    """Return ``op(db)`` run in its own savepoint: undone alone if it raises.
+
+    ``sqlite_utils``' nested ``atomic`` names each savepoint afresh (a random name): two
+    statements that SQLite parses again for every op. One name for every op keeps them in
+    the connection's statement cache (a savepoint of that name inside the op still nests).
+    """
+    conn = db.conn
+    conn.execute(_SAVEPOINT)
+    try:
+        value = op(db)
+    except BaseException:
+        if conn.in_transaction:  # an error may have ended the whole transaction already
+            conn.execute(_ROLLBACK_TO)
+            conn.execute(_RELEASE)
+        raise
+    conn.execute(_RELEASE)
+    return value
 
 
 def _resolve(future: asyncio.Future[Any], ok: bool, value: Any) -> None:

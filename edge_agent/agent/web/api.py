@@ -36,7 +36,7 @@ from edge_agent.http_errors import (
     missing_files,
     parse_json_body,
 )
-from edge_agent.http_express import Answer, Express, Headers, Route
+from edge_agent.http_express import LATER, Answer, Express, Headers, Later, Route, Tell
 from edge_agent.http_limits import BODY_CAP, GUARD, KEEPALIVE_S, ConnectionGuard, ServerLimits
 from edge_agent.http_logging import quiet_bad_requests
 from edge_agent.id_prefix import MAX_SHOWN, resolve_id
@@ -263,8 +263,8 @@ async def _submit(request: web.Request) -> web.Response:
 
 def _express_submit(app: web.Application, express: Express, check: TokenCheck | None) -> Route:
     """Return ``POST /v1/tasks`` for the express lane (``http_express``): ``_submit`` without
-    aiohttp's request and response objects, nor a task or coroutine per request: the answer
-    is a future that the group commit's future resolves. It declines (None: aiohttp answers
+    aiohttp's request and response objects, nor a task, coroutine or future per request: the
+    group's commit tells the lane's teller (``LATER``). It declines (None: aiohttp answers
     the request as always) a request without the API token, with a bad Idempotency-Key or
     body, or whose store write failed (rolled back: nothing stored); the 202 is the same
     document."""
@@ -274,21 +274,19 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
         text = _accepted_text(app, task, row, created)
         return express.answer(202, "Accepted", text.encode(), _location(row))
 
-    def resolve(
-        out: asyncio.Future[Answer], task: NewTask, stored: Stored | None, err: Exception | None
-    ) -> None:
+    def resolve(tell: Tell, task: NewTask, stored: Stored | None, err: Exception | None) -> None:
         """The group's write is done (``SubmitCoalescer.then``): answer, never raise."""
-        if out.done():
-            return
         if isinstance(err, InvalidInput | StoreError):  # rolled back: aiohttp's answer
-            out.set_result(None)
+            tell(None)
             return
         try:
             if err is not None or stored is None:
                 raise err or RuntimeError("a submission's group gave no outcome")
-            out.set_result(answer(task, stored))
+            text = answer(task, stored)
         except BaseException as failed:
-            out.set_exception(failed)
+            tell(failed)
+            return
+        tell(text)
 
     async def slow(doc: Any, key: str | None) -> Answer:  # a model to read: in a thread
         try:
@@ -301,7 +299,9 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
             return None
         return answer(task, stored)
 
-    def submit(headers: Headers, body: bytes) -> Answer | asyncio.Future[Answer]:
+    def submit(
+        headers: Headers, body: bytes, tell: Tell
+    ) -> Answer | asyncio.Future[Answer] | Later:
         if check is not None and not check.allows(headers.get("authorization", "")):
             return None
         key = headers.get("idempotency-key")
@@ -313,9 +313,8 @@ def _express_submit(app: web.Application, express: Express, check: TokenCheck | 
             return None
         if not isinstance(found, NewTask):
             return asyncio.ensure_future(slow(found, key))
-        out: asyncio.Future[Answer] = asyncio.get_running_loop().create_future()
-        app[SUBMITS].then(found, partial(resolve, out, found))
-        return out
+        app[SUBMITS].then(found, partial(resolve, tell, found))
+        return LATER
 
     return submit
 
