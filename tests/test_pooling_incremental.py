@@ -68,7 +68,7 @@ class FullPassPlacer(Placer):
 
     def _marked(self, pending: dict[int, set[int]], d: int) -> tuple[int, ...]:
         pending.pop(self._group[d][0], None)
-        return (d, *self._twins[d])
+        return (d, *(j for j in self._group[d] if j != d))
 
 
 def _fleet() -> list[Device]:

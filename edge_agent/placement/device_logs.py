@@ -22,8 +22,10 @@ class DeviceLogs:
         self._groups = groups
         self._own: dict[int, tuple[float, int]] = {}  # device -> (mean, classes), while valid
         self._shared: dict[int, tuple[float, int] | None] = {}  # group's first device -> ...
-        self._bare: dict[int, set[int]] = {}  # group's first device -> members with no logs
-        self._classes: dict[int, set[int]] = {}  # group's first device -> classes it logged
+        # group's first device -> its members with no logs, and the classes it has logged
+        firsts = [g for d, g in enumerate(groups) if g[0] == d]  # each group once
+        self._bare = {g[0]: set(g) for g in firsts}
+        self._classes: dict[int, set[int]] = {g[0]: set() for g in firsts}
 
     def get(self, d: int, cls: int) -> float | None:
         """Return ``d``'s log for ``cls``, or None."""
@@ -35,19 +37,18 @@ class DeviceLogs:
 
         They are ``d`` and its twins with no logs of their own (theirs is the group's).
         """
-        group = self._groups[d]
-        bare = self._bare.get(group[0])
-        if bare is None:
-            bare = self._bare[group[0]] = set(group)
+        first = self._groups[d][0]
+        bare = self._bare[first]
         logs = self.logs.get(d)
         if logs is None:
             logs = self.logs[d] = {}
             bare.discard(d)
+        if cls not in logs:
+            self._classes[first].add(cls)
         logs[cls] = value
-        self._classes.setdefault(group[0], set()).add(cls)
         self._own.pop(d, None)
-        self._shared.pop(group[0], None)
-        return (d, *bare)
+        self._shared.pop(first, None)
+        return (d, *bare) if bare else (d,)
 
     def own_mean(self, d: int) -> float | None:
         """Return the mean of ``d``'s own logs, or None when it has none."""

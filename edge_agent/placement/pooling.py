@@ -40,12 +40,13 @@ replaces the lent factor. On bench_sim_slo edge-mixed at 80 %, latency-first / o
 seeds 1-40 went from 0.9576 to 0.9456 (docs/simulator.md, "Identical devices lend ...").
 
 A feedback's share of this grows at most linearly with a device's twins (session 11; it
-grew with their square, ~3 ms a feedback among 64 identical CPUs): the means are cached per
-device and per group of twins (``device_logs``, summed as before, so bit for bit the same
-factors), a re-pool or re-drift passes over ``d`` and the twins marked since the group's
-last one (those whose pooled factor or drift moved, or whose factor was imported), not the
-whole group, and a class's twins that can no longer take a lent factor are dropped from its
-lending list (``_lendable``). docs/performance.md, "Pooling's cost on identical devices".
+grew with their square: 1.5-3 ms a feedback on average among 64 identical CPUs): the means
+are cached per device and per group of twins (``device_logs``, summed as before, so bit for
+bit the same factors), a re-pool or re-drift passes over ``d`` and the twins marked since
+the group's last one (those whose pooled factor or drift moved, or whose factor was
+imported), not the whole group, and a class's twins that can no longer take a lent factor
+are dropped from its lending list (``_lendable``). docs/performance.md, "Pooling's cost on
+identical devices".
 
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
@@ -110,8 +111,8 @@ class DevicePooling:
             if key is not None:
                 alike.setdefault(key, []).append(d)
         # each device's group: itself and its twins (identical devices), ascending
-        self._group = [(d,) if k is None else tuple(alike[k]) for d, k in enumerate(keys)]
-        self._twins = [tuple(j for j in g if j != d) for d, g in enumerate(self._group)]
+        groups = {k: tuple(members) for k, members in alike.items()}  # one tuple per group
+        self._group = [(d,) if k is None else groups[k] for d, k in enumerate(keys)]
         # the logs of each (class, device)'s learned factor, of its profile's published /
         # roofline (priors), and of measured / published (how far its figures were off)
         self._learned_logs = DeviceLogs(self._group)
@@ -129,7 +130,11 @@ class DevicePooling:
 
     def _mark_pooling(self, pending: dict[int, set[int]], d: int, devices: tuple[int, ...]) -> None:
         """Mark ``devices`` (``d``'s group) for the group's next re-pool or re-drift."""
-        pending.setdefault(self._group[d][0], set()).update(devices)
+        marked = pending.get(self._group[d][0])
+        if marked is None:
+            pending[self._group[d][0]] = set(devices)
+        else:
+            marked.update(devices)
 
     def _imported_factor(self, d: int) -> None:
         """A factor of ``d``'s was set from outside: its next re-pool and re-drift pass it."""
@@ -162,7 +167,7 @@ class DevicePooling:
         if published is not None:
             self._set_drift(d, cls, log_factor - published)
         if repool:
-            if self._twins[d]:
+            if len(self._group[d]) > 1:  # it has twins
                 self._lend_twins(cls, d, log_factor)
             self._repool(d)
             self._redrift(d)
@@ -234,16 +239,17 @@ class DevicePooling:
         In the order a pass over ``d`` and all its twins would take them.
         """
         marked = pending.pop(self._group[d][0], None)
-        if not marked:
-            return (d,)
-        marked.discard(d)
-        return (d, *sorted(marked))
+        if marked:
+            marked.discard(d)
+        return (d, *sorted(marked)) if marked else (d,)
 
     def _set_drift(self, d: int, cls: int, log_drift: float) -> None:
         """Record (cls, d)'s measured / published (in log); mark the devices it re-drifts."""
         changed = self._drift_logs.set(d, cls, log_drift)
-        published = self._published_logs.logs
-        self._mark_pooling(self._undrifted, d, tuple(j for j in changed if j in published))
+        if len(changed) > 1:  # its twins with no drift of their own: those it re-drifts
+            published = self._published_logs.logs
+            changed = tuple(j for j in changed if j == d or j in published)
+        self._mark_pooling(self._undrifted, d, changed)
 
     def _drift(self, d: int) -> float | None:
         """Return the geometric mean of measured / published on ``d`` (else on its twins)."""
