@@ -10,6 +10,10 @@ the simulator's agents did), and with one ``update_live_many`` of all 64 instead
 (``Placer.place``), and the speed-up of the native kernel over its pure-Python twin on
 the same batch. Fleets are real board profiles (firmware_profiles/) repeated as boxes;
 tasks mix published model sizes (ResNet-50, MobileNet-v2, YOLOv5s, ...) and precisions.
+``feedback64_twins_*``: ``Placer.feedback`` during a fleet's first measurements on 64
+identical CPUs with one class per model (each feedback lends to the twins and re-pools:
+``pooling``), ``feedback16_twins_*`` the same on 16, and their ratio (session 11: the
+pooling's cost grows at most linearly with the twins; it grew with their square).
 Targets (issue 2): single64_p99_us <= 10, batch_1000x1024_ms <= 30, speedup_vs_python >= 100;
 (issue 13) single64_candidates_p99_us <= 10 (place_one restricted to 16 of 64 devices).
 
@@ -57,6 +61,7 @@ from edge_agent.placement import (
     devices_from_profiles,
     native_available,
 )
+from edge_agent.resources.device import Device
 from edge_agent.resources.profiles import list_profiles
 
 # (name, GOPs per inference, parameter bytes at fp32) — public model sizes
@@ -248,6 +253,64 @@ def single_latency_us(
     }
 
 
+def identical_cpus(n_devices: int) -> list[Device]:
+    """Return ``n_devices`` identical CPUs (the RK3588's, as many boxes): all twins."""
+    boxes = devices_from_profiles(["rk3588"] * n_devices)
+    return [d for d in boxes if d.id.endswith("/cpu")]
+
+
+def model_contracts() -> list[TaskContract]:
+    """Return one fp32 task per public model, named after it (pooled, published or not)."""
+    return [
+        TaskContract(
+            Semantics(gflops=gops, param_bytes=params, precision="fp32"),
+            Requirements(),
+            task_class=name,
+            model=name,
+        )
+        for name, gops, params in MODEL_SIZES
+    ]
+
+
+def feedback_twins_us(n_devices: int, rounds: int, per_pair: int = 4) -> dict[str, float]:
+    """Return p50/p99 microseconds (and count ``n``) of ``Placer.feedback`` on identical CPUs.
+
+    Each round is a fresh fleet of ``n_devices`` twins and one class per public model, fed
+    about ``per_pair`` measurements per (class, device) in a random order: the fleet's first
+    measurements, where each feedback lends to the twins and re-pools (``pooling``). Only the
+    feedback is timed; each device runs ``hidden`` times slower than its model says.
+    """
+    rng = random.Random(13)
+    samples = []
+    for _ in range(rounds):
+        placer = Placer(identical_cpus(n_devices), Policy.template("latency-first"))
+        singles = [(device_id,) for device_id in placer.device_ids]
+        hidden = [rng.choice([0.8, 1.0, 1.25, 3.0]) for _ in singles]
+        tasks = [placer.prepare(c) for c in model_contracts()]
+        for _ in range(len(singles) * len(tasks) * per_pair):
+            k = rng.randrange(len(singles))
+            decision = placer.place_one(rng.choice(tasks), candidates=singles[k])
+            if not decision.placed:
+                placer.release(decision)
+                continue
+            latency = decision.base_s * hidden[k] * rng.uniform(0.9, 1.1)
+            t0 = time.perf_counter_ns()
+            placer.feedback(decision, latency_s=latency)
+            samples.append(time.perf_counter_ns() - t0)
+    p50, p99 = quantiles(samples)
+    return {"p50": p50, "p99": p99, "n": len(samples), "mean": statistics.mean(samples) / 1e3}
+
+
+def twin_figures(prefix: str, r: dict[str, float]) -> dict[str, float]:
+    """Return the JSON keys of one ``feedback_twins_us`` figure."""
+    return {
+        f"{prefix}_p50_us": round(r["p50"], 2),
+        f"{prefix}_p99_us": round(r["p99"], 2),
+        f"{prefix}_mean_us": round(r["mean"], 2),
+        f"{prefix}_n": r["n"],
+    }
+
+
 def show(label: str, r: dict[str, float]) -> None:
     """Print one single-decision figure with its same-length null workload's tail."""
     print(
@@ -313,6 +376,16 @@ def main(argv: list[str] | None = None) -> int:
     b64 = single_latency_us(64, iters // 4, live="batch")
     show("update_live_many(64)+place_one:", b64)
 
+    t64 = feedback_twins_us(64, 1 if args.quick else 4)
+    t16 = feedback_twins_us(16, 4 if args.quick else 16)  # as many feedbacks as on 64
+    for n, r in ((64, t64), (16, t16)):
+        print(
+            f"feedback, {n} identical CPUs:   p50 {r['p50']:.2f} us  p99 {r['p99']:.2f} us  "
+            f"mean {r['mean']:.2f} us (n {r['n']})"
+        )
+    p50_ratio, mean_ratio = t64["p50"] / t16["p50"], t64["mean"] / t16["mean"]
+    print(f"  (64 over 16 twins: p50 x{p50_ratio:.2f}, mean x{mean_ratio:.2f})")
+
     devices = fleet(1024)
     native = Placer(devices, Policy.template("balanced"), backend="native")
     tasks = [native.prepare(t) for t in workload(1000)]
@@ -357,6 +430,10 @@ def main(argv: list[str] | None = None) -> int:
                 **figures("single1024", s1k),
                 **figures("live64", l64),
                 **figures("live64_batch", b64),
+                **twin_figures("feedback64_twins", t64),
+                **twin_figures("feedback16_twins", t16),
+                "feedback_twins_p50_ratio_64_over_16": round(p50_ratio, 2),
+                "feedback_twins_mean_ratio_64_over_16": round(mean_ratio, 2),
                 "batch_1000x1024_ms": round(statistics.median(big), 2),
                 "batch_1000x1024_n": len(big),
                 "speedup_vs_python": round(speedup, 1),

@@ -46,7 +46,8 @@ def set_true_drift(a: gap.Agent, sc: Scenario) -> None:
         if gap.cold_source(label) in ("published", "other-precision"):
             logs.setdefault(dev, {})[cls] = math.log(ratio)  # measured / published, in log
     for dev, by_class in logs.items():
-        p._drift_logs.setdefault(dev, {}).update(by_class)
+        for cls, log_drift in by_class.items():
+            p._set_drift(dev, cls, log_drift)
         p._redrift(dev)
 
 

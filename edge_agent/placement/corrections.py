@@ -23,6 +23,7 @@ class CorrectionTable:
 
     class_index: Callable[[str], int]  # Placer's: the class row, added when new
     _device: Callable[[str], int]  # LiveState's: a device's row, InvalidInput if unknown
+    _imported_factor: Callable[[int], None]  # DevicePooling's: re-pool the device next time
 
     def export_corrections(self) -> dict[str, dict[str, float]]:
         """Return the learned factors as {task class: {device id: factor}} (JSON-ready)."""
@@ -54,6 +55,7 @@ class CorrectionTable:
             idx = self.class_index(cls)
             self._ws.corrections[idx, d] = factor
             self._imported.add((idx, d))  # measured elsewhere: not a first flight's guess
+            self._imported_factor(d)  # a cold pair's import is still re-pooled (as before)
             self.exploration.tried(idx, d)
         return len(updates)
 

@@ -39,6 +39,15 @@ scaled by the twins' drift once one is measured (``DRIFTED``). Its own first mea
 replaces the lent factor. On bench_sim_slo edge-mixed at 80 %, latency-first / oracle over
 seeds 1-40 went from 0.9576 to 0.9456 (docs/simulator.md, "Identical devices lend ...").
 
+A feedback's share of this grows at most linearly with a device's twins (session 11; it
+grew with their square: 1.5-3 ms a feedback on average among 64 identical CPUs): the means
+are cached per device and per group of twins (``device_logs``, summed as before, so bit for
+bit the same factors), a re-pool or re-drift passes over ``d`` and the twins marked since
+the group's last one (those whose pooled factor or drift moved, or whose factor was
+imported), not the whole group, and a class's twins that can no longer take a lent factor
+are dropped from its lending list (``_lendable``). docs/performance.md, "Pooling's cost on
+identical devices".
+
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
 tasks of its own (each as slow as the roofline is wrong), or a fast accelerator's roofline
@@ -51,6 +60,7 @@ import math
 
 from edge_agent.placement import learning
 from edge_agent.placement.decision import Decision
+from edge_agent.placement.device_logs import DeviceLogs
 from edge_agent.placement.explore import CALIBRATED, POOLED, TWIN, Explorer
 from edge_agent.placement.priors import ROOFLINE
 from edge_agent.placement.workspace import Workspace
@@ -77,11 +87,6 @@ def _twinnable(source: str) -> bool:
     return source == TWIN or _poolable(source)
 
 
-def _mean(logs: dict[int, float] | None) -> float | None:
-    """Return the mean of a device's logs, or None when it has none."""
-    return sum(logs.values()) / len(logs) if logs else None
-
-
 def hardware_key(device: Device) -> tuple[str, str] | None:
     """Return what identical devices share (profile, unit), or None without a profile."""
     if device.profile is None:
@@ -95,35 +100,58 @@ class DevicePooling:
     _ws: Workspace
     _sources: list[tuple[str, ...] | None]
     _samples: dict[tuple[int, int], int]
+    _correction_cells: memoryview[float]  # corrections[cls, d] at cls * n + d (Placer._bind)
     devices: tuple[Device, ...]
     exploration: Explorer
 
     def _init_pooling(self) -> None:
-        # device -> {class: log of its learned factor}; twins: device -> identical devices
-        self._learned_logs: dict[int, dict[int, float]] = {}
-        # device -> {class: log of published / roofline}: its profile's figures (priors)
-        self._published_logs: dict[int, dict[int, float]] = {}
-        # device -> {class: log of measured / published}: how far its figures were off
-        self._drift_logs: dict[int, dict[int, float]] = {}
-        self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
         keys = [hardware_key(d) for d in self.devices]
-        self._twins = [
-            tuple(j for j, other in enumerate(keys) if k is not None and other == k and j != i)
-            for i, k in enumerate(keys)
-        ]
+        alike: dict[tuple[str, str], list[int]] = {}
+        for d, key in enumerate(keys):
+            if key is not None:
+                alike.setdefault(key, []).append(d)
+        # each device's group: itself and its twins (identical devices), ascending
+        groups = {k: tuple(members) for k, members in alike.items()}  # one tuple per group
+        self._group = [(d,) if k is None else groups[k] for d, k in enumerate(keys)]
+        # the logs of each (class, device)'s learned factor, of its profile's published /
+        # roofline (priors), and of measured / published (how far its figures were off)
+        self._learned_logs = DeviceLogs(self._group)
+        self._published_logs = DeviceLogs(self._group)
+        self._drift_logs = DeviceLogs(self._group)
+        self._poolable: set[int] = set()  # classes that name a model (others stay 1 when cold)
+        # per group (its first device): the devices whose cold pairs may not hold their
+        # pooled factor now (``_repool``), and whose unmeasured published pairs may not hold
+        # their drifted prior (``_redrift``); a re-pool passes over these, not the group
+        self._unpooled: dict[int, set[int]] = {}
+        self._undrifted: dict[int, set[int]] = {}
+        # per (class, group's first device): the members whose pair may still take a lent
+        # factor (``_lend_twins`` drops those measured or on better evidence: for good)
+        self._lendable: dict[tuple[int, int], tuple[int, ...]] = {}
+
+    def _mark_pooling(self, pending: dict[int, set[int]], d: int, devices: tuple[int, ...]) -> None:
+        """Mark ``devices`` (``d``'s group) for the group's next re-pool or re-drift."""
+        marked = pending.get(self._group[d][0])
+        if marked is None:
+            pending[self._group[d][0]] = set(devices)
+        else:
+            marked.update(devices)
+
+    def _imported_factor(self, d: int) -> None:
+        """A factor of ``d``'s was set from outside: its next re-pool and re-drift pass it."""
+        self._mark_pooling(self._unpooled, d, (d,))
+        self._mark_pooling(self._undrifted, d, (d,))
 
     def _pooled(self, d: int) -> tuple[float, str] | None:
         """Return (factor, label): ``d``'s measured factors pooled, else its published ones.
 
         Each is the geometric mean over ``d`` itself, else over its twins (identical hardware).
         """
-        for pool, measured in ((self._learned_logs, True), (self._published_logs, False)):
-            for group in ((d,), self._twins[d]):
-                logs = [v for j in group for v in pool.get(j, {}).values()]
-                if logs:
-                    n = len({c for j in group for c in pool.get(j, {})})
-                    label = POOLED if measured else calibrated_label(n)
-                    return math.exp(sum(logs) / len(logs)), label
+        learned = self._learned_logs.mean(d)
+        if learned is not None:
+            return math.exp(learned[0]), POOLED
+        published = self._published_logs.mean(d)
+        if published is not None:
+            return math.exp(published[0]), calibrated_label(published[1])
         return None
 
     def _learned(self, cls: int, d: int, n: int, factor: float) -> None:
@@ -134,12 +162,12 @@ class DevicePooling:
     def _lend(self, cls: int, d: int, log_factor: float, *, repool: bool) -> None:
         """Record (cls, d)'s measured factor (and its drift from a published figure); while
         the pair has few measurements, lend it to the device's twins and re-pool."""
-        self._learned_logs.setdefault(d, {})[cls] = log_factor
-        published = self._published_logs.get(d, {}).get(cls)
+        self._mark_pooling(self._unpooled, d, self._learned_logs.set(d, cls, log_factor))
+        published = self._published_logs.get(d, cls)
         if published is not None:
-            self._drift_logs.setdefault(d, {})[cls] = log_factor - published
+            self._set_drift(d, cls, log_factor - published)
         if repool:
-            if self._twins[d]:
+            if len(self._group[d]) > 1:  # it has twins
                 self._lend_twins(cls, d, log_factor)
             self._repool(d)
             self._redrift(d)
@@ -150,19 +178,32 @@ class DevicePooling:
         Each is scaled by how much slower than its published figures twin ``j`` runs than
         ``d`` does, where both devices have measured that on models of their own.
         """
-        sources = list(self._sources[cls] or (ROOFLINE,) * len(self.devices))
-        drift_d = _mean(self._drift_logs.get(d))
-        samples, corrections, labelled = self._samples, self._ws.corrections, False
-        for j in self._twins[d]:
-            if samples.get((cls, j), 0) or not _twinnable(sources[j]):
+        sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
+        own_drift = self._drift_logs.own_mean
+        drift_d = own_drift(d)
+        lent = learning.clamp(math.exp(log_factor))  # unscaled: a drift is not known on both
+        samples, cells, row = self._samples, self._correction_cells, cls * len(self.devices)
+        relabelled, kept, key = [], [], (cls, self._group[d][0])
+        for j in self._lendable.get(key, self._group[d]):
+            source = sources[j]
+            if samples.get((cls, j), 0) or not _twinnable(source):
                 continue  # measured, or a published prior (drifted with its twins: _redrift)
-            drift_j = _mean(self._drift_logs.get(j))
-            shift = 0.0 if drift_j is None or drift_d is None else drift_j - drift_d
-            corrections[cls, j] = learning.clamp(math.exp(log_factor + shift))
-            if sources[j] != TWIN:
-                sources[j], labelled = TWIN, True
-        if labelled:
-            self._sources[cls] = tuple(sources)
+            kept.append(j)
+            if j == d:
+                continue  # (an overrun's lower bound on an unmeasured pair)
+            drift_j = None if drift_d is None else own_drift(j)
+            if drift_j is None or drift_d is None:
+                cells[row + j] = lent
+            else:
+                cells[row + j] = learning.clamp(math.exp(log_factor + (drift_j - drift_d)))
+            if source != TWIN:
+                relabelled.append(j)
+        self._lendable[key] = tuple(kept)
+        if relabelled:
+            marks = list(sources)
+            for j in relabelled:
+                marks[j] = TWIN
+            self._sources[cls] = tuple(marks)
             self.exploration.set_sources(cls, self._sources[cls] or ())
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
@@ -181,28 +222,50 @@ class DevicePooling:
                     self._lend(cls, d, math.log(floor), repool=True)
 
     def _repool(self, d: int) -> None:
-        """Re-start the cold classes of ``d`` and of its twins from their pooled factors."""
-        for j in (d, *self._twins[d]):
+        """Re-start the cold classes of ``d`` and of its twins from their pooled factors.
+
+        Only ``d`` and the twins marked since the group's last re-pool (``_unpooled``) are
+        passed: the others' pooled factor has not moved, and their cold pairs hold it.
+        """
+        for j in self._marked(self._unpooled, d):
             pooled = self._pooled(j)
             if pooled is not None:
                 for c in range(len(self._sources)):
                     self._pool_into(c, j, *pooled)
 
+    def _marked(self, pending: dict[int, set[int]], d: int) -> tuple[int, ...]:
+        """Return ``d``, then the other devices marked in its group, ascending; unmark them.
+
+        In the order a pass over ``d`` and all its twins would take them.
+        """
+        marked = pending.pop(self._group[d][0], None)
+        if marked:
+            marked.discard(d)
+        return (d, *sorted(marked)) if marked else (d,)
+
+    def _set_drift(self, d: int, cls: int, log_drift: float) -> None:
+        """Record (cls, d)'s measured / published (in log); mark the devices it re-drifts."""
+        changed = self._drift_logs.set(d, cls, log_drift)
+        if len(changed) > 1:  # its twins with no drift of their own: those it re-drifts
+            published = self._published_logs.logs
+            changed = tuple(j for j in changed if j == d or j in published)
+        self._mark_pooling(self._undrifted, d, changed)
+
     def _drift(self, d: int) -> float | None:
         """Return the geometric mean of measured / published on ``d`` (else on its twins)."""
-        for group in ((d,), self._twins[d]):
-            logs = [v for j in group for v in self._drift_logs.get(j, {}).values()]
-            if logs:
-                return math.exp(sum(logs) / len(logs))
-        return None
+        drift = self._drift_logs.mean(d)
+        return None if drift is None else math.exp(drift[0])
 
     def _redrift(self, d: int) -> None:
-        """Scale the unmeasured published priors of ``d`` and its twins by their drift."""
-        for j in (d, *self._twins[d]):
+        """Scale the unmeasured published priors of ``d`` and its twins by their drift.
+
+        Only ``d`` and the twins marked since the group's last re-drift (``_undrifted``).
+        """
+        for j in self._marked(self._undrifted, d):
             drift = self._drift(j)
             if drift is None:
                 continue
-            for c, log_factor in self._published_logs.get(j, {}).items():
+            for c, log_factor in self._published_logs.logs.get(j, {}).items():
                 if not self._samples.get((c, j), 0):
                     self._ws.corrections[c, j] = learning.clamp(math.exp(log_factor) * drift)
                     self._label_drifted(c, j)
@@ -223,7 +286,11 @@ class DevicePooling:
         for d, source in enumerate(sources):
             if source.startswith(_PUBLISHED):
                 factor = float(self._ws.corrections[cls, d])
-                self._published_logs.setdefault(d, {})[cls] = math.log(factor)
+                changed = self._published_logs.set(d, cls, math.log(factor))
+                if self._learned_logs.mean(d) is None:  # its group pools published figures
+                    self._mark_pooling(self._unpooled, d, changed)
+                # its new prior is drifted at the group's next re-drift
+                self._mark_pooling(self._undrifted, d, (d,))
                 self._repool(d)
         for d in range(len(self.devices)):
             pooled = self._pooled(d)
