@@ -2,13 +2,19 @@
 
 A running task is never stopped. When one has run ``OVER_ESTIMATE`` times its estimated
 service time (and at least ``MIN_OVERRUN_S``), its device is marked suspect in the placer
-(the kernel adds a penalty to a suspect device's score) and charged the overrun so far as
-extra queued time (a task that has overrun by X is expected to need about X more), and
-every job queued on that device but not started is withdrawn, released and placed again,
-elsewhere if another device now scores better. When the slow task finishes, the extra
-charge is returned and the device is online again; its feedback corrects the estimates.
-A device running several jobs side by side (FPGA slots) is flagged for the first of them
-that overruns; once that one ends, another still overrunning flags it again.
+(the kernel adds a penalty to a suspect device's score), and every job queued on that
+device but not started is withdrawn, released and placed again, elsewhere if another
+device now scores better. When the slow task finishes, the device is online again; its
+feedback corrects the estimates. A device running several jobs side by side (FPGA slots)
+is flagged for the first of them that overruns; once that one ends, another still
+overrunning flags it again.
+
+The watch charges no queue time itself. What the overrunning task still holds on its device
+is the Placer's to count, for every started task (``jobs.py`` tells it ``started``): past
+its charge a task holds its overrun so far again (at least as long again as it has run when
+nobody measured its estimate), growing with the run and returned whole by its
+``feedback``/``release`` (``placement.running``). The placements that re-place the queued
+jobs credit that running work first, so they see it.
 """
 
 from __future__ import annotations
@@ -56,7 +62,6 @@ class OverrunWatch:
         self._queued, self._requeue = queued, requeue
         self._factor, self._min_overrun = factor, min_overrun_s
         self.flagged: dict[str, Job] = {}  # device id -> its overrunning job
-        self._extra: dict[str, float] = {}  # device id -> extra queued seconds charged
         self.moved = 0  # jobs re-placed because of an overrun
 
     async def run(self) -> None:
@@ -85,10 +90,8 @@ class OverrunWatch:
             if estimate <= 0 or elapsed <= max(self._factor * estimate, self._min_overrun):
                 continue
             self.flagged[device_id] = job
-            extra = elapsed - estimate
-            self._extra[device_id] = extra
-            queued_s = self._placer.live(device_id)["queued_s"] + extra
-            self._placer.update_live(device_id, health=Health.SUSPECT, queued_s=queued_s)
+            # its overrun is already in the device's queue: the Placer's running work
+            self._placer.update_live(device_id, health=Health.SUSPECT)
             behind = [j for j in self._queued() if j.decision.device_ids[0] == device_id]
             _log.warning(
                 "task %s on %s has run %.3fs, %.1fx its estimate: re-placing %s queued tasks",
@@ -111,6 +114,4 @@ class OverrunWatch:
         for device_id, flagged in list(self.flagged.items()):
             if flagged is job:
                 del self.flagged[device_id]
-                extra = self._extra.pop(device_id, 0.0)
-                queued_s = max(0.0, self._placer.live(device_id)["queued_s"] - extra)
-                self._placer.update_live(device_id, health=Health.ONLINE, queued_s=queued_s)
+                self._placer.update_live(device_id, health=Health.ONLINE)
