@@ -17,6 +17,9 @@ import sqlite_utils
 
 from edge_agent.storage.db import Database
 
+#: a trim keeps ``limit - limit // TRIM_AHEAD`` records: room for the next appends (``_trim``)
+TRIM_AHEAD = 16
+
 
 def plain(value: Any) -> Any:
     """Return ``value`` with non-finite floats as None (JSON has no Infinity or NaN)."""
@@ -103,10 +106,21 @@ def append_encoded(
 
 
 def _trim(db: sqlite_utils.Database, newest: int | None, limit: int) -> None:
-    """Drop the records older than the newest ``limit`` (recording what was dropped unsent)."""
+    """Once a record older than the newest ``limit`` is kept, drop every record older than
+    the newest ``limit - limit // TRIM_AHEAD`` (recording what was dropped unsent).
+
+    At most ``limit`` records are kept, and a trim makes room for the next
+    ``limit // TRIM_AHEAD`` (limits under ``TRIM_AHEAD``: none, each write trims): an
+    agent no hub empties trims once every that many records, not every write. A trim per
+    write deleted a few rows from the table's first pages in every commit: about 5-10 µs of
+    the writer's CPU a record (``docs/performance.md``, run path, session 11).
+    """
     if newest is None or newest <= limit:
         return
-    cutoff = newest - limit
+    (oldest,) = db.execute("SELECT min(seq) FROM outbox").fetchone()
+    if oldest is None or oldest > newest - limit:
+        return
+    cutoff = newest - (limit - limit // TRIM_AHEAD)
     count, highest = db.execute(
         "SELECT count(*), max(seq) FROM outbox WHERE seq <= ?", (cutoff,)
     ).fetchone()
