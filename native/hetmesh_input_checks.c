@@ -1,6 +1,6 @@
 /* hetmesh placement kernel: the checks of a call's inputs (check_inputs) before place()
- * reads them, and list_flagged, which lists a call's candidates. See hetmesh_kernel.h for
- * the contract; edge_agent/placement/reference_checks.py is the Python twin.
+ * reads them. See hetmesh_kernel.h for the contract; edge_agent/placement/reference_checks.py
+ * is the Python twin.
  */
 #include "hetmesh_internal.h"
 
@@ -142,27 +142,4 @@ int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
         }
     }
     return HM_ST_OK;
-}
-
-/* Write the indices of the nonzero flags among flags[0..n) to out, in order; return how many.
- * Where the bytes of a word are in little-endian order (GCC and Clang say so), eight flags
- * a step: eight zero flags cost a load and a test, each nonzero one a count of zero bits. */
-int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out) {
-    int32_t d = 0, found = 0;
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    for (; d + 8 <= n; d += 8) {
-        uint64_t w;
-        memcpy(&w, flags + d, sizeof w);
-        while (w != 0) {
-            int at = __builtin_ctzll(w) >> 3; /* the first nonzero flag's byte */
-            out[found++] = d + at;
-            w &= ~(0xFFull << (8 * at));
-        }
-    }
-#endif
-    for (; d < n; d++) {
-        out[found] = d;
-        found += flags[d] != 0;
-    }
-    return found;
 }

@@ -1,7 +1,7 @@
 /* hetmesh placement kernel: what its source files share, not part of the public interface
  * (hetmesh_kernel.h is the contract; cffi sees only that).
  *
- * hetmesh_input_checks.c  validation of a call's rows (check_inputs) and small list helpers
+ * hetmesh_input_checks.c  validation of a call's rows (check_inputs, first_outside)
  * hetmesh_place.c         the scoring and placement core: place(), charge(), hm_place_batch
  * hetmesh_bound_call.c    bound calls (hm_call): hm_place_bound's modes (the exploration's
  *                         passes, the probe of clamped factors) and hm_place_one's book
@@ -64,8 +64,6 @@ HM_INTERNAL int32_t check_inputs(const double *devices, int32_t n_dev, const dou
                                  const double *corrections, int32_t n_classes,
                                  int32_t *bad_index, int devices_checked, const double *bounds,
                                  int32_t bound_classes);
-/* The indices of the nonzero flags among flags[0..n), in order, to out; how many. */
-HM_INTERNAL int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out);
 
 /* hetmesh_place.c */
 /* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */

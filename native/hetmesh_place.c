@@ -174,6 +174,29 @@ static const bounds_t NO_BOUNDS = {NULL, 0};
 
 const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
 
+/* Write the indices of the nonzero flags among flags[0..n) to out, in order; return how many.
+ * Where the bytes of a word are in little-endian order (GCC and Clang say so), eight flags
+ * a step: eight zero flags cost a load and a test, each nonzero one a count of zero bits. */
+static int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out) {
+    int32_t d = 0, found = 0;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    for (; d + 8 <= n; d += 8) {
+        uint64_t w;
+        memcpy(&w, flags + d, sizeof w);
+        while (w != 0) {
+            int at = __builtin_ctzll(w) >> 3; /* the first nonzero flag's byte */
+            out[found++] = d + at;
+            w &= ~(0xFFull << (8 * at));
+        }
+    }
+#endif
+    for (; d < n; d++) {
+        out[found] = d;
+        found += flags[d] != 0;
+    }
+    return found;
+}
+
 /* Whether the pass divides device d's estimate by its optimism (a divisor, d not busy). */
 static int divides(const pass_opts *opt, int32_t d) {
     return opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]);
