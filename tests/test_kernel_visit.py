@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(
     not kernel.native_available(), reason="compiled kernel not installed"
 )
 
-VISIT_MAX = 1024  # native/hetmesh_kernel.c: a restricted call lists up to this many devices
+VISIT_MAX = 1024  # native/hetmesh_place.c: a restricted call lists up to this many devices
 
 
 def _restricted(backend: kernel.Backend, problem: tuple, flags: list[int]) -> Workspace:

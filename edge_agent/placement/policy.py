@@ -31,7 +31,7 @@ TEMPLATES: dict[str, dict[str, float]] = {
     },
     # deadlines met first: a task with slack goes to the slowest device that still meets
     # its deadline with a margin, so fast devices stay free for tight ones (the "deadline"
-    # objective, see hetmesh_kernel.c deadline_cost); energy breaks near-ties; without a
+    # objective, see hetmesh_place.c deadline_cost); energy breaks near-ties; without a
     # deadline the same term is the latency. When no device can meet a deadline the
     # kernel places on the earliest finish and the decision says so.
     "slo-first": {"deadline": 0.9999, "energy": 0.0001},

@@ -84,7 +84,7 @@ def published_s(device: Device, model: str, precision: str) -> tuple[float, str]
 def uncorrected_s(row: Sequence[float], task: Sequence[float]) -> float:
     """Return the kernel's service estimate of ``task`` on device ``row`` at correction 1.
 
-    The roofline of hetmesh_kernel.c ``estimate`` without utilization: max(compute, memory)
+    The roofline of hetmesh_place.c ``estimate`` without utilization: max(compute, memory)
     plus dispatch, times the slot count; inf when the device cannot run the precision.
     """
     prec = int(task[L.TASK_PREC])

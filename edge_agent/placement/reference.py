@@ -1,6 +1,6 @@
 """Pure-Python twin of the C placement kernel: the fallback and the test oracle.
 
-It takes the same flat rows as ``native/hetmesh_kernel.c`` and performs the same
+It takes the same flat rows as the C kernel (``native/hetmesh_place.c``) and performs the same
 arithmetic in the same order, so both give identical choices and estimates.
 """
 
@@ -107,7 +107,7 @@ def _static_reason(
 
 
 def _deadline_cost(deadline: float, latency: float, service_eff: float) -> float:
-    """Return the deadline objective (see hetmesh_kernel.c: deadline_cost)."""
+    """Return the deadline objective (see hetmesh_place.c: deadline_cost)."""
     if not deadline > 0.0:
         return latency
     target = deadline * (1.0 - L.DEADLINE_MARGIN)
@@ -327,7 +327,7 @@ def place_task(
 
 
 def _congestion_s(dev: Sequence[float], scr: Sequence[float], mins: Sequence[float]) -> float:
-    """Return one device's congestion charge before its weight (hetmesh_kernel.c congestion_s).
+    """Return one device's congestion charge before its weight (hetmesh_place.c congestion_s).
 
     Its service time, ramped in by its queue (full at CONGESTION_DEPTH of the task's fastest
     service): under load a busy device's second delays the work queued behind it as well.

@@ -1,4 +1,4 @@
-"""Input checks of the pure-Python kernel twin, mirroring hetmesh_kernel.c's validation."""
+"""Input checks of the pure-Python kernel twin, mirroring hetmesh_input_checks.c."""
 
 from __future__ import annotations
 

@@ -1,16 +1,15 @@
-/* hetmesh placement kernel. See hetmesh_kernel.h for the contract.
+/* hetmesh placement kernel: the scoring and placement core. See hetmesh_kernel.h for the
+ * contract.
  *
  * The arithmetic mirrors edge_agent/placement/reference.py operation for operation,
  * so that the kernel and its Python twin agree exactly (build with -ffp-contract=off).
  */
-#include "hetmesh_kernel.h"
+#include "hetmesh_internal.h"
 
-#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-#define HM_CLASS_BITMAP_BITS 1024
 #define HM_VISIT_MAX 1024 /* a restricted call lists its candidates up to this many devices */
 
 /* a per-device step, inlined into each loop that runs it (a call per device costs ~20 %) */
@@ -25,49 +24,6 @@ static const double NORM_FLOOR[HM_N_OBJECTIVES] = {
     HM_NORM_FLOOR_3, HM_NORM_FLOOR_4, HM_NORM_FLOOR_5, HM_NORM_FLOOR_6};
 
 int hm_abi_version(void) { return HM_ABI_VERSION; }
-
-
-
-/* Validation is branch-free (bitwise &) so that a fleet is checked in a few ns a device. */
-/* x is an integer in [lo, hi] (0 <= lo, hi < 2^52): adding and removing 2^52 rounds it. */
-static int small_int(double x, double lo, double hi) {
-    const double two52 = 4503599627370496.0;
-    return (x >= lo) & (x <= hi) & (((x + two52) - two52) == x);
-}
-
-#define MASK_MAX 2147483647.0
-
-/* True when none of x[0..n) is NaN, infinite or negative (-0.0 is fine). A vectorizable
- * pass over the high 32 bits (sign and exponent) flags suspects; they are re-checked exactly. */
-static int all_finite_nonneg(const double *x, size_t n) {
-    uint32_t flagged = 0;
-    size_t i;
-    for (i = 0; i < n; i++) {
-        uint64_t b;
-        memcpy(&b, x + i, sizeof b);
-        flagged |= (uint32_t)(b >> 32) >= 0x7FF00000u;
-    }
-    if (!flagged) return 1;
-    for (i = 0; i < n; i++)
-        if (!(x[i] >= 0.0 && x[i] <= DBL_MAX)) return 0;
-    return 1;
-}
-
-/* Whether h is a Health value (0 online, 1 suspect, 2 offline). */
-static int health_ok(double h) {
-    return (h == 0.0) | (h == 1.0) | (h == 2.0);
-}
-
-/* The checks of a device row beyond all_finite_nonneg. Kind and masks are read truncated
- * to integers, as the Python twin's int() does. */
-static int device_ranges_ok(const double *r) {
-    return (r[HM_DEV_KIND] <= 31.0) & (r[HM_DEV_PREC_MASK] <= MASK_MAX) &
-           (r[HM_DEV_OPS_MASK] <= MASK_MAX) & (r[HM_DEV_FORMAT_MASK] <= MASK_MAX) &
-           (r[HM_DEV_EFFICIENCY] > 0.0) & (r[HM_DEV_EFFICIENCY] <= 1.0) &
-           (r[HM_DEV_UTIL] <= 1.0) & (r[HM_DEV_PRED_UTIL] <= 1.0) &
-           health_ok(r[HM_DEV_HEALTH]) & small_int(r[HM_DEV_SLOTS], 0, HM_MAX_SLOTS) &
-           small_int(r[HM_DEV_SLOT_NEXT], 0, HM_MAX_SLOTS - 1);
-}
 
 /* The slot columns, slot 0 first. */
 static const int SLOT_COLS[HM_MAX_SLOTS] = {HM_DEV_CONFIG, HM_DEV_CONFIG_2, HM_DEV_CONFIG_3,
@@ -98,23 +54,6 @@ static void load_config(double *dev, double cfg) {
     victim = (int)dev[HM_DEV_SLOT_NEXT] % s;
     dev[SLOT_COLS[victim]] = cfg;
     dev[HM_DEV_SLOT_NEXT] = (double)((victim + 1) % s);
-}
-
-static int task_ok(const double *r, int32_t n_classes) {
-    int i;
-    for (i = 0; i < HM_TASK_FIELDS; i++) {
-        if (!isfinite(r[i])) return 0;
-        if (r[i] < 0.0) return 0;
-    }
-    return small_int(r[HM_TASK_FORMAT], 0, MASK_MAX) &&
-           small_int(r[HM_TASK_PREC_MASK], 0, (1 << HM_PREC_BITS) - 1) &&
-           small_int(r[HM_TASK_FLAGS], 0, HM_TF_DROP_IF_LATE) &&
-           small_int(r[HM_TASK_KINDS_MASK], 0, 2147483647.0) &&
-           small_int(r[HM_TASK_PREC], 0, HM_PREC_BITS - 1) &&
-           small_int(r[HM_TASK_OPS_MASK], 0, 2147483647.0) &&
-           small_int(r[HM_TASK_COUNT], 1, HM_MAX_GANG) &&
-           small_int(r[HM_TASK_CLASS], 0, (double)n_classes - 1.0) &&
-           small_int(r[HM_TASK_CONFIG], 0, 2147483647.0);
 }
 
 static int peak_slot(int prec) {
@@ -231,90 +170,9 @@ HM_STEP int estimate(const double *dev, const double *task, double work, double 
     return HM_R_OK;
 }
 
-/* x is in [lo, DBL_MAX], or (lo, DBL_MAX] when open (NaN is in neither). */
-static int in_range(double x, double lo, int open) {
-    return (open ? x > lo : x >= lo) & (x <= DBL_MAX);
-}
+static const bounds_t NO_BOUNDS = {NULL, 0};
 
-/* The first of x[0..n) that is not in_range, or -1 (lo >= 0). Every call checks its class's
- * correction and bound rows, so first a pass that vectorises (as all_finite_nonneg's) flags
- * suspects by the high 32 bits alone: a double whose high word is in [floor_hi, 0x7FF00000)
- * is positive, finite and at least the double with high word floor_hi and low word 0,
- * which floor_hi keeps in range; only when one is flagged are they checked exactly. */
-static int32_t first_outside(const double *x, int32_t n, double lo, int open) {
-    uint64_t lo_bits, b;
-    uint32_t floor_hi, flagged = 0;
-    int32_t i;
-    memcpy(&lo_bits, &lo, sizeof lo_bits);
-    floor_hi = (uint32_t)(lo_bits >> 32) + (uint32_t)(open || (uint32_t)lo_bits != 0u);
-    for (i = 0; i < n; i++) {
-        memcpy(&b, x + i, sizeof b);
-        flagged |= ((uint32_t)(b >> 32) - floor_hi) >= (0x7FF00000u - floor_hi);
-    }
-    if (!flagged) return -1;
-    for (i = 0; i < n; i++)
-        if (!in_range(x[i], lo, open)) return i;
-    return -1;
-}
-
-static int32_t check_inputs(const double *devices, int32_t n_dev, const double *tasks,
-                            int32_t n_task, const double *weights, const double *corrections,
-                            int32_t n_classes, int32_t *bad_index, int devices_checked,
-                            const double *bounds, int32_t bound_classes) {
-    int32_t i;
-    double wsum = 0.0;
-    uint64_t seen[HM_CLASS_BITMAP_BITS / 64] = {0};
-    for (i = 0; i < HM_N_OBJECTIVES; i++) {
-        if (!isfinite(weights[i]) || weights[i] < 0.0) return HM_ST_BAD_POLICY;
-        wsum += weights[i];
-    }
-    if (wsum <= 0.0) return HM_ST_BAD_POLICY;
-    if (!(weights[HM_W_QUEUE_GUARD] == 0.0 ||
-          (weights[HM_W_QUEUE_GUARD] >= 1.0 && weights[HM_W_QUEUE_GUARD] <= DBL_MAX)))
-        return HM_ST_BAD_POLICY;
-    if (!(weights[HM_W_CONGESTION] >= 0.0 && weights[HM_W_CONGESTION] <= DBL_MAX))
-        return HM_ST_BAD_POLICY;
-    if (!devices_checked) {
-        if (!all_finite_nonneg(devices, (size_t)n_dev * HM_DEV_FIELDS)) {
-            for (i = 0; i < n_dev; i++) {
-                if (!all_finite_nonneg(devices + (size_t)i * HM_DEV_FIELDS, HM_DEV_FIELDS)) {
-                    *bad_index = i;
-                    return HM_ST_BAD_DEVICE;
-                }
-            }
-        }
-        for (i = 0; i < n_dev; i++) {
-            if (!device_ranges_ok(devices + (size_t)i * HM_DEV_FIELDS)) {
-                *bad_index = i;
-                return HM_ST_BAD_DEVICE;
-            }
-        }
-    }
-    for (i = 0; i < n_task; i++) {
-        if (!task_ok(tasks + (size_t)i * HM_TASK_FIELDS, n_classes)) {
-            *bad_index = i;
-            return HM_ST_BAD_TASK;
-        }
-    }
-    /* only the correction rows this batch uses, each once (classes past the bitmap: each time) */
-    for (i = 0; i < n_task; i++) {
-        int32_t cls = (int32_t)tasks[(size_t)i * HM_TASK_FIELDS + HM_TASK_CLASS], d;
-        const double *row = corrections + (size_t)cls * n_dev;
-        if (cls < HM_CLASS_BITMAP_BITS) {
-            uint64_t bit = 1ull << (cls & 63);
-            if (seen[cls >> 6] & bit) continue;
-            seen[cls >> 6] |= bit;
-        }
-        d = first_outside(row, n_dev, 0.0, 1);
-        if (d < 0 && bounds != NULL && cls < bound_classes)
-            d = first_outside(bounds + (size_t)cls * n_dev, n_dev, 1.0, 0);
-        if (d >= 0) {
-            *bad_index = cls * n_dev + d;
-            return HM_ST_BAD_CORRECTION;
-        }
-    }
-    return HM_ST_OK;
-}
+const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
 
 /* Write the indices of the nonzero flags among flags[0..n) to out, in order; return how many.
  * Where the bytes of a word are in little-endian order (GCC and Clang say so), eight flags
@@ -339,37 +197,13 @@ static int32_t list_flagged(const uint8_t *flags, int32_t n, int32_t *out) {
     return found;
 }
 
-/* One pass's options: the optimistic corrections (divisors, except where busy), a pass
- * restricted to one device (only >= 0), whether its choice is charged (commit), and the
- * probe of clamped factors (reset: a factor >= reset_hi or <= reset_lo counts as 1). */
-typedef struct {
-    const double *divisors;
-    const uint8_t *busy;
-    int32_t only;
-    int commit;
-    int reset;
-    double reset_lo, reset_hi;
-    int checked; /* the inputs passed check_inputs in this call already (an exploration's
-                  * later passes: nothing was written since its first) */
-} pass_opts;
-
-/* The pessimistic bounds a pass charges by (hm_call.bound_rows): rows of `classes` classes. */
-typedef struct {
-    const double *rows;
-    int32_t classes;
-} bounds_t;
-
-static const bounds_t NO_BOUNDS = {NULL, 0};
-
-static const pass_opts PLAIN = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
-
 /* Whether the pass divides device d's estimate by its optimism (a divisor, d not busy). */
 static int divides(const pass_opts *opt, int32_t d) {
     return opt->divisors != NULL && !(opt->busy != NULL && opt->busy[d]);
 }
 
 /* Charge the devices of an output row (its HM_OUT_ASSIGNED, HM_OUT_CHARGED) with the task. */
-static void charge(double *devices, const double *task, const double *o_row) {
+void charge(double *devices, const double *task, const double *o_row) {
     int j;
     for (j = 0; j < HM_MAX_GANG && o_row[HM_OUT_ASSIGNED + j] >= 0.0; j++) {
         double *row = devices + (size_t)o_row[HM_OUT_ASSIGNED + j] * HM_DEV_FIELDS;
@@ -503,11 +337,11 @@ HM_STEP void assess(assess_t *a, const double *devices, double *scratch, int32_t
         if (scr[o] < a->mins[o]) a->mins[o] = scr[o];
 }
 
-static int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
-                 const double *weights, const double *corrections, int32_t n_classes,
-                 double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
-                 int32_t *bad_index, int devices_checked, const pass_opts *opt,
-                 const bounds_t *bounds) {
+int place(double *devices, int32_t n_dev, const double *tasks, int32_t n_task,
+          const double *weights, const double *corrections, int32_t n_classes,
+          double *scratch, double *out, uint8_t *reasons, const uint8_t *allowed,
+          int32_t *bad_index, int devices_checked, const pass_opts *opt,
+          const bounds_t *bounds) {
     const int32_t only = opt->only;
     int32_t t, d, visit_buf[HM_VISIT_MAX], n_visit = n_dev;
     const int32_t *visit = NULL;
@@ -636,198 +470,4 @@ int hm_place_batch(double *devices, int32_t n_dev, const double *tasks, int32_t 
                    double *scratch, double *out, uint8_t *reasons, int32_t *bad_index) {
     return place(devices, n_dev, tasks, n_task, weights, corrections, n_classes, scratch, out,
                  reasons, NULL, bad_index, 0, &PLAIN, &NO_BOUNDS);
-}
-
-/* place() over a bound call's buffers: the first n_task task rows into `out` (and
- * `reasons`), among `allowed`; the device rows are checked unless the last call left them
- * valid, and they count as checked after a call that succeeded. */
-static int call_place(hm_call *c, int32_t n_task, double *out, uint8_t *reasons,
-                      const uint8_t *allowed, const pass_opts *opt) {
-    bounds_t bounds = {c->bound_rows, c->bound_rows != NULL ? c->bound_classes : 0};
-    int st = place(c->devices, c->n_dev, c->tasks, n_task, c->weights, c->corrections,
-                   c->n_classes, c->scratch, out, reasons, allowed, &c->bad_index,
-                   c->devices_checked != 0, opt, &bounds);
-    c->devices_checked = st == HM_ST_OK;
-    return st;
-}
-
-/* One pass of an exploration over task row 0: into out row `row`, reasons row `row` if
- * asked (and kept); nothing is charged. */
-static int explore_pass(hm_call *c, int row, int with_reasons, const pass_opts *opt) {
-    uint8_t *reasons = (with_reasons && c->reasons != NULL) ? c->reasons + (size_t)row * c->n_dev
-                                                            : NULL;
-    return call_place(c, 1, c->out + (size_t)row * HM_OUT_FIELDS, reasons, c->allowed, opt);
-}
-
-/* HM_MODE_EXPLORE (see hm_place_bound). */
-static int explore(hm_call *c) {
-    const double *divisors = c->divisors;
-    const uint8_t *busy = c->busy;
-    int32_t *outcome = &c->outcome;
-    pass_opts optimistic = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
-    pass_opts honest = {NULL, NULL, -1, 0, 0, 0.0, 0.0, 0};
-    const double *usual, *probe;
-    int32_t d, chosen;
-    int st, untried = 0, candidate = 0, hopeless;
-    if (divisors == NULL) return HM_ST_BAD_SHAPE;
-    *outcome = HM_EX_NO_UNTRIED;
-    d = first_outside(divisors, c->n_dev, 1.0, 0);
-    if (d >= 0) {
-        c->bad_index = d;
-        return HM_ST_BAD_CORRECTION;
-    }
-    st = explore_pass(c, HM_EX_ROW_USUAL, 1, &honest);
-    if (st != HM_ST_OK) return st;
-    usual = c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS;
-    for (d = 0; d < c->n_dev; d++) {
-        if (divisors[d] > 1.0 && !(busy != NULL && busy[d])) {
-            untried = 1;
-            candidate |= c->allowed == NULL || c->allowed[d];
-        }
-    }
-    if (!untried || !candidate) {
-        *outcome = untried ? HM_EX_NONE_AMONG_CANDIDATES : HM_EX_NO_UNTRIED;
-        charge(c->devices, c->tasks, usual);
-        return HM_ST_OK;
-    }
-    optimistic.divisors = divisors;
-    optimistic.busy = busy;
-    optimistic.checked = 1; /* the usual pass checked the inputs; nothing was written since */
-    st = explore_pass(c, HM_EX_ROW_OPTIMISTIC, 0, &optimistic);
-    if (st != HM_ST_OK) return st;
-    chosen = (int32_t)c->out[(size_t)HM_EX_ROW_OPTIMISTIC * HM_OUT_FIELDS + HM_OUT_ASSIGNED];
-    if (chosen < 0 || divisors[chosen] == 1.0 || (busy != NULL && busy[chosen])) {
-        *outcome = HM_EX_FRUITLESS;
-        charge(c->devices, c->tasks, usual);
-        return HM_ST_OK;
-    }
-    honest.only = chosen;
-    honest.checked = 1;
-    st = explore_pass(c, HM_EX_ROW_PROBE, 1, &honest);
-    if (st != HM_ST_OK) return st;
-    probe = c->out + (size_t)HM_EX_ROW_PROBE * HM_OUT_FIELDS;
-    hopeless = usual[HM_OUT_ASSIGNED] >= 0.0 && ((int)usual[HM_OUT_FLAGS] & HM_OF_LATE);
-    if (probe[HM_OUT_ASSIGNED] < 0.0 || (((int)probe[HM_OUT_FLAGS] & HM_OF_LATE) && !hopeless)) {
-        *outcome = HM_EX_DEFERRED;
-        charge(c->devices, c->tasks, usual);
-        return HM_ST_OK;
-    }
-    *outcome = HM_EX_PROBE;
-    charge(c->devices, c->tasks, probe);
-    return HM_ST_OK;
-}
-
-/* HM_MODE_PROBE (see hm_place_bound). */
-static int probe_clamped(hm_call *c) {
-    pass_opts probe = {NULL, NULL, -1, 1, 0, 0.0, 0.0, 0};
-    double cls, lo = c->clamp_lo, hi = c->clamp_hi;
-    int32_t d, *stuck = &c->outcome;
-    *stuck = 0;
-    cls = c->n_dev > 0 && c->tasks != NULL ? c->tasks[HM_TASK_CLASS] : -1.0;
-    if (small_int(cls, 0, (double)c->n_classes - 1.0)) { /* else place() refuses the task */
-        const double *row = c->corrections + (size_t)cls * c->n_dev;
-        for (d = 0; d < c->n_dev && !*stuck; d++) *stuck = row[d] >= hi || row[d] <= lo;
-    }
-    probe.reset = *stuck;
-    probe.reset_lo = lo;
-    probe.reset_hi = hi;
-    return call_place(c, 1, c->out, c->reasons, c->allowed, &probe);
-}
-
-int hm_place_bound(hm_call *c, int32_t n_task) {
-    if (c == NULL) return HM_ST_BAD_SHAPE;
-    if (c->mode == HM_MODE_EXPLORE) return explore(c);
-    if (c->mode == HM_MODE_PROBE) return probe_clamped(c);
-    return call_place(c, n_task, c->out, c->reasons, c->allowed, &PLAIN);
-}
-
-/* A class's book row: its last decision (output row o, the usual one) was pressed, i.e. late
- * (HM_OUT_FLAGS nonzero) or congested (its latency over `congested` times its service). */
-static void set_pressed(int64_t *row, const double *o, double congested) {
-    row[HM_BK_PRESSED] = o[HM_OUT_FLAGS] != 0.0 ||
-                         o[HM_OUT_EST + HM_EST_LATENCY_S] > congested * o[HM_OUT_EST + HM_EST_SERVICE_S];
-}
-
-int hm_place_one(hm_call *c, int32_t set, const char *task) {
-    int64_t *bk, *row = NULL;
-    double cls;
-    int st;
-    if (c == NULL || c->book == NULL || c->tasks == NULL) return HM_ST_BAD_SHAPE;
-    if (set < -1 || set >= c->n_sets || (set >= 0 && c->sets == NULL)) return HM_ST_BAD_SHAPE;
-    /* the task buffer is the caller's, writable (const only for the kernel's passes) */
-    if (task != NULL) memcpy((double *)(uintptr_t)c->tasks, task, HM_TASK_FIELDS * sizeof(double));
-    bk = c->book;
-    cls = c->tasks[HM_TASK_CLASS];
-    if (small_int(cls, 0, (double)c->book_classes - 1.0))
-        row = bk + HM_BK_GLOBALS + (size_t)cls * HM_BK_CLASS_FIELDS;
-    if (bk[HM_BK_COUNTING]) {
-        bk[HM_BK_DECISIONS]++;
-        if (row != NULL && bk[HM_BK_EXPLORING] && row[HM_BK_UNTRIED]) {
-            int64_t tick = row[HM_BK_TICK] + 1, every = row[HM_BK_EVERY];
-            if (row[HM_BK_PRESSED] && every > bk[HM_BK_HOPELESS_EVERY])
-                every = bk[HM_BK_HOPELESS_EVERY];
-            if (tick >= every) {
-                const uint8_t *allowed = c->allowed;
-                const double *divisors = c->divisors;
-                row[HM_BK_TICK] = 0;
-                if (c->divisor_rows == NULL) return HM_ONE_EXPLORE;
-                c->allowed = set < 0 ? NULL : c->sets + (size_t)set * c->n_dev;
-                c->divisors = c->divisor_rows + (size_t)cls * c->n_dev;
-                st = explore(c);
-                c->allowed = allowed;
-                c->divisors = divisors;
-                if (st != HM_ST_OK) return st;
-                set_pressed(row, c->out + (size_t)HM_EX_ROW_USUAL * HM_OUT_FIELDS, c->congested);
-                return HM_ONE_EXPLORED + c->outcome;
-            }
-            row[HM_BK_TICK] = tick;
-        }
-    }
-    if (++bk[HM_BK_PROBE_TICK] >= bk[HM_BK_PROBE_EVERY]) {
-        bk[HM_BK_PROBE_TICK] = 0;
-        return HM_ONE_PROBE;
-    }
-    st = call_place(c, 1, c->out, c->reasons,
-                    set < 0 ? NULL : c->sets + (size_t)set * c->n_dev, &PLAIN);
-    if (st == HM_ST_OK && row != NULL && bk[HM_BK_COUNTING]) set_pressed(row, c->out, c->congested);
-    return st;
-}
-
-/* Whether v may stand in live column col (hm_set_live): 1 yes, 0 no, -1 not a live column. */
-static int live_value_ok(int32_t col, double v) {
-    int ok = (v >= 0.0) & (v <= DBL_MAX);
-    switch (col) {
-    case HM_DEV_UTIL:
-    case HM_DEV_PRED_UTIL:
-        return ok & (v <= 1.0);
-    case HM_DEV_HEALTH:
-        return health_ok(v);
-    case HM_DEV_QUEUE_S:
-    case HM_DEV_MEM_FREE:
-    case HM_DEV_LINK_S:
-    case HM_DEV_LINK_BW:
-    case HM_DEV_CARBON:
-        return ok;
-    default:
-        return -1;
-    }
-}
-
-int32_t hm_set_live(hm_call *c, const int32_t *cols, int32_t n_cols, const double *values) {
-    int32_t k, d, n_dev;
-    if (c == NULL || n_cols < 0 || (n_cols > 0 && (cols == NULL || values == NULL)))
-        return -2;
-    n_dev = c->n_dev;
-    for (k = 0; k < n_cols; k++) {
-        const double *v = values + (size_t)k * n_dev;
-        if (live_value_ok(cols[k], 0.0) < 0) return -2;
-        for (d = 0; d < n_dev; d++)
-            if (!live_value_ok(cols[k], v[d])) return k * n_dev + d;
-    }
-    for (k = 0; k < n_cols; k++) {
-        const double *v = values + (size_t)k * n_dev;
-        double *cell = c->devices + cols[k];
-        for (d = 0; d < n_dev; d++) cell[(size_t)d * HM_DEV_FIELDS] = v[d];
-    }
-    return -1;
 }
