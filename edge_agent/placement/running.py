@@ -25,7 +25,12 @@ import numpy.typing as npt
 from edge_agent.placement import layout as L
 from edge_agent.placement.decision import Decision
 
-#: a running task past this many times its charge shows its estimate wrong beyond noise
+#: a running task past this many times its charge shows its estimate wrong beyond noise: its
+#: elapsed time then raises its class's correction on its devices to the lower bound it proves
+#: (``pooling._overrun``). Lower than the agent's overrun watch (``runners.OVER_ESTIMATE``,
+#: 4x ``service_s`` and at least ``overrun.MIN_OVERRUN_S``), a different rule: a lower bound
+#: of the run's own time only anticipates what its feedback will say, while the watch's
+#: verdict (the device suspect, its queued work placed again) costs every class there.
 OVERRUN_EVIDENCE = 2.0
 
 
