@@ -64,9 +64,6 @@ class Later(enum.Enum):
 
 LATER = Later.LATER
 Route = Callable[[Headers, bytes, Tell], "Answer | asyncio.Future[Answer] | Later"]
-#: How often ``Express.close`` looks whether the routes told their ``LATER`` answers.
-CLOSE_POLL_S = 0.01
-
 #: Longest request head the lane reads (aiohttp's own limit on a line or field is 8190).
 HEAD_MAX = 8192
 #: An answer not yet taken by the client past this many bytes: aiohttp's (it applies
@@ -93,6 +90,7 @@ class Express:
         self.handed = 0  # connections handed to aiohttp
         self._inflight: set[asyncio.Future[Answer]] = set()
         self._later: set[ExpressLane] = set()  # lanes waiting for a teller's answer
+        self._all_told: asyncio.Future[None] | None = None  # ``close``'s, while it waits
         self._lanes: set[ExpressLane] = set()  # connections the lane still reads
         #: whole heads seen lately (request line and fields) -> (route, headers, body
         #: length), or False: aiohttp's. Bounded (``HEADS_LIMIT``): cleared when full.
@@ -121,16 +119,31 @@ class Express:
 
     async def close(self, timeout_s: float = 30.0) -> None:
         """Take no new request; wait (up to ``timeout_s``) for those in flight to be answered,
-        then close the lane's connections (aiohttp closes those it was handed)."""
+        then close the lane's connections (aiohttp closes those it was handed).
+
+        The ``LATER`` answers still to be told are awaited on a future the last one's teller
+        resolves (``later_told``): ``close`` returns as that answer is sent, not at a poll.
+        """
         self.closing = True
         loop = asyncio.get_running_loop()
         end = loop.time() + timeout_s
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout_s)
-        while self._later and loop.time() < end:
-            await asyncio.sleep(CLOSE_POLL_S)
+        if self._later:
+            self._all_told = all_told = loop.create_future()
+            try:
+                await asyncio.wait({all_told}, timeout=max(0.0, end - loop.time()))
+            finally:
+                self._all_told = None
         for lane in list(self._lanes):
             lane.close()
+
+    def later_told(self, lane: ExpressLane) -> None:
+        """``lane``'s ``LATER`` answer was told: once none is left, wake a waiting ``close``."""
+        self._later.discard(lane)
+        all_told = self._all_told
+        if all_told is not None and not self._later and not all_told.done():
+            all_told.set_result(None)
 
 
 _JSON_LENGTH = "Content-Type: application/json; charset=utf-8\r\nContent-Length: "
@@ -254,7 +267,7 @@ class ExpressLane:
             return
         self._raw = b""
         self._task = None
-        self._express._later.discard(self)
+        self._express.later_told(self)
         try:
             if isinstance(outcome, BaseException):
                 self._failed(raw, outcome)

@@ -8,6 +8,10 @@ summed afresh, every twin passed, every twin checked, as before), fed the same r
 feedbacks, overruns, imports and new classes on a fleet with twins: the correction tables,
 the estimate sources and the exploration bounds must stay equal bit for bit, and every
 device's pooled factor and drift equal a from-scratch recomputation.
+
+Session 12: a pass that relabels many pairs of a class (a new class pooled on every device,
+a re-pool over many twins) tells the explorer once, not once a pair (``_relabel``); the
+reference tells it pair by pair, and the explorer's rows and book must stay equal too.
 """
 
 from __future__ import annotations
@@ -20,8 +24,9 @@ import pytest
 
 from edge_agent.placement import Placer, Policy, devices_from_profiles
 from edge_agent.placement.device_logs import DeviceLogs
-from edge_agent.placement.explore import POOLED, TWIN
+from edge_agent.placement.explore import POOLED, POOLED_WITHIN, TWIN
 from edge_agent.placement.pooling import DRIFTED
+from edge_agent.placement.priors import ROOFLINE
 from edge_agent.resources.device import Device
 from edge_agent.tasks.contract import Requirements, Semantics, TaskContract
 from tests.test_placer_cold import _twin
@@ -70,6 +75,14 @@ class FullPassPlacer(Placer):
         pending.pop(self._group[d][0], None)
         return (d, *(j for j in self._group[d] if j != d))
 
+    def _relabel(self, cls: int, labels: dict[int, str]) -> None:
+        """Relabel pair by pair, telling the explorer after each (as before session 12)."""
+        for d, label in labels.items():
+            marks = list(self._sources[cls] or (ROOFLINE,) * len(self.devices))
+            marks[d] = label
+            self._sources[cls] = tuple(marks)
+            self.exploration.set_sources(cls, self._sources[cls])
+
 
 def _fleet() -> list[Device]:
     """Four RK3588 boxes (two groups of four twins), a fifth RK3588 CPU whose roofline is
@@ -102,6 +115,9 @@ def _same_state(p: Placer, ref: Placer) -> None:
     assert np.array_equal(p._ws.corrections[:n], ref._ws.corrections[:n])
     assert p._sources == ref._sources
     assert np.array_equal(p.exploration.bound_rows, ref.exploration.bound_rows)
+    assert np.array_equal(p.exploration.divisor_rows, ref.exploration.divisor_rows)
+    assert p.exploration.untried == ref.exploration.untried
+    assert np.array_equal(p.exploration.book, ref.exploration.book)
     for d in range(len(p.devices)):
         assert p._pooled(d) == ref._pooled(d)  # cached means == summed afresh
         assert p._drift(d) == ref._drift(d)
@@ -166,3 +182,26 @@ def test_marked_repools_over_cached_means_equal_full_passes_summed_afresh(
     assert drifted > 0
     calibrated_from_twins = p._published_logs.mean(8)
     assert 8 not in p._published_logs.logs and calibrated_from_twins is not None
+
+
+def test_a_class_pooled_on_many_twins_tells_the_explorer_once() -> None:
+    """A model's class first seen on 64 identical CPUs, one of them measured on another
+    model: every pair starts pooled, and the explorer hears the class's sources once (it
+    heard them once a pair: a pass over the fleet per twin)."""
+    fleet = [_twin(f"box-{i}/cpu") for i in range(64)]
+    p = Placer(fleet, Policy.template("balanced"))
+    seed = p.place_one(_task("seed_net", 5.0, "int8"))
+    p.feedback(seed, latency_s=3.0 * seed.base_s)
+    told: list[int] = []
+    set_sources = p.exploration.set_sources
+
+    def counted(cls: int, sources: tuple[str, ...]) -> None:
+        told.append(cls)
+        set_sources(cls, sources)
+
+    p.exploration.set_sources = counted  # type: ignore[method-assign]
+    cls = p.class_index(p.prepare(_task("new_net", 5.0, "int8")).contract.task_class)
+    assert p._sources[cls] == (POOLED,) * 64
+    assert told == [cls]
+    untried = p.exploration.untried[cls]
+    assert untried is not None and set(untried) == {POOLED_WITHIN}

@@ -1,4 +1,12 @@
-"""A Placer's live device state: overwrite it, drain it, read it (the ``LiveState`` mixin)."""
+"""A Placer's live device state: overwrite it, drain it, read it (the ``LiveState`` mixin).
+
+Queued seconds are read and written as of now: the stored column holds running work as of
+the last placement (``running``: each placement credits the elapsed run time first), so
+``live`` reads it through ``RunningWork.queued_now`` (the same accounting, nothing written)
+and a write of ``queued_s`` credits the running work first, so the value written is taken as
+of now (``update_live(d, queued_s=live(d)["queued_s"])`` changes nothing). The placement
+path itself is unchanged.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +20,9 @@ from numpy.typing import ArrayLike
 
 from edge_agent.errors import InvalidInput
 from edge_agent.placement import layout as L
+from edge_agent.placement.decision import Decision
 from edge_agent.placement.kernel import KernelCall
+from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
 from edge_agent.resources.vocab import Health
 
@@ -51,6 +61,8 @@ class LiveState:
     _ws: Workspace
     _call: KernelCall
     _index: dict[str, int]
+    _running: RunningWork
+    _started: dict[Decision, tuple[float, list[float]]]
     device_ids: tuple[str, ...]
     _live_rows: tuple[Sequence[str], npt.NDArray[np.intp]] | None = None
 
@@ -117,6 +129,8 @@ class LiveState:
             ):
                 name = L.LIVE_NAMES[col]
                 raise InvalidInput(f"update_live: {name} must be a finite number in [0, {top}]")
+        if queued_s is not None and self._started:  # the value written is as of now
+            self._running.credit(self._ws.devices)
         for col, value, _ in updates:
             if value is not None:
                 dev[col] = value
@@ -144,7 +158,8 @@ class LiveState:
         anything else (arrays, one value for all, a subset of devices, a bad value) goes
         through numpy, which words the error.
         """
-        if device_ids is None or device_ids is self.device_ids:  # every device, in order
+        as_of_now = bool(self._started) and "queued_s" in columns  # credited once checked
+        if (device_ids is None or device_ids is self.device_ids) and not as_of_now:
             n = len(self.device_ids)
             cols: list[int] = []
             values: list[float] = []
@@ -197,6 +212,8 @@ class LiveState:
                 raise InvalidInput(f"update_live_many: {name} must be finite numbers in [0, {top}]")
             checked.append((col, values))
         devices = self._ws.devices
+        if self._started and "queued_s" in columns:  # the values written are as of now
+            self._running.credit(devices)
         for col, column in checked:
             devices[rows, col] = column
         self._changed(col for col, _ in checked)
@@ -232,12 +249,18 @@ class LiveState:
         np.maximum(q - seconds, 0.0, out=q)
 
     def live(self, device_id: str) -> dict[str, float]:
-        """Return a device's live columns as the kernel sees them."""
-        dev = self._ws.devices[self._device(device_id)]
+        """Return a device's live columns as the kernel sees them, its queued seconds as of
+        now (running work credited to the clock's present, as the next placement will)."""
+        row = self._device(device_id)
+        dev = self._ws.devices[row]
+        if self._started:
+            queued = float(self._running.queued_now(self._ws.devices)[row])
+        else:
+            queued = float(dev[L.DEV_QUEUE_S])
         return {
             "utilization": float(dev[L.DEV_UTIL]),
             "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
-            "queued_s": float(dev[L.DEV_QUEUE_S]),
+            "queued_s": queued,
             "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
             "health": float(dev[L.DEV_HEALTH]),
             "loaded_config": float(dev[L.DEV_CONFIG]),

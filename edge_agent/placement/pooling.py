@@ -46,7 +46,10 @@ bit the same factors), a re-pool or re-drift passes over ``d`` and the twins mar
 the group's last one (those whose pooled factor or drift moved, or whose factor was
 imported), not the whole group, and a class's twins that can no longer take a lent factor
 are dropped from its lending list (``_lendable``). docs/performance.md, "Pooling's cost on
-identical devices".
+identical devices". A pass that relabels many pairs of a class (a new class on every
+device, a re-pool over many twins) tells the explorer once (``_relabel``; session 12: it was
+once a pair, each over the fleet; docs/performance.md, "A class's sources told to the
+explorer once").
 
 This spares the fleet the worst cold mistakes: a slow CPU's roofline is an order of
 magnitude optimistic for every model, and each model would otherwise find that out with
@@ -199,12 +202,23 @@ class DevicePooling:
             if source != TWIN:
                 relabelled.append(j)
         self._lendable[key] = tuple(kept)
-        if relabelled:
-            marks = list(sources)
-            for j in relabelled:
-                marks[j] = TWIN
-            self._sources[cls] = tuple(marks)
-            self.exploration.set_sources(cls, self._sources[cls] or ())
+        self._relabel(cls, dict.fromkeys(relabelled, TWIN))
+
+    def _relabel(self, cls: int, labels: dict[int, str]) -> None:
+        """Set the estimate sources of ``cls``'s pairs (device -> label), then tell the
+        explorer once (``Explorer.set_sources``): one pass over the fleet for the lot.
+
+        Told once, not after each pair: the same rows as telling it pair by pair, since a
+        pair relabelled here only moves to an optimism no greater than its old label's
+        (roofline 8 -> pooled / calibrated 4, or twin 1.5), and the explorer keeps the least.
+        """
+        if not labels:
+            return
+        marks = list(self._sources[cls] or (ROOFLINE,) * len(self.devices))
+        for d, label in labels.items():
+            marks[d] = label
+        self._sources[cls] = relabelled = tuple(marks)
+        self.exploration.set_sources(cls, relabelled)
 
     def _overrun(self, decision: Decision, elapsed: float) -> None:
         """A task still running ``elapsed`` s, far past its charge: a lower bound, used now.
@@ -227,11 +241,15 @@ class DevicePooling:
         Only ``d`` and the twins marked since the group's last re-pool (``_unpooled``) are
         passed: the others' pooled factor has not moved, and their cold pairs hold it.
         """
+        labels: dict[int, dict[int, str]] = {}  # per class: its pairs relabelled
         for j in self._marked(self._unpooled, d):
             pooled = self._pooled(j)
             if pooled is not None:
                 for c in range(len(self._sources)):
-                    self._pool_into(c, j, *pooled)
+                    if self._pool_into(c, j, *pooled):
+                        labels.setdefault(c, {})[j] = pooled[1]
+        for c, relabelled in labels.items():
+            self._relabel(c, relabelled)
 
     def _marked(self, pending: dict[int, set[int]], d: int) -> tuple[int, ...]:
         """Return ``d``, then the other devices marked in its group, ascending; unmark them.
@@ -292,18 +310,22 @@ class DevicePooling:
                 # its new prior is drifted at the group's next re-drift
                 self._mark_pooling(self._undrifted, d, (d,))
                 self._repool(d)
+        labels: dict[int, str] = {}
         for d in range(len(self.devices)):
             pooled = self._pooled(d)
-            if pooled is not None:
-                self._pool_into(cls, d, *pooled)
+            if pooled is not None and self._pool_into(cls, d, *pooled):
+                labels[d] = pooled[1]
+        self._relabel(cls, labels)
 
-    def _pool_into(self, cls: int, d: int, factor: float, label: str) -> None:
+    def _pool_into(self, cls: int, d: int, factor: float, label: str) -> bool:
+        """Start (cls, d) from its device's pooled ``factor`` when its estimate is a cold
+        start; return True when its source is then to read ``label`` (the caller relabels
+        the pairs of one pass at once: ``_relabel``)."""
         if cls not in self._poolable:
-            return
-        sources = self._sources[cls] or (ROOFLINE,) * len(self.devices)
-        if not _poolable(sources[d]) or self._samples.get((cls, d), 0):
-            return  # a published prior, a twin's measurement, or measured: better evidence
+            return False
+        sources = self._sources[cls]
+        source = ROOFLINE if sources is None else sources[d]
+        if not _poolable(source) or self._samples.get((cls, d), 0):
+            return False  # a published prior, a twin's measurement, or measured: better evidence
         self._ws.corrections[cls, d] = learning.clamp(factor)
-        if sources[d] != label:
-            self._sources[cls] = (*sources[:d], label, *sources[d + 1 :])
-            self.exploration.set_sources(cls, self._sources[cls] or ())
+        return source != label

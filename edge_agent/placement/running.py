@@ -25,7 +25,12 @@ import numpy.typing as npt
 from edge_agent.placement import layout as L
 from edge_agent.placement.decision import Decision
 
-#: a running task past this many times its charge shows its estimate wrong beyond noise
+#: a running task past this many times its charge shows its estimate wrong beyond noise: its
+#: elapsed time then raises its class's correction on its devices to the lower bound it proves
+#: (``pooling._overrun``). Lower than the agent's overrun watch (``runners.OVER_ESTIMATE``,
+#: 4x ``service_s`` and at least ``overrun.MIN_OVERRUN_S``), a different rule: a lower bound
+#: of the run's own time only anticipates what its feedback will say, while the watch's
+#: verdict (the device suspect, its queued work placed again) costs every class there.
 OVERRUN_EVIDENCE = 2.0
 
 
@@ -76,11 +81,14 @@ class RunningWork:
         self,
         devices: npt.NDArray[np.float64],
         overrun: Callable[[Decision, float], None] | None = None,
+        *,
+        record: bool = True,
     ) -> None:
         """Bring the running tasks' queue charges to their remaining work as of now.
 
         ``overrun(decision, elapsed)`` is called for each task past ``OVERRUN_EVIDENCE``
-        times its charge.
+        times its charge. ``record=False``: the credit is not remembered (``queued_now``'s
+        reading on a copy of ``devices``).
         """
         now = self.clock()
         unmeasured = self._unmeasured
@@ -94,9 +102,21 @@ class RunningWork:
                 if due != credited[j]:
                     q = devices[d, L.DEV_QUEUE_S]
                     devices[d, L.DEV_QUEUE_S] = max(0.0, q - (due - credited[j]))
-                    credited[j] = due
+                    if record:
+                        credited[j] = due
             if overrun is not None and elapsed > OVERRUN_EVIDENCE * max(charges, default=0.0):
                 overrun(decision, elapsed)
+
+    def queued_now(self, devices: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+        """Return every device's queue seconds as ``credit`` would leave them now (a copy;
+        ``devices`` and the credits so far are untouched, no overrun is reported).
+
+        What an operator reads between placements (``Placer.live``): the stored column holds
+        the running work as of the last placement.
+        """
+        now = devices.copy()
+        self.credit(now, record=False)
+        return now[:, L.DEV_QUEUE_S]
 
     def finish(self, decision: Decision) -> list[float]:
         """Forget ``decision``; return the run time already credited per device (0s if none)."""

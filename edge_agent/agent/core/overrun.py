@@ -33,7 +33,10 @@ _log = logging.getLogger(__name__)
 
 #: How often running tasks are checked.
 CHECK_INTERVAL_S = 0.05
-#: An overrun shorter than this is not worth moving work for (scheduling noise, I/O).
+#: An overrun shorter than this is not worth moving work for (scheduling noise, I/O): a
+#: millisecond task runs 4x over on a GC pause. The Placer's ``running.OVERRUN_EVIDENCE``
+#: has no such floor: what it does (a correction raised to a lower bound of the run's own
+#: time) anticipates what that run's feedback will say anyway (see ``runners.OVER_ESTIMATE``).
 MIN_OVERRUN_S = 0.25
 
 Requeue = Callable[[list[Job]], Awaitable[None]]

@@ -21,7 +21,16 @@ from edge_agent.placement import Decision
 
 _log = logging.getLogger(__name__)
 
-#: A run this many times over its estimate is flagged in its result.
+#: A run this many times over its estimate (``Decision.service_s``) is flagged in its result,
+#: and ``overrun.OverrunWatch`` (past ``MIN_OVERRUN_S`` too) marks its device suspect and
+#: re-places the work queued behind it. Not the Placer's ``running.OVERRUN_EVIDENCE`` (2x
+#: the charge): that one only raises the task's class's correction to a lower bound of
+#: the run's own time (what its feedback will say anyway), so it may fire early; this one
+#: judges the whole device (a penalty for every class there, queued jobs withdrawn and their
+#: inputs sent again), so it waits for stronger evidence. They also read different estimates
+#: (the charge adds reconfiguration to the service). Both are kept as they are: moving the
+#: re-placing to 2x, 3x or 4x was noise in the simulator (docs/simulator.md, "Work queued
+#: behind an overrunning task, placed again").
 OVER_ESTIMATE = 4.0
 COMMAND_TIMEOUT_S = 300.0
 _DTYPES = {
