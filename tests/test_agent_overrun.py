@@ -62,9 +62,10 @@ class _Harness:
 
     def __init__(self) -> None:
         self.now = 0.0
-        # "fast" wins every placement until it is suspect; "slow" is the fallback
+        # "fast" wins every placement until it is suspect; "slow" is the fallback (8x
+        # slower: at 4x, latency-first's congestion charge sent a third queued job there)
         self.placer = Placer(
-            [_device("fast", 4000.0), _device("slow", 1000.0)],
+            [_device("fast", 4000.0), _device("slow", 500.0)],
             Policy.template("latency-first"),
             clock=lambda: self.now,
         )

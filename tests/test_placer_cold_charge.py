@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from edge_agent.errors import KernelError
-from edge_agent.placement import Placer
+from edge_agent.placement import Placer, Policy
 from edge_agent.placement import layout as L
 from edge_agent.placement.explore import ROOFLINE_WITHIN
 from tests.support.placer_fleet import BACKENDS, dev, placer, signature, task
@@ -29,7 +29,7 @@ KNOWN, GUESS = "known", "guess"
 def _queue(p: Placer, service: float, *, guess_behind: float) -> None:
     """Both queues deep (the charge in full); the guessed device's shorter by ``guess_behind``
     services, so that it finishes first."""
-    deep = (L.CONGESTION_DEPTH + 4.0) * service
+    deep = (L.CONGESTION_DEPTH + 12.0) * service
     p.update_live(KNOWN, queued_s=deep)
     p.update_live(GUESS, queued_s=deep - guess_behind * service)
 
@@ -46,13 +46,15 @@ def test_a_busy_unmeasured_device_pays_its_charge_at_the_bound_until_measured(
     assert bounds.tolist() == [1.0, ROOFLINE_WITHIN]
     service = charged.preview(task(10.0), candidates=[KNOWN]).service_s
     # the guess finishes one service earlier; its charge at the bound is
-    # 0.5 x (8 - 1) = 3.5 services more than the known device's
+    # charge x (8 - 1) services more than the known device's (7 at latency-first's 1)
+    extra = Policy.template("latency-first").congestion_charge() * (ROOFLINE_WITHIN - 1.0)
+    assert extra > 1.0
     for p in (charged, plain):
         _queue(p, service, guess_behind=1.0)
     assert plain.preview(task(10.0)).device_id == GUESS  # earliest finish
     assert charged.preview(task(10.0)).device_id == KNOWN
     # a finish earlier by more than the bound's extra charge still wins
-    _queue(charged, service, guess_behind=4.0)
+    _queue(charged, service, guess_behind=extra + 0.5)
     assert charged.preview(task(10.0)).device_id == GUESS
     # its first measurement (as estimated) ends the bound: the near tie goes to the
     # earlier finish again, the charges being equal

@@ -57,7 +57,7 @@ def test_among_busy_devices_the_one_spending_less_time_wins_a_near_tie(backend: 
     charged, plain = placer(fleet, backend), without_charge(backend, fleet)
     s = _services(charged, (FAST, SLOW))
     # both queues deep (the charge in full): the slow device finishes first by 0.2 fast
-    # services, but spends a whole fast service more of its time (charged 0.5 of it)
+    # services, but spends a whole fast service more of its time (the charge's weight of it)
     deep = (L.CONGESTION_DEPTH + 2.0) * s[FAST]
     for p in (charged, plain):
         p.update_live(FAST, queued_s=deep)
@@ -70,17 +70,17 @@ def test_among_busy_devices_the_one_spending_less_time_wins_a_near_tie(backend: 
 
 @BACKENDS
 def test_only_latency_first_carries_the_charge_and_a_rule_sets_it(backend: str) -> None:
-    assert Policy.template("latency-first").congestion_charge() == 0.5
+    assert Policy.template("latency-first").congestion_charge() == 1.0
     for name in ("balanced", "energy-first", "slo-first", "throughput-first"):
         assert Policy.template(name).congestion_charge() == 0.0
     renamed = Policy.from_dict({"template": "latency-first", "name": "site-a"})
-    assert renamed.congestion_charge() == 0.5  # a renamed template keeps it
-    assert Policy.blend({"latency-first": 0.5, "balanced": 0.5}).congestion_charge() == 0.25
+    assert renamed.congestion_charge() == 1.0  # a renamed template keeps it
+    assert Policy.blend({"latency-first": 0.5, "balanced": 0.5}).congestion_charge() == 0.5
     assert Policy.from_dict({"weights": {"latency": 1.0}}).congestion_charge() == 0.0
     with pytest.raises(PolicyError, match="congestion_charge"):
         Policy.from_dict({"template": "latency-first", "rules": {"congestion_charge": -1}})
     p = placer([dev(FAST, int8=1000)], backend)
-    assert p._ws.weights[L.W_CONGESTION] == 0.5
+    assert p._ws.weights[L.W_CONGESTION] == 1.0
 
 
 def test_native_and_twin_agree_on_a_loaded_fleet_where_the_charge_decides() -> None:
@@ -129,3 +129,42 @@ def test_the_charge_ramps_in_with_the_queue() -> None:
     for queue, expected in ((0.0, 0.0), (full / 2, 12.5 * MS), (full, 25 * MS), (1.0, 25 * MS)):
         row[L.DEV_QUEUE_S] = queue
         assert _congestion_s(row, scr, mins) == pytest.approx(expected)
+
+
+def _measured(backend: str, fleet: list[Device], policy: Policy) -> Placer:
+    """Return a Placer whose every device has measured the test task's class (bound 1)."""
+    p = Placer(fleet, policy, backend=backend)  # type: ignore[arg-type]
+    for d in fleet:
+        decision = p.place_one(task(10.0), candidates=[d.id])
+        p.feedback(decision, latency_s=decision.base_s)
+    return p
+
+
+@BACKENDS
+def test_under_deep_queues_a_second_of_device_time_costs_a_second_of_latency(
+    backend: str,
+) -> None:
+    """Latency-first's charge is 1: an earlier finish must save more than the time it spends.
+
+    Both devices deeply queued (the charge in full), both pairs measured: the slow device
+    finishes 0.75 fast services sooner but spends a whole fast service more of its time.
+    At a charge of 0.5 (before session 12) the earlier finish won; at 1 the device time
+    spent weighs as much as the latency saved, so the efficient device keeps the task.
+    """
+    fleet = [dev(FAST, int8=1000), dev(SLOW, int8=500)]
+    half = Policy.from_dict({"template": "latency-first", "rules": {"congestion_charge": 0.5}})
+    runs = {
+        "template": _measured(backend, fleet, Policy.template("latency-first")),
+        "half": _measured(backend, fleet, half),
+    }
+    s = _services(runs["template"], (FAST, SLOW))
+    assert s[SLOW] == pytest.approx(2.0 * s[FAST], rel=0.01)
+    deep = (L.CONGESTION_DEPTH + 2.0) * s[FAST]
+    for p in runs.values():
+        p.update_live(FAST, queued_s=deep)
+        p.update_live(SLOW, queued_s=deep + s[FAST] - s[SLOW] - 0.75 * s[FAST])
+    p = runs["template"]
+    finish = {x: p.preview(task(10.0), candidates=[x]).latency_s for x in (FAST, SLOW)}
+    assert finish[SLOW] < finish[FAST]
+    assert runs["half"].place_one(task(10.0)).device_id == SLOW
+    assert runs["template"].place_one(task(10.0)).device_id == FAST

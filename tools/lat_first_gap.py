@@ -273,7 +273,7 @@ def main() -> None:
     parser.add_argument("--burst-at", type=int, default=0, help="the burst's first task (0)")
     parser.add_argument("--handover", type=int, help="only: from task K on, a true chooser")
     parser.add_argument(
-        "--charge", type=float, help="latency-first's congestion_charge rule (0: off; default: 0.5)"
+        "--charge", type=float, help="latency-first's congestion_charge rule (0: off; default: 1)"
     )
     args = parser.parse_args()
     global CHARGE
