@@ -49,7 +49,7 @@ STEPS: dict[str, list[tuple[Any, str]]] = {
     "emulate_checked": [(executor, "checked"), (emulation, "checked")],
     "placer_feedback": [(Placer, "feedback"), (Placer, "release")],
     "telemetry_doc": [(jobs.Jobs, "_telemetry")],
-    "finish_record_ask": [(store_runs.RunLog, "finished")],
+    "finish_record_ask": [(store_runs.RunLog, "finished"), (store_runs.RunLog, "finished_then")],
     "finish_rows_writer": [(store_runs, "write_finished")],
     "metrics": [(AgentMetrics, "move"), (AgentMetrics, "served")],
     "writer_transactions": [(Database, "_commit")],

@@ -9,6 +9,7 @@ committed.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import sqlite3
@@ -24,7 +25,7 @@ from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.store import Store
 from edge_agent.agent.core.store_runs import Finish
 from edge_agent.placement import Placer, Policy, Semantics, TaskContract
-from edge_agent.storage.db import Database
+from edge_agent.storage.db import Database, StoreClosed
 from tests.support.jobs import placed_job
 
 pytestmark = pytest.mark.asyncio
@@ -136,6 +137,45 @@ async def test_finishes_arriving_while_the_writer_commits_are_one_op(
     with sqlite3.connect(tmp_path / "a.db") as conn:
         assert {s for (s,) in conn.execute("SELECT state FROM tasks")} == {"done"}
     await asyncio.to_thread(store.close)
+
+
+async def test_a_finish_told_by_callback_hears_once_durable_in_the_order_asked(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``finished_then`` (the executor's callbacks): no future; each callback is called once,
+    after its group's commit (the row reads done in the file), in the order asked, with
+    (moved, None); one that raises is logged and the others are still told; after the store
+    closed, a callback hears (None, the error)."""
+    store, ids = await placed_store(tmp_path / "a.db", 4)
+    assert await asyncio.gather(*(store.started(i) for i in ids)) == [True] * 4
+    told: list[tuple[str, bool | None, BaseException | None, str]] = []
+
+    def then(task_id: str, moved: bool | None, error: BaseException | None) -> None:
+        with sqlite3.connect(tmp_path / "a.db") as conn:
+            (state,) = conn.execute("SELECT state FROM tasks WHERE id = ?", (task_id,)).fetchone()
+        told.append((task_id, moved, error, state))
+        if task_id == ids[1]:
+            raise RuntimeError("a callback's own failure")
+
+    gate = threading.Event()  # the writer is busy until set: the four go in one group
+    busy = store.db.write(lambda db: gate.wait(5))
+    for task_id in ids[:3]:
+        finish = Finish(task_id, "done", {"ok": 1}, None, None)
+        assert store.finished_then(finish, functools.partial(then, task_id)) is None
+    await asyncio.sleep(0.05)
+    assert told == []  # nothing told before its commit
+    gate.set()
+    await busy
+    await store.runs.drain(5)
+    assert told == [(i, True, None, "done") for i in ids[:3]]
+    assert "a run record's callback failed" in caplog.text
+    await asyncio.to_thread(store.close)
+    heard: list[tuple[bool | None, BaseException | None]] = []
+    store.finished_then(
+        Finish(ids[3], "done", None, None, None), lambda moved, err: heard.append((moved, err))
+    )
+    await store.runs.drain(5)
+    assert len(heard) == 1 and heard[0][0] is None and isinstance(heard[0][1], StoreClosed)
 
 
 async def test_a_finish_encodes_its_result_once_into_the_same_record() -> None:

@@ -14,6 +14,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job, Outcome
+from edge_agent.agent.core.store_runs import Finish
 from edge_agent.agent.sensing.carbon import task_carbon
 from edge_agent.agent.sensing.power import energy_between
 from edge_agent.errors import InvalidInput
@@ -139,16 +140,16 @@ class Jobs:
                 job.energy_start, await asyncio.to_thread(self.agent.meters.read, device)
             )
         try:
-            state, recorded = self._finish(job, outcome, energy, asked)
-            moved = await recorded
+            finish = self._finish(job, outcome, energy, asked)
+            moved = await self.agent.store.finished(*finish)
         except BaseException:
             if started is not None and asked is not None:
                 started.cancel()  # nobody waits for it: the task stays placed in the file
             raise
         if started is not None and asked is not None:
-            self._combined(job, outcome, state, started, moved)
+            self._combined(job, outcome, finish.state, started, moved)
         else:
-            self._recorded(job, outcome, state)
+            self._recorded(job, outcome, finish.state)
 
     def job_ended(self, job: Job, outcome: Outcome) -> None:
         """``job_finished`` by callbacks (a job ``job_begins`` started: no energy reading):
@@ -167,14 +168,13 @@ class Jobs:
             started.add_done_callback(functools.partial(self._end_started, job, outcome))
             return
         try:
-            state, recorded = self._finish(job, outcome, None, asked)
+            finish = self._finish(job, outcome, None, asked)
+            self.agent.store.finished_then(
+                finish, functools.partial(self._end_combined, job, outcome, finish.state, started)
+            )
         except Exception:
             started.cancel()  # nobody waits for it: the task stays placed in the file
             _log.exception("task %s failed in the agent", job.task_id)
-            return
-        recorded.add_done_callback(
-            functools.partial(self._end_combined, job, outcome, state, started)
-        )
 
     def _end_started(
         self, job: Job, outcome: Outcome, started: asyncio.Future[bool] | None
@@ -183,20 +183,29 @@ class Jobs:
             if started is not None and not started.result():
                 self._dropped(job)
                 return
-            state, recorded = self._finish(job, outcome, None)
+            finish = self._finish(job, outcome, None)
+            self.agent.store.finished_then(
+                finish, functools.partial(self._end_recorded, job, outcome, finish.state)
+            )
         except Exception:  # the store closed, a hook's step failed: as a run task logs it
             _log.exception("task %s failed in the agent", job.task_id)
-            return
-        recorded.add_done_callback(functools.partial(self._end_recorded, job, outcome, state))
 
     def _end_recorded(
-        self, job: Job, outcome: Outcome, state: str, recorded: asyncio.Future[bool]
+        self,
+        job: Job,
+        outcome: Outcome,
+        state: str,
+        moved: bool | None,
+        error: BaseException | None,
     ) -> None:
-        try:
-            recorded.result()
-            self._recorded(job, outcome, state)
-        except Exception:
-            _log.exception("task %s failed in the agent", job.task_id)
+        """A finish (its start written apart) has committed (or failed): what follows it."""
+        if error is None:
+            try:
+                self._recorded(job, outcome, state)
+                return
+            except Exception as err:
+                error = err
+        _log.error("task %s failed in the agent", job.task_id, exc_info=error)
 
     def _end_combined(
         self,
@@ -204,15 +213,19 @@ class Jobs:
         outcome: Outcome,
         state: str,
         started: asyncio.Future[bool],
-        recorded: asyncio.Future[bool],
+        moved: bool | None,
+        error: BaseException | None,
     ) -> None:
         """A finish written with its start has committed (or failed)."""
-        try:
-            self._combined(job, outcome, state, started, recorded.result())
-        except Exception:
-            if not started.done():
-                started.cancel()
-            _log.exception("task %s failed in the agent", job.task_id)
+        if error is None:
+            try:
+                self._combined(job, outcome, state, started, bool(moved))
+                return
+            except Exception as err:
+                error = err
+        if not started.done():
+            started.cancel()  # nobody waits for it: the task stays placed in the file
+        _log.error("task %s failed in the agent", job.task_id, exc_info=error)
 
     def _take_back(self, started: asyncio.Future[bool]) -> float | None:
         """Take a start the writer has not taken back, to write it with the finish; return
@@ -241,9 +254,9 @@ class Jobs:
 
     def _finish(
         self, job: Job, outcome: Outcome, energy: float | None, started_at: float | None = None
-    ) -> tuple[str, asyncio.Future[bool]]:
-        """Feed the outcome back and ask for its record; return its state and the record's
-        future (resolved once durable). ``started_at``: its start is written with it."""
+    ) -> Finish:
+        """Feed the outcome back; return the record to ask for (the caller asks the store).
+        ``started_at``: its start is written with it."""
         agent = self.agent
         agent.overrun.finished(job)
         d = job.decision
@@ -261,9 +274,7 @@ class Jobs:
             self.slo_misses += 1
         agent.deferrer.ran(d.service_s)
         telemetry = self._telemetry(job, outcome, energy)
-        return state, agent.store.finished(
-            job.task_id, state, outcome.result, outcome.error, telemetry, started_at
-        )
+        return Finish(job.task_id, state, outcome.result, outcome.error, telemetry, started_at)
 
     def _recorded(self, job: Job, outcome: Outcome, state: str, before: str = "running") -> None:
         """What follows a durable finish: metrics, the mesh's waiter, the tenant's pool.

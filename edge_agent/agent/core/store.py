@@ -184,6 +184,11 @@ class Store(TaskMoves):
             store_runs.Finish(task_id, state, result, error, telemetry, started_at)
         )
 
+    def finished_then(self, finish: store_runs.Finish, then: store_runs.Then[bool]) -> None:
+        """``finished`` without a future (the executor's callbacks): ``then(moved, None)``
+        once durable, or ``then(None, error)``."""
+        self.runs.finished_then(finish, then)
+
     async def samples(self, rows: Sequence[dict[str, Any]]) -> None:
         """Store one telemetry sample's rows (kind ``sample``)."""
 

@@ -35,6 +35,8 @@ from edge_agent.storage.db import Database
 
 I = TypeVar("I")  # an item to write
 R = TypeVar("R")  # what its caller gets back
+#: an ``add_then`` callback: (the item's result, None) once committed, or (None, the error)
+Then = Callable[[R | None, BaseException | None], None]
 
 _IDS_AT_ONCE = 500  # task ids per statement (SQLite's variable limit: 999)
 # the moves, checked against the lifecycle once. A start names its group's rows by id
@@ -70,6 +72,11 @@ class Gather(Generic[I, R]):
     and an idle one writes an item at once. Each item's future resolves once the
     transaction holding it has committed, as before. An item the writer has not taken yet
     can be taken back (``take_back``): it is not written and its future is the caller's.
+
+    ``add_then`` takes a callback instead of handing out a future: it is called, after the
+    commit, with the item's result (or its error) directly from the op's resolution, in the
+    order the items were added: no future, done-callback or loop handle per item (most of
+    a tiny run's finish otherwise).
     """
 
     def __init__(
@@ -77,22 +84,31 @@ class Gather(Generic[I, R]):
     ) -> None:
         self._db, self._write = db, write
         self._lock = threading.Lock()
-        self._pending: dict[asyncio.Future[R], I] = {}  # in the order added
+        # in the order added, by who is told: a future, or an ``add_then`` callback
+        self._pending: dict[asyncio.Future[R] | Then[R], I] = {}
         self._queued = False  # an op is queued that will take the pending items
         self._writing: set[asyncio.Task[None]] = set()
 
     def add(self, item: I) -> asyncio.Future[R]:
         """Queue ``item``; the future resolves with its result once its group has committed."""
         future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue(future, item)
+        return future
+
+    def add_then(self, item: I, then: Then[R]) -> None:
+        """Queue ``item``; once its group has committed, ``then(result, None)`` is called
+        (``then(None, error)`` where the write failed). ``then`` must not be queued twice."""
+        self._queue(then, item)
+
+    def _queue(self, told: asyncio.Future[R] | Then[R], item: I) -> None:
         with self._lock:
-            self._pending[future] = item
+            self._pending[told] = item
             if self._queued:
-                return future
+                return
             self._queued = True
         task = asyncio.ensure_future(self._persist())
         self._writing.add(task)
         task.add_done_callback(self._writing.discard)
-        return future
 
     def take_back(self, future: asyncio.Future[R]) -> I | None:
         """Withdraw the item of ``future`` if the writer has not taken it; return it, or
@@ -101,13 +117,13 @@ class Gather(Generic[I, R]):
         with self._lock:
             return self._pending.pop(future, None)
 
-    def _take(self) -> list[tuple[asyncio.Future[R], I]]:
+    def _take(self) -> list[tuple[asyncio.Future[R] | Then[R], I]]:
         with self._lock:
             pending, self._pending, self._queued = self._pending, {}, False
         return list(pending.items())
 
     async def _persist(self) -> None:
-        group: list[tuple[asyncio.Future[R], I]] | None = None
+        group: list[tuple[asyncio.Future[R] | Then[R], I]] | None = None
 
         def op(db: sqlite_utils.Database) -> list[R]:
             nonlocal group
@@ -120,16 +136,22 @@ class Gather(Generic[I, R]):
         except BaseException as err:
             if group is None:  # never ran (the store closed): fail what it would have taken
                 group = self._take()
-            for future, _ in group:
-                if not future.done():
-                    future.set_exception(err)
+            for told, _ in group:
+                if isinstance(told, asyncio.Future):
+                    if not told.done():
+                        told.set_exception(err)
+                else:
+                    _tell(told, None, err)
             if isinstance(err, asyncio.CancelledError):
                 raise
             return
         assert group is not None
-        for (future, _), result in zip(group, results, strict=True):
-            if not future.done():
-                future.set_result(result)
+        for (told, _), result in zip(group, results, strict=True):
+            if isinstance(told, asyncio.Future):
+                if not told.done():
+                    told.set_result(result)
+            else:
+                _tell(told, result, None)
 
     async def drain(self, timeout_s: float) -> None:
         """Wait up to ``timeout_s`` until every item added so far has been written (or failed).
@@ -139,6 +161,14 @@ class Gather(Generic[I, R]):
         """
         if self._writing:
             await asyncio.wait(list(self._writing), timeout=timeout_s)
+
+
+def _tell(then: Then[R], result: R | None, error: BaseException | None) -> None:
+    """Call an ``add_then`` callback; its own failure is logged (the others are still told)."""
+    try:
+        then(result, error)
+    except Exception:
+        _log.exception("a run record's callback failed")
 
 
 class Finish(NamedTuple):
@@ -305,6 +335,11 @@ class RunLog:
         """Record the outcome; resolves once it is durable: True, or False where the row
         was no longer running (placed, for a finish written with its start)."""
         return self._finishes.add(finish)
+
+    def finished_then(self, finish: Finish, then: Then[bool]) -> None:
+        """``finished`` without a future: ``then(moved, None)`` once durable, or ``then(None,
+        error)`` (``Gather.add_then``)."""
+        self._finishes.add_then(finish, then)
 
     async def drain(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s`` each) for the starts and finishes recorded so far."""
