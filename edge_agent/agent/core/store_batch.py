@@ -20,6 +20,7 @@ import sqlite_utils
 from edge_agent.agent.core import outbox
 from edge_agent.agent.core.lifecycle import WAITING, check, where
 from edge_agent.placement.decision import why_not_text
+from edge_agent.storage.multirow import where_ids
 
 if TYPE_CHECKING:
     from edge_agent.agent.core.intake import NewTask
@@ -28,8 +29,9 @@ _KEYS_AT_ONCE = 500  # idempotency keys looked up per SELECT (SQLite's variable 
 # the moves these statements make, checked against the lifecycle once, here
 check("(new)", None, "queued")
 check("(new)", None, "deferred")
-_REQUEUE = where(("placed",), "queued")
-_PLACE = where(WAITING, "placed")
+# (named by a list of ids: not by the state index, which would visit every waiting task)
+_REQUEUE = where(("placed",), "queued", by_state=False)
+_PLACE = where(WAITING, "placed", by_state=False)
 _FAIL = where(WAITING, "failed")
 
 
@@ -106,10 +108,14 @@ def record_placed(
 ) -> None:
     """Write (task id, decision row, emulated?) entries and requeue ``requeued`` (one op)."""
     now = time.time()
+    conn = db.conn
     if requeued:
-        db.conn.executemany(
-            f"UPDATE tasks SET state = 'queued', device = NULL WHERE id = ? AND {_REQUEUE}",
-            [(task_id,) for task_id in requeued],
+        where_ids(
+            conn,
+            "UPDATE tasks SET state = 'queued', device = NULL WHERE id IN ({ids}) "
+            f"AND {_REQUEUE}",
+            (),
+            requeued,
         )
     if not entries:
         return
@@ -120,25 +126,31 @@ def record_placed(
     for columns, rows in groups.items():
         names = ", ".join(("task_id", "decided_at", *columns))
         marks = ", ".join("?" for _ in range(len(columns) + 2))
-        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
+        conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
     records: list[tuple[str, dict[str, Any]]] = []
-    placed, failed = [], []
-    for task_id, decision, emulated in entries:
+    placed: dict[tuple[Any, int], list[str]] = {}  # (device, emulated) -> task ids
+    failed = []
+    for task_id, decision, on_emulator in entries:
         records.append(("decision", decision_record(task_id, decision)))
         if decision["placed"]:
-            placed.append((now, decision["device"], int(emulated), task_id))
+            placed.setdefault((decision["device"], int(on_emulator)), []).append(task_id)
         else:
             failed.append((now, decision["summary"], task_id))
             records.append(("task", {"id": task_id, "state": "failed"}))
-    db.conn.executemany(
-        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
-        f"attempts = attempts + 1 WHERE id = ? AND {_PLACE}",
-        placed,
-    )
-    db.conn.executemany(
-        f"UPDATE tasks SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND {_FAIL}",
-        failed,
-    )
+    for (device, emulated), ids in placed.items():  # one statement per device, not per task
+        where_ids(
+            conn,
+            "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
+            f"attempts = attempts + 1 WHERE id IN ({{ids}}) AND {_PLACE}",
+            (now, device, emulated),
+            ids,
+        )
+    if failed:
+        conn.executemany(
+            "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
+            f"WHERE id = ? AND {_FAIL}",
+            failed,
+        )
     outbox.append_many(db, records, now, outbox_limit)
 
 
