@@ -16,7 +16,6 @@ from typing import Any
 import sqlite_utils
 
 from edge_agent.storage.db import Database
-from edge_agent.storage.multirow import insert_rows
 
 #: a trim keeps ``limit - limit // TRIM_AHEAD`` records: room for the next appends (``_trim``)
 TRIM_AHEAD = 16
@@ -98,8 +97,10 @@ def append_encoded(
     """Add (kind, payload as ``encode`` writes it) records in order; trim once."""
     if not records:
         return
-    rows = [(kind, text, now) for kind, text in records]  # in order: seq numbers them so
-    insert_rows(db.conn, "INSERT INTO outbox (kind, payload, created_at)", 3, rows)
+    db.conn.executemany(
+        "INSERT INTO outbox (kind, payload, created_at) VALUES (?, ?, ?)",
+        [(kind, text, now) for kind, text in records],
+    )
     (newest,) = db.execute("SELECT max(seq) FROM outbox").fetchone()
     _trim(db, newest, limit)
 

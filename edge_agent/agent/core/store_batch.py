@@ -20,7 +20,6 @@ import sqlite_utils
 from edge_agent.agent.core import outbox
 from edge_agent.agent.core.lifecycle import WAITING, check, where
 from edge_agent.placement.decision import why_not_text
-from edge_agent.storage.multirow import where_ids
 
 if TYPE_CHECKING:
     from edge_agent.agent.core.intake import NewTask
@@ -29,9 +28,8 @@ _KEYS_AT_ONCE = 500  # idempotency keys looked up per SELECT (SQLite's variable 
 # the moves these statements make, checked against the lifecycle once, here
 check("(new)", None, "queued")
 check("(new)", None, "deferred")
-# (named by a list of ids: not by the state index, which would visit every waiting task)
-_REQUEUE = where(("placed",), "queued", by_state=False)
-_PLACE = where(WAITING, "placed", by_state=False)
+_REQUEUE = where(("placed",), "queued")
+_PLACE = where(WAITING, "placed")
 _FAIL = where(WAITING, "failed")
 
 
@@ -108,14 +106,10 @@ def record_placed(
 ) -> None:
     """Write (task id, decision row, emulated?) entries and requeue ``requeued`` (one op)."""
     now = time.time()
-    conn = db.conn
     if requeued:
-        where_ids(
-            conn,
-            "UPDATE tasks SET state = 'queued', device = NULL WHERE id IN ({ids}) "
-            f"AND {_REQUEUE}",
-            (),
-            requeued,
+        db.conn.executemany(
+            f"UPDATE tasks SET state = 'queued', device = NULL WHERE id = ? AND {_REQUEUE}",
+            [(task_id,) for task_id in requeued],
         )
     if not entries:
         return
@@ -126,31 +120,25 @@ def record_placed(
     for columns, rows in groups.items():
         names = ", ".join(("task_id", "decided_at", *columns))
         marks = ", ".join("?" for _ in range(len(columns) + 2))
-        conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
+        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
     records: list[tuple[str, dict[str, Any]]] = []
-    placed: dict[tuple[Any, int], list[str]] = {}  # (device, emulated) -> task ids
-    failed = []
-    for task_id, decision, on_emulator in entries:
+    placed, failed = [], []
+    for task_id, decision, emulated in entries:
         records.append(("decision", decision_record(task_id, decision)))
         if decision["placed"]:
-            placed.setdefault((decision["device"], int(on_emulator)), []).append(task_id)
+            placed.append((now, decision["device"], int(emulated), task_id))
         else:
             failed.append((now, decision["summary"], task_id))
             records.append(("task", {"id": task_id, "state": "failed"}))
-    for (device, emulated), ids in placed.items():  # one statement per device, not per task
-        where_ids(
-            conn,
-            "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
-            f"attempts = attempts + 1 WHERE id IN ({{ids}}) AND {_PLACE}",
-            (now, device, emulated),
-            ids,
-        )
-    if failed:
-        conn.executemany(
-            "UPDATE tasks SET state = 'failed', finished_at = ?, error = ? "
-            f"WHERE id = ? AND {_FAIL}",
-            failed,
-        )
+    db.conn.executemany(
+        "UPDATE tasks SET state = 'placed', placed_at = ?, device = ?, emulated = ?, "
+        f"attempts = attempts + 1 WHERE id = ? AND {_PLACE}",
+        placed,
+    )
+    db.conn.executemany(
+        f"UPDATE tasks SET state = 'failed', finished_at = ?, error = ? WHERE id = ? AND {_FAIL}",
+        failed,
+    )
     outbox.append_many(db, records, now, outbox_limit)
 
 
