@@ -150,3 +150,31 @@ async def test_summaries_from_templates_read_as_composed_in_full() -> None:
         "gpu%d 100%: est 12.500 ms (published (50% sure)), 0.000 mJ, score 0.000 "
         "(largest term energy)"
     )
+
+
+async def test_a_row_holds_the_decisions_own_fields() -> None:
+    """``decision_row`` reads the kernel's row directly (estimates at once, the counts as a
+    cache key): every column is still what the decision's own properties say."""
+    late = tiers.place_one(
+        Placer(devices_from_profiles(["rk3588"]), Policy.from_dict({"template": "latency-first"})),
+        TaskContract(Semantics(1e3), Requirements(deadline_s=1e-6)),
+    )
+    assert late.placed and late.late
+    for d in [*decisions(), late]:
+        doc = d.to_dict()
+        row = decision_row(d)
+        assert row["placed"] == int(d.placed)
+        assert json.loads(row["devices"]) == doc["devices"]
+        assert row["device"] == d.device_id
+        assert {k: row[k] for k in doc["estimate"]} == doc["estimate"]
+        assert (row["score"], row["runner_up"], row["runner_up_score"]) == (
+            doc["score"],
+            doc["runner_up"],
+            doc["runner_up_score"],
+        )
+        assert json.loads(row["components"]) == doc["components"]
+        assert json.loads(row["rejections"]) == doc["rejections"]
+        assert json.loads(row["device_order"]) == list(d.device_order)
+        assert row["summary"] == doc["summary"] and row["tier"] == doc["tier"]
+        assert json.loads(row["spilled_from"]) == list(d.spilled_from)
+        assert (row["policy"], row["backend"]) == (doc["policy"], doc["backend"])

@@ -10,7 +10,7 @@ import numpy.typing as npt
 
 from edge_agent.placement import layout as L
 from edge_agent.placement.codec import PreparedTask, prepare
-from edge_agent.placement.decision import Decision, DecisionContext
+from edge_agent.placement.decision import Decision, DecisionContext, decided
 from edge_agent.placement.running import RunningWork
 from edge_agent.placement.workspace import Workspace
 from edge_agent.tasks.contract import TaskContract
@@ -56,8 +56,12 @@ class BatchPlacing:
         for p in prepared:
             if id(p) not in kinds:
                 kinds[id(p)] = (urgency(p.contract), self._class_of(p))
-        order = sorted(range(len(prepared)), key=lambda i: kinds[id(prepared[i])][0])
-        classes = [kinds[id(p)][1] for p in prepared]
+        if len(kinds) == 1:  # one kind (coalesced copies): the order is the batch's own
+            order = list(range(len(prepared)))
+            classes = [next(iter(kinds.values()))[1]] * len(prepared)
+        else:
+            order = sorted(range(len(prepared)), key=lambda i: kinds[id(prepared[i])][0])
+            classes = [kinds[id(p)][1] for p in prepared]
         if len(prepared) > self._ws.capacity:
             self._rebuild(capacity=len(prepared))
         ws = self._ws  # a new class may have grown the workspace
@@ -66,7 +70,8 @@ class BatchPlacing:
         rows = ws.out[: len(order)].tolist()
         # from the rows as lists: a few numpy calls cost more than this for the small
         # batches of coalesced single submissions, and as little for a batch of 1,000
-        late = [slot for slot, row in enumerate(rows) if int(row[L.OUT_FLAGS]) & L.OF_LATE]
+        flags, late_bit = L.OUT_FLAGS, L.OF_LATE
+        late = [slot for slot, row in enumerate(rows) if int(row[flags]) & late_bit]
         if late:
             order = self._hopeless_last(order, late, before, prepared, classes, candidates)
             rows = ws.out[: len(order)].tolist()
@@ -77,7 +82,7 @@ class BatchPlacing:
         for slot, i in enumerate(order):
             cls = classes[i]
             kept = None if reasons is None else reasons[slot * width : (slot + 1) * width]
-            out[i] = Decision(prepared[i].contract, rows[slot], ctx, kept, cls, sources[cls])
+            out[i] = decided(prepared[i].contract, rows[slot], ctx, kept, cls, sources[cls])
         return out
 
     def _decide_batch(

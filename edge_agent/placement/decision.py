@@ -12,10 +12,18 @@ from edge_agent.tasks.contract import TaskContract
 
 _NOTHING_EXCLUDED: Mapping[int, str] = MappingProxyType({})
 _TEMPLATES_KEPT = 4096  # summary templates per context (cleared when full)
+# the output row's columns, read by every decision's properties (no module lookups per read)
 _LATENCY = L.OUT_EST + L.EST_LATENCY_S
+_SERVICE = L.OUT_EST + L.EST_SERVICE_S
+_BASE = L.OUT_EST + L.EST_BASE_S
 _ENERGY = L.OUT_EST + L.EST_ENERGY_J
+_CARBON = L.OUT_EST + L.EST_CARBON_G
 _SCORE = L.OUT_EST + L.EST_SCORE
-_ASSIGNED, _CHARGED = L.OUT_ASSIGNED, L.OUT_CHARGED
+_RUNNER_UP_SCORE = L.OUT_EST + L.EST_RUNNER_UP_SCORE
+_ASSIGNED, _CHARGED, _RUNNER_UP = L.OUT_ASSIGNED, L.OUT_CHARGED, L.OUT_RUNNER_UP
+_COMP, _COMP_END = L.OUT_COMP, L.OUT_COMP + L.N_OBJECTIVES
+_COUNTS, _COUNTS_END = L.OUT_COUNTS, L.OUT_COUNTS + L.N_REASONS
+_FLAGS, _LATE = L.OUT_FLAGS, L.OF_LATE
 _new = object.__new__
 
 
@@ -84,7 +92,7 @@ class Decision:
     @property
     def placed(self) -> bool:
         """Return True when the task got all the devices it asked for."""
-        return self._row[L.OUT_ASSIGNED] >= 0
+        return self._row[_ASSIGNED] >= 0
 
     @property
     def device_indices(self) -> tuple[int, ...]:
@@ -123,22 +131,22 @@ class Decision:
     @property
     def latency_s(self) -> float:
         """Return the estimated completion latency: max(queue, link) + reconfig + service."""
-        return self._row[L.OUT_EST + L.EST_LATENCY_S]
+        return self._row[_LATENCY]
 
     @property
     def service_s(self) -> float:
         """Return the estimated time on the device (the longest, for a gang)."""
-        return self._row[L.OUT_EST + L.EST_SERVICE_S]
+        return self._row[_SERVICE]
 
     @property
     def base_s(self) -> float:
         """Return the service estimate without the learned correction (what learning divides)."""
-        return self._row[L.OUT_EST + L.EST_BASE_S]
+        return self._row[_BASE]
 
     @property
     def late(self) -> bool:
         """Return True when no device could meet the deadline: placed on the earliest finish."""
-        return bool(int(self._row[L.OUT_FLAGS]) & L.OF_LATE)
+        return bool(int(self._row[_FLAGS]) & _LATE)
 
     @property
     def estimate_source(self) -> str | None:
@@ -154,38 +162,57 @@ class Decision:
     @property
     def energy_j(self) -> float:
         """Return the estimated energy over all chosen devices."""
-        return self._row[L.OUT_EST + L.EST_ENERGY_J]
+        return self._row[_ENERGY]
 
     @property
     def carbon_g(self) -> float:
         """Return the estimated grams of CO2 (energy times site intensity)."""
-        return self._row[L.OUT_EST + L.EST_CARBON_G]
+        return self._row[_CARBON]
 
     @property
     def score(self) -> float:
         """Return the weighted relative regret of the choice, 0 = best on every objective."""
-        return self._row[L.OUT_EST + L.EST_SCORE]
+        return self._row[_SCORE]
 
     @property
     def runner_up(self) -> str | None:
         """Return the best device not chosen, if any."""
-        ru = int(self._row[L.OUT_RUNNER_UP])
+        ru = int(self._row[_RUNNER_UP])
         return self._ctx.device_order[ru] if ru >= 0 else None
 
     @property
     def runner_up_score(self) -> float:
         """Return the runner-up's score (0 when there is none)."""
-        return self._row[L.OUT_EST + L.EST_RUNNER_UP_SCORE]
+        return self._row[_RUNNER_UP_SCORE]
 
     @property
     def components(self) -> tuple[float, ...]:
         """Return the weighted score terms, in OBJECTIVE_NAMES order."""
-        return tuple(self._row[L.OUT_COMP : L.OUT_COMP + L.N_OBJECTIVES])
+        return tuple(self._row[_COMP:_COMP_END])
 
     @property
     def reject_counts(self) -> tuple[int, ...]:
         """Return how many devices each reason code rejected."""
-        return tuple(map(int, self._row[L.OUT_COUNTS : L.OUT_COUNTS + L.N_REASONS]))
+        return tuple(map(int, self._row[_COUNTS:_COUNTS_END]))
+
+    @property
+    def counts_key(self) -> tuple[float, ...]:
+        """Return the per-reason counts as the kernel wrote them: equal exactly when
+        ``reject_counts`` are equal, and cheaper (a cache key, not counts to read)."""
+        return tuple(self._row[_COUNTS:_COUNTS_END])
+
+    @property
+    def estimates(self) -> tuple[float, float, float, float, float, float]:
+        """Return (latency_s, service_s, energy_j, carbon_g, score, runner_up_score) at once."""
+        row = self._row
+        return (
+            row[_LATENCY],
+            row[_SERVICE],
+            row[_ENERGY],
+            row[_CARBON],
+            row[_SCORE],
+            row[_RUNNER_UP_SCORE],
+        )
 
     @property
     def policy(self) -> str:
@@ -243,10 +270,11 @@ class Decision:
         A placed, on-time decision's text is one of a few templates (by device, estimate
         source, runner-up, largest term and tier: ``DecisionContext.templates``) with its
         estimate, energy and score written in: a batch's thousand summaries compose a few."""
-        if not self.placed:
+        row = self._row
+        if row[_ASSIGNED] < 0:
             why = ", ".join(f"{n} {r}" for r, n in self.rejections().items()) or "no devices"
             return f"not placed: no feasible device ({why})"
-        if self.late:
+        if int(row[_FLAGS]) & _LATE:
             runner_up = self.runner_up
             extra = f"; runner-up {runner_up}" if runner_up else ""
             return (
@@ -254,13 +282,13 @@ class Decision:
                 f"({self.task.requirements.deadline_s * 1e3:.3f} ms): placed on the earliest "
                 f"finish, est {self.latency_s * 1e3:.3f} ms ({self.estimate_source}){extra}"
             )
-        row = self._row
-        comps = row[L.OUT_COMP : L.OUT_COMP + L.N_OBJECTIVES]
+        comps = row[_COMP:_COMP_END]
         if not isinstance(comps, list):  # a memoryview (an exploration pass's row)
             comps = list(comps)
         main = comps.index(max(comps))  # the first largest term, as max(range, key) gives
-        ru = row[L.OUT_RUNNER_UP]
-        key = (self.device_indices, self.estimate_source, ru, main, self.tier, self.spilled_from)
+        indices, sources = self.device_indices, self.sources
+        source = "roofline" if sources is None else sources[indices[0]]  # estimate_source
+        key = (indices, source, row[_RUNNER_UP], main, self.tier, self.spilled_from)
         templates = self._ctx.templates
         template = templates.get(key)
         if template is None:

@@ -102,6 +102,8 @@ def place(placer: Placer, tasks: Sequence[TaskContract | PreparedTask]) -> list[
     are placed one by one in the same order (higher priority, then earlier deadline).
     """
     rules = rules_of(placer.policy)
+    if not rules.classes:  # no tier rules: no task's class to look at
+        return placer.place(tasks)
     contracts = [t.contract if isinstance(t, PreparedTask) else t for t in tasks]
     if not any(c.task_class in rules.classes for c in contracts):
         return placer.place(tasks)

@@ -56,19 +56,33 @@ def _json_components(values: tuple[float, ...]) -> str:
 
 #: The rejections column by (kernel's counts per reason, devices left out by tier rules):
 #: a few combinations, over and over (bounded: cleared when full).
-_REJECTIONS: dict[tuple[tuple[int, ...], int], str] = {}
+_REJECTIONS: dict[tuple[tuple[float, ...], int], str] = {}
 _REJECTIONS_LIMIT = 1024
+#: The device order column by the fleet's order tuple (``id`` of the tuple kept alongside it:
+#: one per placer, the same object for every decision; bounded as ``_REJECTIONS``).
+_ORDERS: dict[int, tuple[tuple[str, ...], str]] = {}
 
 
 def _json_rejections(d: Decision) -> str:
     """Return ``json.dumps(d.rejections())``, composed once per combination of counts."""
-    key = (d.reject_counts, len(d.excluded))
+    key = (d.counts_key, len(d.excluded))
     text = _REJECTIONS.get(key)
     if text is None:
         if len(_REJECTIONS) >= _REJECTIONS_LIMIT:
             _REJECTIONS.clear()
         text = _REJECTIONS[key] = json.dumps(d.rejections())
     return text
+
+
+def _json_order(order: tuple[str, ...]) -> str:
+    """Return a fleet's device order as a JSON list, composed once per order tuple (no hash
+    of its ids per decision: a fleet may have hundreds)."""
+    found = _ORDERS.get(id(order))
+    if found is None or found[0] is not order:
+        if len(_ORDERS) >= _REJECTIONS_LIMIT:
+            _ORDERS.clear()
+        found = _ORDERS[id(order)] = (order, json.dumps(list(order)))
+    return found[1]
 
 
 def decision_row(d: Decision) -> dict[str, Any]:
@@ -79,30 +93,32 @@ def decision_row(d: Decision) -> dict[str, Any]:
     """
     devices = d.device_ids
     runner_up = d.runner_up
+    latency_s, service_s, energy_j, carbon_g, score, runner_up_score = d.estimates
+    reasons, excluded, spilled = d.reasons, d.excluded, d.spilled_from
     return {
-        "placed": int(d.placed),
+        "placed": 1 if devices else 0,
         "device": devices[0] if devices else None,
         "devices": _json_list(devices),
-        "latency_s": d.latency_s,
-        "service_s": d.service_s,
-        "energy_j": d.energy_j,
-        "carbon_g": d.carbon_g,  # energy x the site's intensity when placed
-        "score": d.score,
+        "latency_s": latency_s,
+        "service_s": service_s,
+        "energy_j": energy_j,
+        "carbon_g": carbon_g,  # energy x the site's intensity when placed
+        "score": score,
         "runner_up": runner_up,
-        "runner_up_score": d.runner_up_score if runner_up else None,
+        "runner_up_score": runner_up_score if runner_up else None,
         "components": _json_components(d.components),
         "rejections": _json_rejections(d),
         # why not each other device: the kernel's reason codes are kept and the text is
         # composed when asked (store_batch.why_not_of), not for every task placed
         "why_not": None,
-        "device_order": _json_list(d.device_order),
-        "reasons": None if d.reasons is None else d.reasons.hex(),
-        "excluded": json.dumps(dict(d.excluded)) if d.excluded else None,
+        "device_order": _json_order(d.device_order),
+        "reasons": None if reasons is None else reasons.hex(),
+        "excluded": json.dumps(dict(excluded)) if excluded else None,
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
         "tier": d.tier,  # None: no tier rule applied
-        "spilled_from": _json_list(tuple(d.spilled_from)),
+        "spilled_from": _json_list(spilled),  # a tuple (tiers.py), () when not spilled
     }
 
 
@@ -241,26 +257,29 @@ class Scheduler:
         entries: list[tuple[str, dict[str, Any], bool]] = []
         keep: set[Waiting] = set()  # parked or handed on: not dispatched here
         refused: list[Waiting] = []  # more than their whole pool asks for: they fail
+        offload, pooled, placing = self.offload, bool(self.pools.specs), self.placing
         for i, (task, decision) in enumerate(zip(batch, decisions, strict=True)):
             if not decision.placed and self._transient(decision) and self.jobs.busy():
                 self._parked.append(task)  # retried when work finishes
                 keep.add(task)
                 continue
             # the mesh runs it (here or on a peer) from now
-            if self.offload is not None and self.offload.take(task, decision):
+            if offload is not None and offload.take(task, decision):
                 keep.add(task)
                 self._waiting.pop(task.task_id, None)
                 if decision.placed:
                     self.placer.release(decision)
                 continue
-            verdict, decisions[i] = self._admit(task, decision, victims)
-            if not verdict.admit:  # its pool is full: waits until pooled work finishes
-                keep.add(task)
-                (refused if verdict.never else self._parked).append(task)
-                continue
-            emulated = self._emulated(task, decisions[i])
-            entries.append((task.task_id, decision_row(decisions[i]), emulated))
-            self.placing.add(task.task_id)
+            if pooled:  # without pools every task is admitted as decided
+                verdict, decision = self._admit(task, decision, victims)
+                decisions[i] = decision
+                if not verdict.admit:  # its pool is full: waits until pooled work finishes
+                    keep.add(task)
+                    (refused if verdict.never else self._parked).append(task)
+                    continue
+            task_id = task.task_id
+            entries.append((task_id, decision_row(decision), self._emulated(task, decision)))
+            placing.add(task_id)
         try:
             await self.store.placed(entries, [job.task_id for job in victims])
         except Exception:
@@ -271,22 +290,26 @@ class Scheduler:
                 if decision.placed and task not in keep:  # offloaded ones are released
                     self.placer.release(decision)
             raise
-        self._persisted |= {task_id for task_id, _, _ in entries}
+        self._persisted.update([task_id for task_id, _, _ in entries])
         done = time.time()
         counts: Counter[tuple[str, bool, str]] = Counter()  # (policy, placed, state before)
+        observe, dispatch = self.metrics.placement_seconds.observe, self.jobs.dispatch
+        waiting = self._waiting
         for task, decision in zip(batch, decisions, strict=True):
-            if task in keep:
+            if keep and task in keep:
                 continue
-            self.placing.discard(task.task_id)
-            if self._waiting.pop(task.task_id, None) is None:  # cancelled while placing
-                if decision.placed:
+            task_id = task.task_id
+            placing.discard(task_id)
+            placed = decision.placed
+            if waiting.pop(task_id, None) is None:  # cancelled while placing
+                if placed:
                     self.placer.release(decision)
                 continue
-            counts[decision.policy, decision.placed, task.state] += 1
-            if not decision.placed:
+            counts[decision.policy, placed, task.state] += 1
+            if not placed:
                 continue
-            self.metrics.placement_seconds.observe(max(done - task.submitted_at, 0.0))
-            self.jobs.dispatch(Job(task, decision))
+            observe(max(done - task.submitted_at, 0.0))
+            dispatch(Job(task, decision))
         for (policy, placed, before), n in counts.items():  # one update per kind, not per task
             self.metrics.decided(policy, placed, n)
             self.metrics.move(before, "placed" if placed else "failed", n)
