@@ -21,12 +21,13 @@ class Recorder:
         trace.on_request_chunk_sent.append(self._chunk)
         self.session = aiohttp.ClientSession(trace_configs=[trace])
 
-    async def _start(self, _s: Any, _c: Any, params: aiohttp.TraceRequestStartParams) -> None:
+    async def _start(self, _s: Any, ctx: Any, params: aiohttp.TraceRequestStartParams) -> None:
+        ctx.index = len(self.sent)  # this request's entry: another may start before its body
         self.sent.append((str(params.url), dict(params.headers), b""))
 
-    async def _chunk(self, _s: Any, _c: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
-        url, headers, body = self.sent[-1]
-        self.sent[-1] = (url, headers, body + params.chunk)
+    async def _chunk(self, _s: Any, ctx: Any, params: aiohttp.TraceRequestChunkSentParams) -> None:
+        url, headers, body = self.sent[ctx.index]
+        self.sent[ctx.index] = (url, headers, body + params.chunk)
 
     def last(self, url_end: str) -> Sent:
         """Return the last request whose URL ends with ``url_end``."""
