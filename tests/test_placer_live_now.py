@@ -88,3 +88,24 @@ def test_writing_back_the_queue_read_changes_nothing(backend: str) -> None:
     p.preview(task(1.0))
     assert p.live("only")["queued_s"] == pytest.approx(read)
     assert p.live("only")["queued_s"] == pytest.approx(0.75 * charge)
+
+
+@BACKENDS
+def test_every_devices_live_state_in_one_read_is_each_devices_own(backend: str) -> None:
+    """``lives()`` (the status page, the heartbeat, the mesh summary, preemption's snapshot:
+    one pass over the running work for all devices) reads what ``live`` reads per device,
+    running work credited to now, in the devices' order; it writes nothing."""
+    clock = Clock()
+    p = placer([dev(n, int8=1000, mem=8 * GB) for n in ("a", "b", "c")], backend, clock=clock)
+    for _ in range(4):
+        d = p.place_one(task(50.0))
+        p.feedback(d, latency_s=d.service_s)
+    running = [p.place_one(task(50.0)) for _ in range(5)]
+    for d in running[:3]:
+        p.started(d)
+    clock.now += running[0].charges[0] / 3
+    every = p.lives()
+    assert list(every) == list(p.device_ids)
+    assert every == {d: p.live(d) for d in p.device_ids}
+    assert sum(v["queued_s"] for v in every.values()) < sum(sum(d.charges) for d in running)
+    assert p.lives() == every  # nothing credited by reading

@@ -360,12 +360,13 @@ class Agent:
     def devices(self) -> list[dict[str, Any]]:
         """Return every device with its capability, live state and current task."""
         out = []
+        lives = self.placer.lives()
         for device in self.fleet.devices:
             jobs = self.executor.running_jobs(device.id)  # several: one per FPGA slot
             out.append(
                 {
                     **device.summary(),
-                    "live": self.placer.live(device.id),
+                    "live": lives[device.id],
                     "running_task": jobs[0].task_id if jobs else None,
                     "running_tasks": [job.task_id for job in jobs],
                     "busy_s": round(self.executor.busy_s[device.id], 6),

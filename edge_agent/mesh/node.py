@@ -360,7 +360,7 @@ class MeshNode:
     async def on_heartbeat(self, sender: str, doc: dict[str, Any]) -> dict[str, Any]:
         """Answer a heartbeat with a load summary."""
         self.peers.seen(sender)
-        busy = sum(self.placer.live(d)["queued_s"] for d in self.placer.device_ids)
+        busy = sum(live["queued_s"] for live in self.placer.lives().values())
         return {
             "agent_id": self.agent_id,
             "leaving": self.leaving,

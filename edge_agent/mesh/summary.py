@@ -96,7 +96,7 @@ def build_summary(placer: Placer, recent: RecentContracts) -> dict[str, Any]:
         decision = placer.preview(contract)
         if decision.placed and math.isfinite(decision.latency_s):
             classes[contract.task_class] = min(decision.latency_s, MAX_SECONDS)
-    queued = sum(placer.live(d)["queued_s"] for d in placer.device_ids)
+    queued = sum(live["queued_s"] for live in placer.lives().values())
     return {
         "v": VERSION,
         "kinds": kinds[:MAX_NAMES],

@@ -252,18 +252,31 @@ class LiveState:
         """Return a device's live columns as the kernel sees them, its queued seconds as of
         now (running work credited to the clock's present, as the next placement will)."""
         row = self._device(device_id)
-        dev = self._ws.devices[row]
+        return _live_doc(self._ws.devices[row], float(self._queued_now()[row]))
+
+    def lives(self) -> dict[str, dict[str, float]]:
+        """Return ``live`` of every device, in order, for one pass over the running work
+        (a status page or a summary of all devices: ``live`` per device would pass over it
+        once a device)."""
+        devices, queued = self._ws.devices, self._queued_now()
+        return {d: _live_doc(devices[i], float(queued[i])) for i, d in enumerate(self.device_ids)}
+
+    def _queued_now(self) -> npt.NDArray[np.float64]:
+        """Every device's queued seconds as of now (the stored column when nothing runs)."""
         if self._started:
-            queued = float(self._running.queued_now(self._ws.devices)[row])
-        else:
-            queued = float(dev[L.DEV_QUEUE_S])
-        return {
-            "utilization": float(dev[L.DEV_UTIL]),
-            "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
-            "queued_s": queued,
-            "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
-            "health": float(dev[L.DEV_HEALTH]),
-            "loaded_config": float(dev[L.DEV_CONFIG]),
-            "slots": max(1.0, float(dev[L.DEV_SLOTS])),
-            "active_power_w": float(dev[L.DEV_MAX_W]),
-        }
+            return self._running.queued_now(self._ws.devices)
+        return self._ws.devices[:, L.DEV_QUEUE_S]
+
+
+def _live_doc(dev: npt.NDArray[np.float64], queued_s: float) -> dict[str, float]:
+    """A device row's live columns, its queued seconds as given (``LiveState.live``)."""
+    return {
+        "utilization": float(dev[L.DEV_UTIL]),
+        "predicted_utilization": float(dev[L.DEV_PRED_UTIL]),
+        "queued_s": queued_s,
+        "memory_free_bytes": float(dev[L.DEV_MEM_FREE]),
+        "health": float(dev[L.DEV_HEALTH]),
+        "loaded_config": float(dev[L.DEV_CONFIG]),
+        "slots": max(1.0, float(dev[L.DEV_SLOTS])),
+        "active_power_w": float(dev[L.DEV_MAX_W]),
+    }

@@ -204,11 +204,7 @@ def _slack_first(job: Job) -> tuple[int, float, int]:
 
 
 def _snapshot(placer: Placer) -> dict[str, tuple[float, float]]:
-    return {
-        d: (live["queued_s"], live["memory_free_bytes"])
-        for d in placer.device_ids
-        for live in (placer.live(d),)
-    }
+    return {d: (live["queued_s"], live["memory_free_bytes"]) for d, live in placer.lives().items()}
 
 
 def _restore(placer: Placer, snapshot: dict[str, tuple[float, float]]) -> None:

@@ -28,8 +28,9 @@ class DeviceReporter:
         now = time.monotonic()
         span = max(now - self._at, 1e-9)
         out = []
+        lives = self.placer.lives()
         for device in self.fleet.devices[:MAX_DEVICES]:
-            live = self.placer.live(device.id)
+            live = lives[device.id]
             util = live["utilization"]
             if device.emulated:
                 busy = self.busy_s(device.id)
