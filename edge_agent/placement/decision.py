@@ -27,6 +27,12 @@ _FLAGS, _LATE = L.OUT_FLAGS, L.OF_LATE
 _new = object.__new__
 
 
+def _chosen_source(sources: tuple[str, ...] | None, indices: tuple[int, ...]) -> str:
+    """The estimate source of a placed decision's first device: its class's label for it,
+    "roofline" when the class keeps none (``Decision.estimate_source``, ``summary``)."""
+    return "roofline" if sources is None else sources[indices[0]]
+
+
 @dataclass(frozen=True, slots=True)
 class DecisionContext:
     """What every decision of one Placer shares: the fleet's device order and the policy."""
@@ -157,7 +163,7 @@ class Decision:
         """
         if not self.placed:
             return None
-        return "roofline" if self.sources is None else self.sources[self.device_indices[0]]
+        return _chosen_source(self.sources, self.device_indices)
 
     @property
     def energy_j(self) -> float:
@@ -286,8 +292,8 @@ class Decision:
         if not isinstance(comps, list):  # a memoryview (an exploration pass's row)
             comps = list(comps)
         main = comps.index(max(comps))  # the first largest term, as max(range, key) gives
-        indices, sources = self.device_indices, self.sources
-        source = "roofline" if sources is None else sources[indices[0]]  # estimate_source
+        indices = self.device_indices  # placed: ``estimate_source`` without its check again
+        source = _chosen_source(self.sources, indices)
         key = (indices, source, row[_RUNNER_UP], main, self.tier, self.spilled_from)
         templates = self._ctx.templates
         template = templates.get(key)
