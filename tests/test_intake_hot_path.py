@@ -23,7 +23,8 @@ from aiohttp.test_utils import TestClient
 
 from edge_agent.agent.config import AgentConfig
 from edge_agent.agent.core.intake import BODY_CACHE_MAX_BYTES, Intake
-from edge_agent.agent.core.store_batch import new_ids, new_rows
+from edge_agent.agent.core.store_batch import new_rows
+from edge_agent.agent.core.task_ids import new_ids
 from edge_agent.agent.web import api
 from edge_agent.agent.web.api import make_app
 from edge_agent.errors import ContractError
@@ -242,13 +243,23 @@ async def test_a_batch_reaches_the_kernel_with_the_rows_the_intake_checked(
         assert 0 < task.contract.requirements.deadline_s < 60.0
 
 
-def test_task_ids_are_random_uuid4s() -> None:
-    ids = new_ids(500)
-    assert len(set(ids)) == 500
+def test_task_ids_sort_in_creation_order_and_differ_in_their_first_eight_characters() -> None:
+    ids = new_ids(500) + new_ids(1) + new_ids(499)
+    assert ids == sorted(ids)  # the indexes on them append (docs/performance.md, session 13)
+    assert len({task_id[:8] for task_id in ids}) == 1000  # what the demo prints names one
     for task_id in ids:
         parsed = uuid.UUID(hex=task_id)
-        assert parsed.hex == task_id and parsed.version == 4
+        assert parsed.hex == task_id and parsed.version == 8
         assert parsed.variant == uuid.RFC_4122
+
+
+def test_task_ids_keep_90_random_bits() -> None:
+    ids = new_ids(2000)
+    # the bits after the sequence, less version and variant: each is set in about half
+    free = [i for i in range(32, 128) if i not in (48, 49, 50, 51, 64, 65)]
+    for bit in free:
+        ones = sum(int(task_id, 16) >> (127 - bit) & 1 for task_id in ids)
+        assert 800 < ones < 1200, (bit, ones)  # 2,000 fair coins: outside is 1 in 10**18
 
 
 def whole_numbers(value: Any) -> Any:

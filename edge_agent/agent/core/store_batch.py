@@ -10,7 +10,6 @@ these; their semantics (idempotency keys, which states move, the outbox) are unc
 from __future__ import annotations
 
 import json
-import os
 import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -19,6 +18,7 @@ import sqlite_utils
 
 from edge_agent.agent.core import outbox
 from edge_agent.agent.core.lifecycle import WAITING, check, where
+from edge_agent.agent.core.task_ids import new_ids
 from edge_agent.placement.decision import why_not_text
 
 if TYPE_CHECKING:
@@ -87,15 +87,6 @@ def new_rows(
             known[key] = row
         out.append((i, row))
     return out
-
-
-def new_ids(n: int) -> list[str]:
-    """Return ``n`` random task ids, each a UUID4 in hex, from one ``os.urandom`` call."""
-    pool = bytearray(os.urandom(16 * n))
-    pool[6::16] = bytes((b & 0x0F) | 0x40 for b in pool[6::16])  # version 4
-    pool[8::16] = bytes((b & 0x3F) | 0x80 for b in pool[8::16])  # RFC 4122 variant
-    text = pool.hex()
-    return [text[32 * i : 32 * (i + 1)] for i in range(n)]
 
 
 def record_placed(

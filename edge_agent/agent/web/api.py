@@ -134,7 +134,7 @@ def _number(value: Any) -> str:
 def _own_json(doc: dict[str, Any]) -> list[str]:
     """Return a new task's own fields (but its contract) as ``"name": JSON`` texts.
 
-    A new task's id is hex (``store_batch.new_ids``), so it and its links need no escaping;
+    A new task's id is hex (``task_ids.new_ids``), so it and its links need no escaping;
     a float deadline is its ``repr``, as ``json`` writes it. Anything else is encoded.
     """
     task_id = doc["id"]
