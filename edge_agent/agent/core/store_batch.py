@@ -113,14 +113,17 @@ def record_placed(
         )
     if not entries:
         return
-    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}  # one shape: decision_row's
+    # decision_row leaves NULL columns out: one statement per run of rows of one shape
+    # (most batches are one run), the rows in the entries' order
+    columns: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = []
     for task_id, decision, _ in entries:
-        values = (task_id, now, *decision.values())
-        groups.setdefault(tuple(decision), []).append(values)
-    for columns, rows in groups.items():
-        names = ", ".join(("task_id", "decided_at", *columns))
-        marks = ", ".join("?" for _ in range(len(columns) + 2))
-        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
+        shape = tuple(decision)
+        if shape != columns:
+            _insert_decisions(db, columns, rows)
+            columns, rows = shape, []
+        rows.append((task_id, now, *decision.values()))
+    _insert_decisions(db, columns, rows)
     records: list[tuple[str, dict[str, Any]]] = []
     placed, failed = [], []
     for task_id, decision, emulated in entries:
@@ -140,6 +143,16 @@ def record_placed(
         failed,
     )
     outbox.append_many(db, records, now, outbox_limit)
+
+
+def _insert_decisions(
+    db: sqlite_utils.Database, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> None:
+    """Insert decision rows of one shape: (task id, decided at, then ``columns``' values)."""
+    if rows:
+        names = ", ".join(("task_id", "decided_at", *columns))
+        marks = ", ".join("?" for _ in range(len(columns) + 2))
+        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
 
 
 def decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
