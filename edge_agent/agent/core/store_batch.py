@@ -10,9 +10,10 @@ these; their semantics (idempotency keys, which states move, the outbox) are unc
 from __future__ import annotations
 
 import json
+import operator
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
@@ -31,6 +32,70 @@ check("(new)", None, "deferred")
 _REQUEUE = where(("placed",), "queued")
 _PLACE = where(WAITING, "placed")
 _FAIL = where(WAITING, "failed")
+
+
+#: a new task's row: ``new_rows``' keys, in order
+TASK_COLUMNS = (
+    "id",
+    "idempotency_key",
+    "request_hash",
+    "contract",
+    "command",
+    "state",
+    "priority",
+    "tenant",
+    "deadline_at",
+    "submitted_at",
+    "attempts",
+    "emulated",
+    "not_before",
+    "deferral",
+)
+#: the columns of a new row that are often NULL: left out of its insert when they are
+_OPTIONAL = operator.itemgetter(
+    *(TASK_COLUMNS.index(c) for c in ("idempotency_key", "command", "deadline_at", "deferral"))
+)
+#: (statement, picker of the values it binds) by which optional columns are NULL
+_INSERTS: dict[tuple[bool, ...], tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = {}
+
+
+def insert_new(db: sqlite_utils.Database, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``new_rows``' rows (in order), leaving their NULL optional columns out.
+
+    Binding None costs ``sqlite3`` an adaptation attempt (a failed attribute look-up) per
+    value: about half a microsecond each, five a task for a plain submission
+    (docs/performance.md, "Intake path, session 13"). ``not_before`` is NULL with
+    ``deferral``.
+    """
+    shape: tuple[bool, ...] | None = None
+    values: list[tuple[Any, ...]] = []
+    pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
+    sql = ""
+    for row in rows:
+        full = tuple(row.values())
+        nulls = tuple([v is None for v in _OPTIONAL(full)])
+        if nulls != shape:
+            if values:
+                db.conn.executemany(sql, values)
+            shape, values = nulls, []
+            sql, pick = _INSERTS.get(nulls) or _insert_of(nulls)
+        values.append(pick(full))
+    if values:
+        db.conn.executemany(sql, values)
+
+
+def _insert_of(
+    nulls: tuple[bool, ...],
+) -> tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
+    """Return (and keep) the insert statement and value picker for one pattern of NULLs."""
+    left_out = {c for c, null in zip(_OPTIONAL(TASK_COLUMNS), nulls, strict=True) if null}
+    if "deferral" in left_out:
+        left_out.add("not_before")
+    kept = [i for i, c in enumerate(TASK_COLUMNS) if c not in left_out]
+    names = ", ".join(TASK_COLUMNS[i] for i in kept)
+    sql = f"INSERT INTO tasks ({names}) VALUES ({', '.join('?' for _ in kept)})"
+    found = _INSERTS[nulls] = (sql, operator.itemgetter(*kept))
+    return found
 
 
 def existing_keys(db: sqlite_utils.Database, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
