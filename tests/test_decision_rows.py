@@ -87,8 +87,8 @@ async def test_stored_reason_codes_read_back_as_the_decisions_own_text(tmp_path:
 
 
 async def test_a_rows_null_columns_are_left_out_and_read_back_null(tmp_path: Path) -> None:
-    """``decision_row`` leaves out the columns a decision has no value for (SQLite inserts
-    the narrower row faster); stored, they read NULL, and rows of other shapes keep order."""
+    """``decision_row`` leaves out the columns a decision has no value for (``sqlite3``
+    binds None slowly); stored, they read NULL, and rows of other shapes keep order."""
     found = decisions()
     rows_of = [decision_row(d) for d in found]
     for d, row in zip(found, rows_of, strict=True):
