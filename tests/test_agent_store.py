@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
+from edge_agent.agent.core import store_batch
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.store import IdempotencyConflict, Store
-from edge_agent.placement import Semantics, TaskContract
+from edge_agent.placement import Requirements, Semantics, TaskContract
 from edge_agent.storage.agent_schema import MIGRATIONS
-from edge_agent.storage.db import Database, StoreClosed, StoreError
+from edge_agent.storage.db import Database, StoreClosed, StoreError, migrate
 
 pytestmark = pytest.mark.asyncio
 
@@ -149,3 +150,30 @@ async def test_recover_marks_interrupted_and_returns_waiting(tmp_path: Path) -> 
     assert found is not None and found[0]["state"] == "cancelled" and found[1] == "queued"
     assert await store.cancel("missing", ("queued",)) is None
     await asyncio.to_thread(store.close)
+
+
+async def test_new_rows_leave_their_null_columns_out_of_the_insert() -> None:
+    """A plain submission's NULL columns (key, command, deadline, deferral) are not bound
+    (``store_batch.insert_new``): each insert names only its row's values, the rows go in
+    in order, and every column reads back as ``new_rows`` built it."""
+    db = sqlite_utils.Database(sqlite3.connect(":memory:", isolation_level=None))
+    migrate(db, MIGRATIONS)
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    plan = {"not_before": 5.0, "latest_start": 9.0}
+    urgent = TaskContract(Semantics(1.0), Requirements(deadline_s=3.0))
+    tasks = [
+        new(),
+        NewTask(urgent, "h2", "k2", command=("echo", "hi")),
+        NewTask(TaskContract(Semantics(2.0)), "h3", deferral=plan),
+        new(),
+    ]
+    rows = [row for _, row in store_batch.new_rows(tasks, 100.0, {}) if row is not None]
+    store_batch.insert_new(db, rows)
+    inserts = [s for s in statements if s.startswith("INSERT INTO tasks")]
+    assert len(inserts) == 4  # one statement per run of one shape: each row its own here
+    for text, row in zip(inserts, rows, strict=True):
+        for column, value in row.items():
+            assert (f"{column}," in text or f"{column})" in text) == (value is not None)
+    got = [dict(r) for r in db.query("SELECT * FROM tasks ORDER BY rowid")]
+    assert [{k: r[k] for k in store_batch.TASK_COLUMNS} for r in got] == rows

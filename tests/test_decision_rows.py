@@ -86,6 +86,32 @@ async def test_stored_reason_codes_read_back_as_the_decisions_own_text(tmp_path:
     await asyncio.to_thread(store.close)
 
 
+async def test_a_rows_null_columns_are_left_out_and_read_back_null(tmp_path: Path) -> None:
+    """``decision_row`` leaves out the columns a decision has no value for (``sqlite3``
+    binds None slowly); stored, they read NULL, and rows of other shapes keep order."""
+    found = decisions()
+    rows_of = [decision_row(d) for d in found]
+    for d, row in zip(found, rows_of, strict=True):
+        assert None not in row.values() and "why_not" not in row
+        assert ("runner_up" in row) == bool(d.runner_up)
+        assert ("device" in row) == d.placed and ("tier" in row) == (d.tier is not None)
+    assert len({tuple(row) for row in rows_of}) > 1  # several shapes in one batch
+    store = await opened(tmp_path / "a.db")
+    contract = TaskContract(Semantics(1.0))
+    tasks = [r for r, _ in await store.submit([NewTask(contract, f"h{i}") for i in range(4)])]
+    ids = [r["id"] for r in tasks]
+    await store.placed([(i, row, False) for i, row in zip(ids, rows_of, strict=True)])
+    with sqlite3.connect(tmp_path / "a.db") as conn:
+        conn.row_factory = sqlite3.Row
+        stored = conn.execute("SELECT * FROM decisions ORDER BY id").fetchall()
+    assert [s["task_id"] for s in stored] == ids  # the batch's order
+    for s, d, row in zip(stored, found, rows_of, strict=True):
+        left_out = set(s.keys()) - set(row) - {"id", "task_id", "decided_at"}
+        assert left_out and all(s[name] is None for name in left_out)
+        assert (s["runner_up"], s["tier"], s["device"]) == (d.runner_up, d.tier, d.device_id)
+    await asyncio.to_thread(store.close)
+
+
 async def test_a_row_written_before_v6_reads_back_its_stored_text(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     db = sqlite_utils.Database(sqlite3.connect(path, isolation_level=None))
@@ -165,9 +191,9 @@ async def test_a_row_holds_the_decisions_own_fields() -> None:
         row = decision_row(d)
         assert row["placed"] == int(d.placed)
         assert json.loads(row["devices"]) == doc["devices"]
-        assert row["device"] == d.device_id
+        assert row.get("device") == d.device_id
         assert {k: row[k] for k in doc["estimate"]} == doc["estimate"]
-        assert (row["score"], row["runner_up"], row["runner_up_score"]) == (
+        assert (row["score"], row.get("runner_up"), row.get("runner_up_score")) == (
             doc["score"],
             doc["runner_up"],
             doc["runner_up_score"],
@@ -175,6 +201,6 @@ async def test_a_row_holds_the_decisions_own_fields() -> None:
         assert json.loads(row["components"]) == doc["components"]
         assert json.loads(row["rejections"]) == doc["rejections"]
         assert json.loads(row["device_order"]) == list(d.device_order)
-        assert row["summary"] == doc["summary"] and row["tier"] == doc["tier"]
+        assert row["summary"] == doc["summary"] and row.get("tier") == doc["tier"]
         assert json.loads(row["spilled_from"]) == list(d.spilled_from)
         assert (row["policy"], row["backend"]) == (doc["policy"], doc["backend"])

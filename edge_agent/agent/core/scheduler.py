@@ -86,40 +86,48 @@ def _json_order(order: tuple[str, ...]) -> str:
 
 
 def decision_row(d: Decision) -> dict[str, Any]:
-    """Return a decision as a ``decisions`` table row.
+    """Return a decision as a ``decisions`` table row; a column it leaves out is NULL.
 
     Built from the decision's fields directly (not ``to_dict``, which would compose the
-    summary a second time): this runs once per placed task, on the intake's hot path.
+    summary a second time): this runs once per placed task, on the intake's hot path. The
+    columns that are NULL for most decisions (no runner-up, no reason codes, no tier rule,
+    and ``why_not``, never written since schema v6) are left out rather than bound as None,
+    which ``sqlite3`` adapts at ~0.3-0.7 µs each (docs/performance.md, "Intake path, session
+    13"). Read it with ``get`` for those columns.
     """
     devices = d.device_ids
     runner_up = d.runner_up
     latency_s, service_s, energy_j, carbon_g, score, runner_up_score = d.estimates
-    reasons, excluded, spilled = d.reasons, d.excluded, d.spilled_from
-    return {
+    reasons, excluded, spilled, tier = d.reasons, d.excluded, d.spilled_from, d.tier
+    row: dict[str, Any] = {
         "placed": 1 if devices else 0,
-        "device": devices[0] if devices else None,
         "devices": _json_list(devices),
         "latency_s": latency_s,
         "service_s": service_s,
         "energy_j": energy_j,
         "carbon_g": carbon_g,  # energy x the site's intensity when placed
         "score": score,
-        "runner_up": runner_up,
-        "runner_up_score": runner_up_score if runner_up else None,
         "components": _json_components(d.components),
         "rejections": _json_rejections(d),
         # why not each other device: the kernel's reason codes are kept and the text is
         # composed when asked (store_batch.why_not_of), not for every task placed
-        "why_not": None,
         "device_order": _json_order(d.device_order),
-        "reasons": None if reasons is None else reasons.hex(),
-        "excluded": json.dumps(dict(excluded)) if excluded else None,
         "policy": d.policy,
         "backend": d.backend,
         "summary": d.summary(),
-        "tier": d.tier,  # None: no tier rule applied
         "spilled_from": _json_list(spilled),  # a tuple (tiers.py), () when not spilled
     }
+    if devices:
+        row["device"] = devices[0]
+    if runner_up:
+        row["runner_up"], row["runner_up_score"] = runner_up, runner_up_score
+    if reasons is not None:
+        row["reasons"] = reasons.hex()
+    if excluded:
+        row["excluded"] = json.dumps(dict(excluded))
+    if tier is not None:  # None: no tier rule applied
+        row["tier"] = tier
+    return row
 
 
 class Scheduler:

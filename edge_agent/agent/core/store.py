@@ -41,28 +41,6 @@ class IdempotencyConflict(InvalidInput):
     """An Idempotency-Key was reused with a different request body."""
 
 
-_TASK_COLUMNS = (
-    "id",
-    "idempotency_key",
-    "request_hash",
-    "contract",
-    "command",
-    "state",
-    "priority",
-    "tenant",
-    "deadline_at",
-    "submitted_at",
-    "attempts",
-    "emulated",
-    "not_before",
-    "deferral",
-)
-_INSERT_TASK = (
-    f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) "
-    f"VALUES ({', '.join('?' for _ in _TASK_COLUMNS)})"
-)
-
-
 def _insert(db: sqlite_utils.Database, table: str, row: dict[str, Any]) -> None:
     """Insert ``row`` into ``table`` with plain SQL (the column names are ours, not input)."""
     db.execute(
@@ -114,7 +92,7 @@ class Store(TaskMoves):
             planned = store_batch.new_rows(tasks, time.time(), known)
             fresh = [row for _, row in planned if row is not None]
             if fresh:
-                db.conn.executemany(_INSERT_TASK, [tuple(row.values()) for row in fresh])
+                store_batch.insert_new(db, fresh)
             out: list[tuple[dict[str, Any], bool]] = []
             parsed: dict[str, Any] = {}  # equal contracts are parsed once (read-only)
             for i, row in planned:

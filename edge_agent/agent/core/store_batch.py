@@ -10,8 +10,9 @@ these; their semantics (idempotency keys, which states move, the outbox) are unc
 from __future__ import annotations
 
 import json
+import operator
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
@@ -31,6 +32,70 @@ check("(new)", None, "deferred")
 _REQUEUE = where(("placed",), "queued")
 _PLACE = where(WAITING, "placed")
 _FAIL = where(WAITING, "failed")
+
+
+#: a new task's row: ``new_rows``' keys, in order
+TASK_COLUMNS = (
+    "id",
+    "idempotency_key",
+    "request_hash",
+    "contract",
+    "command",
+    "state",
+    "priority",
+    "tenant",
+    "deadline_at",
+    "submitted_at",
+    "attempts",
+    "emulated",
+    "not_before",
+    "deferral",
+)
+#: the columns of a new row that are often NULL: left out of its insert when they are
+_OPTIONAL = operator.itemgetter(
+    *(TASK_COLUMNS.index(c) for c in ("idempotency_key", "command", "deadline_at", "deferral"))
+)
+#: (statement, picker of the values it binds) by which optional columns are NULL
+_INSERTS: dict[tuple[bool, ...], tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]] = {}
+
+
+def insert_new(db: sqlite_utils.Database, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``new_rows``' rows (in order), leaving their NULL optional columns out.
+
+    ``sqlite3`` binds None through its adapters (a key, a table look-up, two attribute
+    look-ups): about 0.3-0.7 µs a value, five a task for a plain submission
+    (docs/performance.md, "Intake path, session 13"). ``not_before`` is NULL with
+    ``deferral``.
+    """
+    shape: tuple[bool, ...] | None = None
+    values: list[tuple[Any, ...]] = []
+    pick: Callable[[tuple[Any, ...]], tuple[Any, ...]] = tuple
+    sql = ""
+    for row in rows:
+        full = tuple(row.values())
+        nulls = tuple([v is None for v in _OPTIONAL(full)])
+        if nulls != shape:
+            if values:
+                db.conn.executemany(sql, values)
+            shape, values = nulls, []
+            sql, pick = _INSERTS.get(nulls) or _insert_of(nulls)
+        values.append(pick(full))
+    if values:
+        db.conn.executemany(sql, values)
+
+
+def _insert_of(
+    nulls: tuple[bool, ...],
+) -> tuple[str, Callable[[tuple[Any, ...]], tuple[Any, ...]]]:
+    """Return (and keep) the insert statement and value picker for one pattern of NULLs."""
+    left_out = {c for c, null in zip(_OPTIONAL(TASK_COLUMNS), nulls, strict=True) if null}
+    if "deferral" in left_out:
+        left_out.add("not_before")
+    kept = [i for i, c in enumerate(TASK_COLUMNS) if c not in left_out]
+    names = ", ".join(TASK_COLUMNS[i] for i in kept)
+    sql = f"INSERT INTO tasks ({names}) VALUES ({', '.join('?' for _ in kept)})"
+    found = _INSERTS[nulls] = (sql, operator.itemgetter(*kept))
+    return found
 
 
 def existing_keys(db: sqlite_utils.Database, keys: Sequence[str]) -> dict[str, dict[str, Any]]:
@@ -104,14 +169,17 @@ def record_placed(
         )
     if not entries:
         return
-    groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = {}  # one shape: decision_row's
+    # decision_row leaves NULL columns out: one statement per run of rows of one shape
+    # (most batches are one run), the rows in the entries' order
+    columns: tuple[str, ...] = ()
+    rows: list[tuple[Any, ...]] = []
     for task_id, decision, _ in entries:
-        values = (task_id, now, *decision.values())
-        groups.setdefault(tuple(decision), []).append(values)
-    for columns, rows in groups.items():
-        names = ", ".join(("task_id", "decided_at", *columns))
-        marks = ", ".join("?" for _ in range(len(columns) + 2))
-        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
+        shape = tuple(decision)
+        if shape != columns:
+            _insert_decisions(db, columns, rows)
+            columns, rows = shape, []
+        rows.append((task_id, now, *decision.values()))
+    _insert_decisions(db, columns, rows)
     records: list[tuple[str, dict[str, Any]]] = []
     placed, failed = [], []
     for task_id, decision, emulated in entries:
@@ -131,6 +199,16 @@ def record_placed(
         failed,
     )
     outbox.append_many(db, records, now, outbox_limit)
+
+
+def _insert_decisions(
+    db: sqlite_utils.Database, columns: tuple[str, ...], rows: list[tuple[Any, ...]]
+) -> None:
+    """Insert decision rows of one shape: (task id, decided at, then ``columns``' values)."""
+    if rows:
+        names = ", ".join(("task_id", "decided_at", *columns))
+        marks = ", ".join("?" for _ in range(len(columns) + 2))
+        db.conn.executemany(f"INSERT INTO decisions ({names}) VALUES ({marks})", rows)
 
 
 def decision_record(task_id: str, decision: dict[str, Any]) -> dict[str, Any]:
