@@ -44,7 +44,7 @@ class Hooks:
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
         self.finished.append(job.task_id)
 
-    def job_begins(self, job: Job) -> bool | None:
+    def job_begins(self, job: Job, brief: bool) -> bool | None:
         if job.cancelled:
             return False
         self.begun.append(job.task_id)
@@ -142,7 +142,7 @@ async def test_stop_cancels_a_run_past_its_grace(monkeypatch: pytest.MonkeyPatch
 
 async def test_hooks_that_must_await_get_the_task_path() -> None:
     class Awaiting(Hooks):
-        def job_begins(self, job: Job) -> bool | None:
+        def job_begins(self, job: Job, brief: bool) -> bool | None:
             return None  # e.g. a power meter to read first
 
         async def job_starting(self, job: Job) -> bool:

@@ -62,7 +62,7 @@ async def test_the_next_job_runs_while_the_last_outcome_is_committed() -> None:
     done: list[str] = []
 
     class Hooks:  # the executor's JobHooks: the first outcome's commit is held
-        def job_begins(self, job: Job) -> bool | None:
+        def job_begins(self, job: Job, brief: bool) -> bool | None:
             return None  # these hooks await: every job takes the executor's task path
 
         def job_ended(self, job: Job, outcome: Outcome) -> None:

@@ -30,7 +30,7 @@ async def _start_order(policy: str) -> list[str]:
     done: list[str] = []
 
     class Hooks:  # the executor's JobHooks: the first job holds its slot until the gate
-        def job_begins(self, job: Job) -> bool | None:
+        def job_begins(self, job: Job, brief: bool) -> bool | None:
             return None  # these hooks await: every job takes the executor's task path
 
         def job_ended(self, job: Job, outcome: Outcome) -> None:

@@ -21,7 +21,7 @@ import pytest
 
 from edge_agent.agent.config.settings import AgentConfig
 from edge_agent.agent.core.emulation import Emulation
-from edge_agent.agent.core.executor import Job, Outcome
+from edge_agent.agent.core.executor import BRIEF_RUN_S, Job, Outcome
 from edge_agent.agent.core.intake import NewTask
 from edge_agent.agent.core.lifecycle import legal
 from edge_agent.agent.core.store import Store
@@ -169,22 +169,24 @@ async def test_a_combined_finish_of_a_task_no_longer_placed_moves_nothing(
     await asyncio.to_thread(store.close)
 
 
-async def test_an_agent_writes_a_tiny_task_once_and_counts_it_through_placed_to_done(
-    tmp_path: Path,
+async def test_an_agent_writes_a_short_task_once_and_counts_it_through_placed_to_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Through a real agent: with the writer held, every tiny job ends before its start is
-    written, so each task's row moves once; the gauge and the start futures read as a
-    start's own commit would have left them."""
+    """Through a real agent: with the writer held, every short job (not brief: its start is
+    asked for) ends before its start is written, so each task's row moves once; the gauge
+    and the start futures read as a start's own commit would have left them."""
     n = 30
+    monkeypatch.setattr(Emulation, "target", lambda self, job, slots: (BRIEF_RUN_S, "test"))
     async with logging_agent(tmp_path) as agent:
         writer = WriterHold(agent.store)
         begun: list[Job] = []
         begins = agent.jobs.job_begins
 
-        def holding(job: Job) -> bool | None:  # the writer is busy from the first start on
+        def holding(job: Job, brief: bool) -> bool | None:  # the writer busy from the first
+            assert not brief
             writer.hold()
             begun.append(job)
-            return begins(job)
+            return begins(job, brief)
 
         agent.jobs.job_begins = holding  # type: ignore[method-assign]
         ids = await tiny_tasks(agent, n)
@@ -198,6 +200,34 @@ async def test_an_agent_writes_a_tiny_task_once_and_counts_it_through_placed_to_
         into_done = [(t, b) for t, b, a, _, _ in logged if a == "done"]
         assert sorted(t for t, _ in into_done) == sorted(ids)  # one move into done each
         assert {b for _, b in into_done} == {"placed"}  # written with its start
+        assert not any(a == "running" for _, _, a, _, _ in logged)
+
+
+async def test_a_brief_run_asks_no_start_of_its_own_and_moves_its_row_once(
+    tmp_path: Path,
+) -> None:
+    """A tiny job (shorter than ``BRIEF_RUN_S``) asks for no start apart: its finish writes
+    it, so its row moves placed -> done once with ``started_at`` (never ``running``), the
+    gauge counts it placed -> done after that commit, and the writer gets no start op."""
+    n = 40
+    async with logging_agent(tmp_path) as agent:
+        asked: list[str] = []
+        started = agent.store.runs.started
+
+        def counted(task_id: str) -> asyncio.Future[bool]:
+            asked.append(task_id)
+            return started(task_id)
+
+        agent.store.runs.started = counted  # type: ignore[method-assign]
+        ids = await tiny_tasks(agent, n)
+        await until(lambda: agent.metrics.tasks_in("done") == n)
+        assert asked == []
+        assert agent.metrics.tasks_in("running") == 0 and agent.metrics.tasks_in("placed") == 0
+        logged = moves(agent.config.db_path)
+        into_done = [(t, b, s, f) for t, b, a, s, f in logged if a == "done"]
+        assert sorted(t for t, _, _, _ in into_done) == sorted(ids)  # one move into done each
+        assert {b for _, b, _, _ in into_done} == {"placed"}  # written with its start
+        assert all(s is not None and f is not None and s <= f for _, _, s, f in into_done)
         assert not any(a == "running" for _, _, a, _, _ in logged)
 
 
@@ -259,7 +289,7 @@ async def test_a_job_on_the_task_path_writes_its_start_with_its_finish_too(
             finished.append(job)
             await finishing(job, outcome)
 
-        monkeypatch.setattr(agent.jobs, "job_begins", lambda job: None)  # the task path
+        monkeypatch.setattr(agent.jobs, "job_begins", lambda job, brief: None)  # the task path
         monkeypatch.setattr(agent.jobs, "job_starting", holding)
         monkeypatch.setattr(agent.jobs, "job_finished", counting)
         ids = await tiny_tasks(agent, n)

@@ -45,6 +45,11 @@ __all__ = ["OVER_ESTIMATE", "Executor", "Job", "Outcome", "Spawn", "profile_slot
 
 #: how often ``Executor.stop`` looks whether the runs by callbacks have ended
 STOP_POLL_S = 0.01
+#: an emulated run shorter than this is brief: it ends in the loop's next turns (uvloop's
+#: ``call_later`` runs a delay under half a millisecond as ``call_soon``), before the writer
+#: could commit its start (a commit's fsync takes about that long): the hooks write its start
+#: with its finish instead of asking for it apart (``JobHooks.job_begins``)
+BRIEF_RUN_S = 0.001
 
 Spawn = Callable[[str, Callable[[], Coroutine[Any, Any, None]]], "asyncio.Task[None]"]
 
@@ -56,7 +61,8 @@ class Executor:
     cancelled); it decides from memory (``Job.cancelled``), not from a commit.
     ``hooks.job_finished`` runs after the slot is freed.
     An emulated job runs as loop callbacks when ``hooks.job_begins`` can start it without
-    awaiting anything; its outcome then goes to ``hooks.job_ended``.
+    awaiting anything; its outcome then goes to ``hooks.job_ended``. ``job_begins`` is told
+    whether the run is brief (``BRIEF_RUN_S``).
     ``busy_s`` counts fabric time: a job in one of N slots adds its time / N.
     """
 
@@ -212,11 +218,11 @@ class Executor:
             return False
         slots = self._devices[device_id]
         try:
-            begun = self._hooks.job_begins(job)
+            target, source = self._emulation.target(job, len(slots.slots))
+            begun = self._hooks.job_begins(job, target < BRIEF_RUN_S)
             if begun is None:
                 return False
             if begun:
-                target, source = self._emulation.target(job, len(slots.slots))
                 start = time.perf_counter()
                 slots.timers[job] = asyncio.get_running_loop().call_later(
                     target, self._end_emulated, device_id, k, job, start, target, source

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from edge_agent.agent.core.executor import Job, Outcome
@@ -102,15 +103,24 @@ class Jobs:
             job.energy_start = await asyncio.to_thread(agent.meters.read, device)
         return True
 
-    def job_begins(self, job: Job) -> bool | None:
+    def job_begins(self, job: Job, brief: bool) -> bool | None:
         """``job_starting`` without a task: None (nothing done) when a power meter must be
-        read first, which only ``job_starting`` awaits."""
+        read first, which only ``job_starting`` awaits.
+
+        A brief run's start is not asked for: it ends before the writer could commit it, so
+        its finish writes it (one row write, placed -> done or failed, as a start taken back
+        is), with no start future, no take-back and no start op left with nothing to write.
+        """
         if job.cancelled:
             return False
         agent = self.agent
         if agent.meters.measures(agent.fleet.device(job.device_id)):
             return None
-        self._begin(job)
+        if brief:
+            job.begun_at = time.time()
+            agent.placer.started(job.decision)  # its queue charge now shrinks as it runs
+        else:
+            self._begin(job)
         return True
 
     def _begin(self, job: Job) -> None:
@@ -160,6 +170,9 @@ class Jobs:
         """
         self._jobs.pop(job.task_id, None)
         started = job.started
+        if started is None and job.begun_at is not None:  # brief: never asked for apart
+            self._end_with_start(job, outcome, None, job.begun_at)
+            return
         if started is None or started.done():
             self._end_started(job, outcome, started)
             return
@@ -167,13 +180,25 @@ class Jobs:
         if asked is None:  # being written: the finish follows its commit
             started.add_done_callback(functools.partial(self._end_started, job, outcome))
             return
+        self._end_with_start(job, outcome, started, asked)
+
+    def _end_with_start(
+        self,
+        job: Job,
+        outcome: Outcome,
+        started: asyncio.Future[bool] | None,
+        started_at: float,
+    ) -> None:
+        """Record the finish with its start (asked at ``started_at``; ``started``: its future,
+        taken back, or None for a brief run's, never asked for apart)."""
         try:
-            finish = self._finish(job, outcome, None, asked)
+            finish = self._finish(job, outcome, None, started_at)
             self.agent.store.finished_then(
                 finish, functools.partial(self._end_combined, job, outcome, finish.state, started)
             )
         except Exception:
-            started.cancel()  # nobody waits for it: the task stays placed in the file
+            if started is not None:
+                started.cancel()  # nobody waits for it: the task stays placed in the file
             _log.exception("task %s failed in the agent", job.task_id)
 
     def _end_started(
@@ -212,7 +237,7 @@ class Jobs:
         job: Job,
         outcome: Outcome,
         state: str,
-        started: asyncio.Future[bool],
+        started: asyncio.Future[bool] | None,
         moved: bool | None,
         error: BaseException | None,
     ) -> None:
@@ -223,7 +248,7 @@ class Jobs:
                 return
             except Exception as err:
                 error = err
-        if not started.done():
+        if started is not None and not started.done():
             started.cancel()  # nobody waits for it: the task stays placed in the file
         _log.error("task %s failed in the agent", job.task_id, exc_info=error)
 
@@ -236,11 +261,17 @@ class Jobs:
         return asked
 
     def _combined(
-        self, job: Job, outcome: Outcome, state: str, started: asyncio.Future[bool], moved: bool
+        self,
+        job: Job,
+        outcome: Outcome,
+        state: str,
+        started: asyncio.Future[bool] | None,
+        moved: bool,
     ) -> None:
-        """A finish written with its start has committed: resolve the start's future as its
-        own write would have, then what follows a finish."""
-        started.set_result(moved)
+        """A finish written with its start has committed: resolve the start's future (if
+        any) as its own write would have, then what follows a finish."""
+        if started is not None:
+            started.set_result(moved)
         if not moved:  # never expected (write_finished logged it); whoever moved it owns it
             _log.error("task %s ran but was no longer placed; its outcome is dropped", job.task_id)
             return

@@ -25,8 +25,11 @@ class JobHooks(Protocol):
     async def job_finished(self, job: Job, outcome: Outcome) -> None:
         """The job left its slot with ``outcome``."""
 
-    def job_begins(self, job: Job) -> bool | None:
-        """``job_starting`` without awaiting; None (nothing done): use ``job_starting``."""
+    def job_begins(self, job: Job, brief: bool) -> bool | None:
+        """``job_starting`` without awaiting; None (nothing done): use ``job_starting``.
+
+        ``brief``: the run ends within about one commit of the store's writer (executor's
+        ``BRIEF_RUN_S``), so its start may be written with its finish, not asked for apart."""
 
     def job_ended(self, job: Job, outcome: Outcome) -> None:
         """``job_finished`` for a job ``job_begins`` started; what it waits for, it chains."""

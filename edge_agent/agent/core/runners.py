@@ -60,6 +60,9 @@ class Job:
     # the store's record of the start (True once committed; False: the task was no longer
     # placed); None until started. Its finish is recorded only after it.
     started: asyncio.Future[bool] | None = None
+    #: when a brief run began (epoch seconds), its start not asked for apart: it is written
+    #: with its finish (``JobHooks.job_begins``); None otherwise
+    begun_at: float | None = None
     seq: int = field(default_factory=itertools.count().__next__)
     #: the (first) chosen device; read on every step of the run, so taken from the
     #: decision once (``Decision.device_ids`` builds its tuple on each call)
